@@ -1,0 +1,284 @@
+// Settings: read once from the environment, validated here and nowhere else.
+// A bad value throws ConfigError naming the setting; main logs it in one line and exits 2.
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { splitFlags } from './flags-parse.js';
+
+export class ConfigError extends Error {
+  constructor(
+    readonly setting: string,
+    why: string,
+  ) {
+    super(`${setting}: ${why}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export const MANAGED_PROXY_TYPES = ['datacenter', 'isp', 'residential', 'mobile'] as const;
+export type ManagedProxyType = (typeof MANAGED_PROXY_TYPES)[number];
+
+const gatewaySchema = z.object({
+  host: z.string().min(1),
+  port: z.number().int().min(1).max(65535),
+  protocol: z.enum(['http', 'https']).default('http'),
+  username: z.string().default(''),
+  password: z.string().default(''),
+});
+export type ProxyGateway = z.infer<typeof gatewaySchema>;
+const providersSchema = z.partialRecord(z.enum(MANAGED_PROXY_TYPES), gatewaySchema);
+
+export interface Config {
+  listen: { host: string; port: number };
+  stateDir: string;
+  sessionId: string;
+  projectId: string | null;
+  token: string | null;
+  keysFile: string | null;
+  logLevel: string;
+  http: { bodyLimitBytes: number; shutdownTimeoutMs: number };
+  chromium: {
+    /** null when no binary was found on the default paths; the browser then reports `failed`. */
+    binary: string | null;
+    extraFlags: string[];
+    headless: boolean;
+    policyDir: string;
+    autostart: boolean;
+    readyTimeoutMs: number;
+    stopGraceMs: number;
+    crashLoopMax: number;
+    crashLoopWindowMs: number;
+    backoffInitialMs: number;
+    backoffMaxMs: number;
+    cdpMaxMessageBytes: number;
+  };
+  processes: {
+    maxLive: number;
+    retentionMs: number;
+    replayBufferBytes: number;
+    execOutputLimitBytes: number;
+    stdinLimitBytes: number;
+    stdinTimeoutMs: number;
+  };
+  extensions: {
+    maxItems: number;
+    maxArchiveBytes: number;
+    maxRequestBytes: number;
+    maxEntries: number;
+    maxUnpackedBytes: number;
+    maxConcurrentUploads: number;
+    activationTimeoutMs: number;
+  };
+  proxies: {
+    checkUrls: string[];
+    providers: Partial<Record<ManagedProxyType, ProxyGateway>>;
+    checkTimeoutMs: number;
+    maxConcurrentChecks: number;
+  };
+  /** BROWSERD_TEST_HOOKS: `name` or `name=value`, comma separated. For the test suite only. */
+  testHooks: ReadonlyMap<string, string>;
+}
+
+type Env = Record<string, string | undefined>;
+
+const MiB = 1024 * 1024;
+const SESSION_RE = /^[A-Za-z0-9._-]{1,128}$/;
+const DEFAULT_CHECK_URLS = ['https://api.ipify.org?format=json', 'https://ifconfig.me/ip'];
+/** Flags the daemon owns; BROWSERD_CHROMIUM_FLAGS may not set them. */
+const OWNED_FLAGS = ['--user-data-dir', '--remote-debugging-', '--disable-extensions', '--load-extension', '--headless'];
+
+export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
+  const get = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const int = (name: string, def: number, min: number, max: number): number => {
+    const raw = get(name);
+    if (raw === undefined) return def;
+    if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+  const bool = (name: string, def: boolean): boolean => {
+    const raw = get(name);
+    if (raw === undefined) return def;
+    if (/^(true|1|yes)$/i.test(raw)) return true;
+    if (/^(false|0|no)$/i.test(raw)) return false;
+    throw new ConfigError(name, `must be true or false, got "${raw}"`);
+  };
+
+  const stateDir = path.resolve(cwd, get('BROWSERD_STATE_DIR') ?? get('STATE_DIRECTORY') ?? '.browserd');
+  const sessionId = get('BROWSERD_SESSION_ID') ?? 'local';
+  if (!SESSION_RE.test(sessionId)) throw new ConfigError('BROWSERD_SESSION_ID', 'must match ^[A-Za-z0-9._-]{1,128}$');
+  const projectId = get('BROWSERD_PROJECT_ID') ?? null;
+  const token = get('BROWSERD_TOKEN') ?? null;
+  if (token !== null && token.length < 16) throw new ConfigError('BROWSERD_TOKEN', 'must be at least 16 characters');
+  const keysFile = get('BROWSERD_KEYS_FILE') ?? null;
+  if (keysFile !== null && !existsSync(keysFile)) throw new ConfigError('BROWSERD_KEYS_FILE', `no file at ${keysFile}`);
+
+  const logLevel = get('BROWSERD_LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError('BROWSERD_LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);
+  }
+
+  const extraFlags = parseExtraFlags(get('BROWSERD_CHROMIUM_FLAGS'));
+  const stdinLimitBytes = int('BROWSERD_STDIN_LIMIT_BYTES', 8 * MiB, 1, 256 * MiB);
+
+  return {
+    listen: parseListen(get('BROWSERD_LISTEN') ?? '127.0.0.1:10001'),
+    stateDir,
+    sessionId,
+    projectId,
+    token,
+    keysFile,
+    logLevel,
+    http: {
+      // JSON bodies; the stdin route allows its own larger limit (base64 of BROWSERD_STDIN_LIMIT_BYTES).
+      bodyLimitBytes: int('BROWSERD_BODY_LIMIT_BYTES', 1 * MiB, 1024, 64 * MiB),
+      shutdownTimeoutMs: int('BROWSERD_SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
+    },
+    chromium: {
+      binary: resolveChromium(get('BROWSERD_CHROMIUM'), env),
+      extraFlags,
+      headless: bool('BROWSERD_HEADLESS', true),
+      policyDir: path.resolve(cwd, get('BROWSERD_POLICY_DIR') ?? '/etc/chromium/policies/managed'),
+      autostart: bool('BROWSERD_BROWSER_AUTOSTART', true),
+      readyTimeoutMs: int('BROWSERD_READY_TIMEOUT_MS', 30_000, 1000, 600_000),
+      stopGraceMs: int('BROWSERD_STOP_GRACE_MS', 5000, 100, 120_000),
+      crashLoopMax: int('BROWSERD_CRASH_LOOP_MAX', 5, 1, 1000),
+      crashLoopWindowMs: int('BROWSERD_CRASH_LOOP_WINDOW_MS', 60_000, 1000, 3_600_000),
+      backoffInitialMs: int('BROWSERD_RESTART_BACKOFF_MS', 250, 0, 600_000),
+      backoffMaxMs: int('BROWSERD_RESTART_BACKOFF_MAX_MS', 30_000, 0, 3_600_000),
+      cdpMaxMessageBytes: int('BROWSERD_CDP_MAX_MESSAGE_BYTES', 256 * MiB, 1024, 1024 * MiB),
+    },
+    processes: {
+      maxLive: int('BROWSERD_MAX_PROCESSES', 64, 1, 10_000),
+      retentionMs: int('BROWSERD_PROCESS_RETENTION_SEC', 300, 0, 86_400) * 1000,
+      replayBufferBytes: int('BROWSERD_OUTPUT_BUFFER_BYTES', 1 * MiB, 1024, 256 * MiB),
+      execOutputLimitBytes: int('BROWSERD_EXEC_OUTPUT_LIMIT_BYTES', 16 * MiB, 1024, 256 * MiB),
+      stdinLimitBytes,
+      stdinTimeoutMs: int('BROWSERD_STDIN_TIMEOUT_MS', 30_000, 100, 600_000),
+    },
+    extensions: {
+      maxItems: int('BROWSERD_EXTENSION_MAX_ITEMS', 20, 1, 1000),
+      maxArchiveBytes: int('BROWSERD_EXTENSION_MAX_ARCHIVE_BYTES', 50 * MiB, 1024, 1024 * MiB),
+      maxRequestBytes: int('BROWSERD_EXTENSION_MAX_REQUEST_BYTES', 200 * MiB, 1024, 4096 * MiB),
+      maxEntries: int('BROWSERD_EXTENSION_MAX_ENTRIES', 10_000, 1, 1_000_000),
+      maxUnpackedBytes: int('BROWSERD_EXTENSION_MAX_UNPACKED_BYTES', 200 * MiB, 1024, 4096 * MiB),
+      maxConcurrentUploads: int('BROWSERD_EXTENSION_MAX_UPLOADS', 4, 1, 100),
+      activationTimeoutMs: int('BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS', 10_000, 100, 600_000),
+    },
+    proxies: {
+      checkUrls: parseCheckUrls(get('BROWSERD_PROXY_CHECK_URLS')),
+      providers: parseProviders(get('BROWSERD_PROXY_PROVIDERS_FILE')),
+      checkTimeoutMs: int('BROWSERD_PROXY_CHECK_TIMEOUT_MS', 10_000, 100, 600_000),
+      maxConcurrentChecks: int('BROWSERD_MAX_PROXY_CHECKS', 8, 1, 1000),
+    },
+    testHooks: parseHooks(get('BROWSERD_TEST_HOOKS')),
+  };
+}
+
+export function parseListen(raw: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(raw);
+  if (!m) throw new ConfigError('BROWSERD_LISTEN', `must be host:port (or [ipv6]:port, or :port), got "${raw}"`);
+  const port = Number(m[3]);
+  if (port > 65535) throw new ConfigError('BROWSERD_LISTEN', `port must be 0-65535, got ${port}`);
+  const host = m[1] ?? (m[2] === '' ? '127.0.0.1' : (m[2] as string));
+  return { host, port };
+}
+
+function parseExtraFlags(raw: string | undefined): string[] {
+  if (raw === undefined) return [];
+  let flags: string[];
+  try {
+    flags = splitFlags(raw);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_CHROMIUM_FLAGS', (err as Error).message);
+  }
+  for (const flag of flags) {
+    if (!flag.startsWith('--')) throw new ConfigError('BROWSERD_CHROMIUM_FLAGS', `"${flag}" is not a --flag`);
+    const owned = OWNED_FLAGS.find((o) => flag === o || flag.startsWith(o.endsWith('-') ? o : `${o}=`));
+    if (owned) {
+      throw new ConfigError('BROWSERD_CHROMIUM_FLAGS', `${flag.split('=')[0]} is owned by the daemon and may not be set here`);
+    }
+  }
+  return flags;
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function resolveChromium(raw: string | undefined, env: Env): string | null {
+  if (raw !== undefined) {
+    const file = raw.includes('/') ? path.resolve(raw) : findOnPath(raw, env);
+    if (file === null || !isExecutable(file)) {
+      throw new ConfigError('BROWSERD_CHROMIUM', `"${raw}" is not an executable file`);
+    }
+    return file;
+  }
+  if (isExecutable('/usr/lib/chromium/chromium')) return '/usr/lib/chromium/chromium';
+  for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
+    const file = findOnPath(name, env);
+    if (file !== null) return file;
+  }
+  return null;
+}
+
+function findOnPath(name: string, env: Env): string | null {
+  for (const dir of (env.PATH ?? '').split(':')) {
+    if (dir === '') continue;
+    const file = path.join(dir, name);
+    if (isExecutable(file)) return file;
+  }
+  return null;
+}
+
+function parseCheckUrls(raw: string | undefined): string[] {
+  if (raw === undefined) return DEFAULT_CHECK_URLS;
+  const urls = raw.split(/[,\s]+/).filter(Boolean);
+  for (const u of urls) {
+    let url: URL;
+    try {
+      url = new URL(u);
+    } catch {
+      throw new ConfigError('BROWSERD_PROXY_CHECK_URLS', `"${u}" is not a URL`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new ConfigError('BROWSERD_PROXY_CHECK_URLS', `"${u}" must be http or https`);
+    }
+  }
+  if (urls.length === 0) throw new ConfigError('BROWSERD_PROXY_CHECK_URLS', 'names no URL');
+  return urls;
+}
+
+function parseProviders(file: string | undefined): Partial<Record<ManagedProxyType, ProxyGateway>> {
+  if (file === undefined) return {};
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError('BROWSERD_PROXY_PROVIDERS_FILE', `cannot read ${file} as JSON: ${(err as Error).message}`);
+  }
+  const parsed = providersSchema.safeParse(json);
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    throw new ConfigError('BROWSERD_PROXY_PROVIDERS_FILE', `${first?.path.join('.') || '(root)'}: ${first?.message}`);
+  }
+  return parsed.data;
+}
+
+function parseHooks(raw: string | undefined): Map<string, string> {
+  const hooks = new Map<string, string>();
+  for (const item of (raw ?? '').split(',').filter(Boolean)) {
+    const eq = item.indexOf('=');
+    hooks.set(eq < 0 ? item : item.slice(0, eq), eq < 0 ? '' : item.slice(eq + 1));
+  }
+  return hooks;
+}

@@ -1,0 +1,172 @@
+// Bearer authentication with scopes. Tokens are only ever held as sha256 digests and compared
+// in constant time; every key is compared, whichever matches, so timing says nothing of which.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { ConfigError, type Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import { ForbiddenError, UnauthorizedError } from './errors.js';
+
+export const SCOPES = [
+  'browser:read',
+  'browser:write',
+  'processes:exec',
+  'processes:write',
+  'extensions:write',
+  'proxies:read',
+  'proxies:write',
+  'proxies:check',
+  'cdp',
+] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export interface Identity {
+  keyId: string;
+  scopes: ReadonlySet<Scope>;
+  project: string | null;
+}
+
+interface Key extends Identity {
+  digest: Buffer;
+}
+
+const keysFileSchema = z
+  .array(
+    z.object({
+      id: z.string().min(1).max(128),
+      sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hex digits'),
+      scopes: z.array(z.enum(SCOPES)),
+      project: z.string().min(1).optional(),
+    }),
+  )
+  .superRefine((keys, ctx) => {
+    const seen = new Set<string>();
+    keys.forEach((k, i) => {
+      if (seen.has(k.id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate id "${k.id}"` });
+      seen.add(k.id);
+    });
+  });
+
+export function sha256(token: string): Buffer {
+  return createHash('sha256').update(token, 'utf8').digest();
+}
+
+function keyFromToken(id: string, token: string): Key {
+  return { keyId: id, scopes: new Set(SCOPES), project: null, digest: sha256(token) };
+}
+
+/** Reads and validates a keys file; throws Error with a message naming the entry and field. */
+function readKeysFile(file: string): Key[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new Error(`cannot read ${file} as JSON: ${(err as Error).message}`, { cause: err });
+  }
+  const parsed = keysFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`${file}: ${issue?.path.join('.') || '(root)'}: ${issue?.message}`);
+  }
+  return parsed.data.map((k) => ({
+    keyId: k.id,
+    scopes: new Set(k.scopes),
+    project: k.project ?? null,
+    digest: Buffer.from(k.sha256, 'hex'),
+  }));
+}
+
+export class KeyRing {
+  private keys: Key[];
+
+  private constructor(
+    private readonly config: Config,
+    private readonly log: Logger,
+    private readonly tokenKey: Key | null,
+    fileKeys: Key[],
+  ) {
+    this.keys = tokenKey ? [tokenKey, ...fileKeys] : fileKeys;
+  }
+
+  /**
+   * BROWSERD_TOKEN and/or BROWSERD_KEYS_FILE; with neither, `<state>/token` (created 0600 on
+   * first start, path logged, never the token). Throws ConfigError for a bad keys file.
+   */
+  static create(config: Config, log: Logger): KeyRing {
+    let fileKeys: Key[] = [];
+    if (config.keysFile !== null) {
+      try {
+        fileKeys = readKeysFile(config.keysFile);
+      } catch (err) {
+        throw new ConfigError('BROWSERD_KEYS_FILE', (err as Error).message);
+      }
+    }
+    let tokenKey: Key | null = null;
+    if (config.token !== null) tokenKey = keyFromToken('env-token', config.token);
+    else if (config.keysFile === null) tokenKey = keyFromToken('token-file', loadOrCreateTokenFile(config.stateDir, log));
+    return new KeyRing(config, log, tokenKey, fileKeys);
+  }
+
+  /** SIGHUP: re-read the keys file; a broken file keeps the old keys and logs why. */
+  reload(): void {
+    if (this.config.keysFile === null) {
+      this.log.info({ event: 'keys_reload', outcome: 'skipped' }, 'no BROWSERD_KEYS_FILE to reload');
+      return;
+    }
+    try {
+      const fileKeys = readKeysFile(this.config.keysFile);
+      this.keys = this.tokenKey ? [this.tokenKey, ...fileKeys] : fileKeys;
+      this.log.info({ event: 'keys_reload', outcome: 'ok', keys: fileKeys.length }, 'keys file reloaded');
+    } catch (err) {
+      this.log.error(
+        { event: 'keys_reload', outcome: 'kept_old', reason: (err as Error).message },
+        'keys file not reloaded; the previous keys stay in force',
+      );
+    }
+  }
+
+  /** The identity behind an `Authorization` header, or UnauthorizedError. */
+  authenticate(header: string | undefined): Identity {
+    const m = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
+    if (!m || m[1] === undefined) throw new UnauthorizedError();
+    const digest = sha256(m[1]);
+    let found: Key | null = null;
+    for (const key of this.keys) {
+      // No early exit: every key costs the same comparison.
+      if (timingSafeEqual(digest, key.digest) && found === null) found = key;
+    }
+    if (found === null) throw new UnauthorizedError('unknown token');
+    return { keyId: found.keyId, scopes: found.scopes, project: found.project };
+  }
+}
+
+export function requireScope(identity: Identity, scope: Scope): void {
+  if (!identity.scopes.has(scope)) throw new ForbiddenError(scope);
+}
+
+function loadOrCreateTokenFile(stateDir: string, log: Logger): string {
+  const file = path.join(stateDir, 'token');
+  try {
+    const token = readFileSync(file, 'utf8').trim();
+    if (token.length >= 16) {
+      chmodSync(file, 0o600);
+      log.info({ event: 'token_file', path: file, created: false }, 'using the bearer token in the token file');
+      return token;
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      throw new ConfigError('BROWSERD_STATE_DIR', `cannot read ${file}: ${(err as Error).message}`);
+    }
+  }
+  const token = randomBytes(32).toString('base64url');
+  try {
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    writeFileSync(file, `${token}\n`, { mode: 0o600, flag: 'w' });
+    chmodSync(file, 0o600);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_STATE_DIR', `cannot write ${file}: ${(err as Error).message}`);
+  }
+  log.info({ event: 'token_file', path: file, created: true }, 'wrote a new bearer token to the token file');
+  return token;
+}

@@ -1,0 +1,103 @@
+// The OpenAPI 3.1 document, generated from the route table so that it cannot name a route that
+// does not exist; request and response schemas come from the same zod schemas that validate.
+import { z, type ZodType } from 'zod';
+import type { Route } from './router.js';
+
+const ERROR_TEXT: Record<number, string> = {
+  400: 'invalid_request (not JSON, wrong content type, unparsable multipart) or bad_request (one detail per invalid field)',
+  401: 'unauthorized: missing or unknown bearer token',
+  403: 'forbidden: the token lacks the scope named in details',
+  404: 'not_found: unknown route, session, process, proxy or extension',
+  405: 'method_not_allowed: known path, other method',
+  409: 'process_exited / stdin_closed / busy',
+  413: 'payload_too_large: the limit is in the message',
+  422: 'proxy_check_failed / extension_rejected / activation_failed; inner_error carries the cause',
+  429: 'limit_exceeded: the limit is in the message',
+  500: 'internal_error: the log has the stack under the request id',
+  503: 'browser_unavailable: Chromium is not ready and did not become ready in time',
+  504: 'timeout: the operation did not finish within its deadline',
+};
+
+const errorSchema = {
+  type: 'object',
+  required: ['code', 'message'],
+  properties: {
+    code: { type: 'string' },
+    message: { type: 'string' },
+    details: {
+      type: 'array',
+      items: { type: 'object', required: ['code', 'message'], properties: { code: { type: 'string' }, message: { type: 'string' } } },
+    },
+    inner_error: { type: 'object', required: ['code', 'message'], properties: { code: { type: 'string' }, message: { type: 'string' } } },
+  },
+};
+
+function isZod(x: unknown): x is ZodType {
+  return typeof x === 'object' && x !== null && '_zod' in x;
+}
+
+function toSchema(x: ZodType | Record<string, unknown>, io: 'input' | 'output'): Record<string, unknown> {
+  if (!isZod(x)) return x;
+  const { $schema: _ignored, ...schema } = z.toJSONSchema(x, { io, unrepresentable: 'any' }) as Record<string, unknown>;
+  return schema;
+}
+
+export interface OpenApiInfo {
+  version: string;
+  description: string;
+}
+
+export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    const d = route.doc;
+    const params = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => ({
+      name: m[1],
+      in: 'path',
+      required: true,
+      schema: { type: 'string' },
+      description: m[1] === 'id' ? 'the session id (BROWSERD_SESSION_ID); any other is 404' : undefined,
+    }));
+    const query = Object.entries(d.query ?? {}).map(([name, q]) => ({ name, in: 'query', required: false, description: q.description, schema: q.schema }));
+    const responses: Record<string, unknown> = {};
+    for (const [status, r] of Object.entries(d.responses)) {
+      responses[status] = r.schema
+        ? { description: r.description, content: { [r.mediaType ?? 'application/json']: { schema: toSchema(r.schema, 'output') } } }
+        : { description: r.description };
+    }
+    const errs = new Set([404, 405, 500, ...(d.errors ?? [])]);
+    if (route.scope !== null) errs.add(401);
+    if (route.scope !== null && route.scope !== 'any') errs.add(403);
+    if (d.body) errs.add(400);
+    for (const status of [...errs].sort()) {
+      responses[String(status)] = { description: ERROR_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    }
+    const op: Record<string, unknown> = {
+      operationId: `${route.method.toLowerCase()}${route.path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
+      summary: d.summary,
+      description: d.description,
+      security: route.scope === null ? [] : [{ bearer: [] }],
+      'x-scope': route.scope === null ? 'public' : route.scope === 'any' ? 'any valid token' : route.scope,
+      parameters: [...params, ...query],
+      responses,
+    };
+    if (d.body) {
+      const body = d.body;
+      op.requestBody = isZod(body)
+        ? { required: d.bodyRequired ?? true, content: { 'application/json': { schema: toSchema(body, 'input') } } }
+        : { required: body.required ?? true, content: { [body.mediaType]: { schema: body.schema } } };
+    }
+    if (route.upgrade) op['x-websocket'] = true;
+    (paths[route.path] ??= {})[route.method.toLowerCase()] = op;
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'browserd', version: info.version, description: info.description },
+    servers: [{ url: '/' }],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      schemas: { Error: errorSchema },
+    },
+    paths,
+  };
+}

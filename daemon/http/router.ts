@@ -1,0 +1,137 @@
+// The route table: every route declares its method, path template, scope, OpenAPI facts and
+// handler. Matching is by path segments; `{name}` matches one non-empty segment.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { ZodType } from 'zod';
+import type { Logger } from '../core/log.js';
+import type { Identity, Scope } from './auth.js';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** What a handler returns: a JSON reply, or `null` when it wrote the response itself (SSE, 204). */
+export type Reply = { status: number; body?: unknown; headers?: Record<string, string> } | null;
+
+export interface RequestContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  url: URL;
+  params: Record<string, string>;
+  /** null only on public routes. */
+  identity: Identity | null;
+  reqId: string;
+  log: Logger;
+  /** Aborted when the client goes away or the daemon shuts down (end long streams then). */
+  signal: AbortSignal;
+  /** Reads and validates a JSON body (415-style errors are 400 invalid_request, per the contract). */
+  json<T>(schema: ZodType<T>, opts?: { limitBytes?: number; optional?: boolean }): Promise<T>;
+}
+
+export interface UpgradeContext {
+  req: IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+  url: URL;
+  params: Record<string, string>;
+  identity: Identity;
+  reqId: string;
+  log: Logger;
+}
+
+/** OpenAPI facts of one operation; the document is generated from these. */
+export interface RouteDoc {
+  summary: string;
+  description?: string;
+  /** A zod schema (JSON body) or a ready JSON Schema object with its media type. */
+  body?: ZodType | { mediaType: string; schema: Record<string, unknown>; required?: boolean };
+  bodyRequired?: boolean;
+  query?: Record<string, { description: string; schema: Record<string, unknown> }>;
+  /** Success responses: status → description and schema (zod or JSON Schema). */
+  responses: Record<number, { description: string; schema?: ZodType | Record<string, unknown>; mediaType?: string }>;
+  /** Error statuses this route can answer besides 401/403/404/405/500. */
+  errors?: number[];
+}
+
+interface BaseRoute {
+  method: Method;
+  path: string;
+  /** null: public (no token). 'any': any valid token. Else the scope required. */
+  scope: Scope | 'any' | null;
+  doc: RouteDoc;
+}
+
+export interface HttpRoute extends BaseRoute {
+  handler(ctx: RequestContext): Promise<Reply>;
+  upgrade?: undefined;
+}
+
+export interface UpgradeRoute extends BaseRoute {
+  method: 'GET';
+  /** A WebSocket route: the server authenticates, then hands the raw socket over. */
+  upgrade(ctx: UpgradeContext): void;
+  handler?: undefined;
+}
+
+export type Route = HttpRoute | UpgradeRoute;
+
+export type Match =
+  | { kind: 'found'; route: Route; params: Record<string, string> }
+  | { kind: 'method'; allowed: Method[] }
+  | { kind: 'none' };
+
+interface Compiled {
+  route: Route;
+  segments: string[];
+}
+
+export class Router {
+  private readonly compiled: Compiled[];
+
+  constructor(readonly routes: readonly Route[]) {
+    const seen = new Set<string>();
+    for (const r of routes) {
+      const key = `${r.method} ${r.path}`;
+      if (seen.has(key)) throw new Error(`duplicate route ${key}`);
+      seen.add(key);
+    }
+    this.compiled = routes.map((route) => ({ route, segments: split(route.path) }));
+  }
+
+  match(method: string, pathname: string): Match {
+    const parts = split(pathname);
+    const allowed: Method[] = [];
+    for (const c of this.compiled) {
+      const params = matchSegments(c.segments, parts);
+      if (params === null) continue;
+      if (c.route.method === method || (method === 'HEAD' && c.route.method === 'GET' && !c.route.upgrade)) {
+        return { kind: 'found', route: c.route, params };
+      }
+      allowed.push(c.route.method);
+    }
+    return allowed.length > 0 ? { kind: 'method', allowed: [...new Set(allowed)] } : { kind: 'none' };
+  }
+}
+
+function split(p: string): string[] {
+  return p.split('/').filter((s) => s !== '');
+}
+
+function matchSegments(template: string[], parts: string[]): Record<string, string> | null {
+  if (template.length !== parts.length) return null;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < template.length; i++) {
+    const t = template[i] as string;
+    const p = parts[i] as string;
+    if (t.startsWith('{') && t.endsWith('}')) {
+      let value: string;
+      try {
+        value = decodeURIComponent(p);
+      } catch {
+        return null;
+      }
+      params[t.slice(1, -1)] = value;
+    } else if (t !== p) {
+      return null;
+    }
+  }
+  return params;
+}

@@ -1,0 +1,210 @@
+// The HTTP server: request ids, routing, auth, the session check, one error shape, access logs,
+// metrics, WebSocket upgrades, and a graceful close with a deadline.
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import { requireScope, type Identity, type KeyRing } from './auth.js';
+import { readJson, UNREAD_BODY } from './body.js';
+import { ApiError, InvalidRequestError, MethodNotAllowedError, NotFoundError, toApiError } from './errors.js';
+import { Router, type RequestContext, type Route } from './router.js';
+
+const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export interface ServerDeps {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  keyring: KeyRing;
+  routes: Route[];
+}
+
+export class HttpServer {
+  readonly router: Router;
+  private readonly server: Server;
+  private readonly shutdown = new AbortController();
+  private closing: Promise<void> | null = null;
+
+  constructor(private readonly deps: ServerDeps) {
+    this.router = new Router(deps.routes);
+    this.server = createServer({ keepAliveTimeout: 5000 }, (req, res) => void this.onRequest(req, res));
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
+    this.server.on('clientError', (err, socket) => {
+      if (socket.writable) writeRawError(socket, 400, { code: 'invalid_request', message: `malformed HTTP request: ${err.message}` });
+      else socket.destroy();
+    });
+  }
+
+  async listen(): Promise<AddressInfo> {
+    const { host, port } = this.deps.config.listen;
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    return this.server.address() as AddressInfo;
+  }
+
+  /** Graceful: stop accepting, end streams, let requests in flight finish within `deadlineMs`. Idempotent. */
+  close(deadlineMs: number): Promise<void> {
+    this.closing ??= new Promise<void>((resolve) => {
+      this.shutdown.abort();
+      const timer = setTimeout(() => this.server.closeAllConnections(), deadlineMs);
+      this.server.close(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.server.closeIdleConnections();
+    });
+    return this.closing;
+  }
+
+  /** Now: every connection is cut. Idempotent. */
+  destroy(): void {
+    this.shutdown.abort();
+    this.server.close();
+    this.server.closeAllConnections();
+  }
+
+  private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = process.hrtime.bigint();
+    const reqId = requestId(req);
+    const log = this.deps.log.child({ req_id: reqId });
+    const url = new URL(req.url ?? '/', 'http://browserd.invalid');
+    let routeName = 'unmatched';
+    let keyId: string | undefined;
+    res.setHeader('x-request-id', reqId);
+    res.on('close', () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      const status = res.headersSent ? res.statusCode : 499;
+      this.deps.metrics.httpDuration.observe({ method: req.method ?? '', route: routeName, status: String(status) }, ms / 1000);
+      log.info({ event: 'request', method: req.method, route: routeName, status, ms: Math.round(ms * 10) / 10, key_id: keyId }, 'request');
+    });
+
+    const abort = new AbortController();
+    const onGone = (): void => abort.abort();
+    res.on('close', onGone);
+    this.shutdown.signal.addEventListener('abort', onGone, { once: true });
+    res.on('close', () => this.shutdown.signal.removeEventListener('abort', onGone));
+
+    try {
+      const match = this.router.match(req.method ?? 'GET', url.pathname);
+      if (match.kind === 'none') throw new NotFoundError(`no route for ${url.pathname}`);
+      if (match.kind === 'method') throw new MethodNotAllowedError(req.method ?? '', match.allowed);
+      const { route, params } = match;
+      routeName = route.path;
+      const identity = this.authorize(route, req, params);
+      keyId = identity?.keyId;
+      if (route.upgrade) throw new InvalidRequestError('this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)');
+      const ctx: RequestContext = {
+        req,
+        res,
+        url,
+        params,
+        identity,
+        reqId,
+        log,
+        signal: abort.signal,
+        json: (schema, opts) =>
+          readJson(req, schema, { limitBytes: opts?.limitBytes ?? this.deps.config.http.bodyLimitBytes, optional: opts?.optional }),
+      };
+      const reply = await route.handler(ctx);
+      if (reply !== null && !res.headersSent) {
+        for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
+        if (reply.body === undefined) {
+          res.writeHead(reply.status).end();
+        } else {
+          writeJson(res, reply.status, reply.body);
+        }
+      }
+    } catch (err) {
+      const apiErr = toApiError(err);
+      if (apiErr.status >= 500 && !(err instanceof ApiError)) {
+        log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in a handler');
+      }
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      const unread = (req as unknown as Record<symbol, boolean>)[UNREAD_BODY] === true;
+      for (const [k, v] of Object.entries(apiErr.headers)) res.setHeader(k, v);
+      if (unread || !req.complete) {
+        // Do not read a refused body to its end; close once the error is out.
+        res.setHeader('connection', 'close');
+        const socket = req.socket;
+        res.on('finish', () => socket?.destroySoon());
+      }
+      writeJson(res, apiErr.status, apiErr.toBody());
+    }
+  }
+
+  /** 401 / 403 / the session and project checks. Returns null on public routes. */
+  private authorize(route: Route, req: IncomingMessage, params: Record<string, string>): Identity | null {
+    if (route.scope === null) return null;
+    const identity = this.deps.keyring.authenticate(req.headers.authorization);
+    if (route.scope !== 'any') requireScope(identity, route.scope);
+    if (params.id !== undefined && route.path.startsWith('/browsers/{id}')) {
+      const { sessionId, projectId } = this.deps.config;
+      if (params.id !== sessionId) throw new NotFoundError(`no browser session ${params.id}`);
+      if (identity.project !== null && projectId !== null && identity.project !== projectId) {
+        throw new NotFoundError(`no browser session ${params.id}`);
+      }
+    }
+    return identity;
+  }
+
+  private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const reqId = requestId(req);
+    const log = this.deps.log.child({ req_id: reqId });
+    const url = new URL(req.url ?? '/', 'http://browserd.invalid');
+    socket.on('error', () => socket.destroy());
+    let routeName = 'unmatched';
+    try {
+      const match = this.router.match('GET', url.pathname);
+      if (match.kind !== 'found' || !match.route.upgrade) throw new NotFoundError(`no WebSocket route for ${url.pathname}`);
+      routeName = match.route.path;
+      const identity = this.authorize(match.route, req, match.params);
+      if (identity === null) throw new NotFoundError('WebSocket routes need a token');
+      log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
+      match.route.upgrade({ req, socket, head, url, params: match.params, identity, reqId, log });
+    } catch (err) {
+      const apiErr = toApiError(err);
+      if (!(err instanceof ApiError)) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');
+      writeRawError(socket, apiErr.status, apiErr.toBody(), { 'x-request-id': reqId, ...apiErr.headers });
+      log.info({ event: 'request', method: 'GET', route: routeName, status: apiErr.status, upgrade: true }, 'request');
+    }
+  }
+}
+
+function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && REQ_ID_RE.test(given) ? given : randomUUID();
+}
+
+export function writeJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** An error on a raw socket (upgrade or client error), in the same JSON shape. */
+export function writeRawError(socket: Duplex, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  const lines = [
+    `HTTP/1.1 ${status} ${httpStatusText(status)}`,
+    'content-type: application/json; charset=utf-8',
+    `content-length: ${Buffer.byteLength(text)}`,
+    'connection: close',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  socket.end(`${lines.join('\r\n')}\r\n\r\n${text}`);
+}
+
+function httpStatusText(status: number): string {
+  return STATUS_CODES[status] ?? 'Error';
+}

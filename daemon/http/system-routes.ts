@@ -1,0 +1,78 @@
+// Health, readiness, discovery, metrics and identity: the routes that belong to no one concern.
+import { z } from 'zod';
+import type { Metrics } from '../core/metrics.js';
+import { BrowserUnavailableError } from './errors.js';
+import type { Route } from './router.js';
+
+export interface SystemDeps {
+  metrics: Metrics;
+  /** null when Chromium answers DevTools; else why not (for the 503 message). */
+  notReadyReason(): string | null;
+  /** The OpenAPI document (built once the route table is complete). */
+  openapi(): Record<string, unknown>;
+}
+
+const statusSchema = z.object({ status: z.literal('ok') });
+const whoamiSchema = z.object({ key_id: z.string(), scopes: z.array(z.string()), project: z.string().nullable() });
+
+export function systemRoutes(deps: SystemDeps): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: '/healthz',
+      scope: null,
+      doc: { summary: 'Liveness: 200 while the process serves', responses: { 200: { description: 'serving', schema: statusSchema } } },
+      handler: async () => ({ status: 200, body: { status: 'ok' } }),
+    },
+    {
+      method: 'GET',
+      path: '/readyz',
+      scope: null,
+      doc: {
+        summary: 'Readiness: 200 when Chromium answers DevTools, else 503 browser_unavailable',
+        responses: { 200: { description: 'ready', schema: statusSchema } },
+        errors: [503],
+      },
+      handler: async () => {
+        const reason = deps.notReadyReason();
+        if (reason !== null) throw new BrowserUnavailableError(reason);
+        return { status: 200, body: { status: 'ok' } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/openapi.json',
+      scope: null,
+      doc: { summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'the document', schema: { type: 'object' } } } },
+      handler: async () => ({ status: 200, body: deps.openapi() }),
+    },
+    {
+      method: 'GET',
+      path: '/metrics',
+      scope: 'browser:read',
+      doc: {
+        summary: 'Prometheus metrics (text exposition format)',
+        responses: { 200: { description: 'metrics', mediaType: 'text/plain; version=0.0.4', schema: { type: 'string' } } },
+      },
+      handler: async (ctx) => {
+        const text = await deps.metrics.registry.metrics();
+        ctx.res.writeHead(200, { 'content-type': deps.metrics.registry.contentType }).end(text);
+        return null;
+      },
+    },
+    {
+      method: 'GET',
+      path: '/whoami',
+      scope: 'any',
+      doc: {
+        summary: 'The identity and authorization context of this request (for debugging a 403)',
+        responses: { 200: { description: 'the key behind the token', schema: whoamiSchema } },
+      },
+      handler: async (ctx) => {
+        const id = ctx.identity;
+        if (id === null) throw new Error('whoami without identity');
+        return { status: 200, body: { key_id: id.keyId, scopes: [...id.scopes].sort(), project: id.project } };
+      },
+    },
+  ];
+}

@@ -1,0 +1,104 @@
+// browserd: wiring only. Settings → logger → keys → modules → routes → server → signals.
+import { readFileSync } from 'node:fs';
+import { ConfigError, loadConfig, type Config } from './core/config.js';
+import { createLogger, type Logger } from './core/log.js';
+import { createMetrics } from './core/metrics.js';
+import { createBrowser } from './chromium/index.js';
+import { KeyRing } from './http/auth.js';
+import { buildOpenApi } from './http/openapi.js';
+import { HttpServer } from './http/server.js';
+import { systemRoutes } from './http/system-routes.js';
+
+const EXIT_BAD_SETTING = 2;
+
+interface Closable {
+  close(): Promise<void>;
+}
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+function settingsOrExit(): { config: Config; log: Logger } {
+  try {
+    const config = loadConfig();
+    return { config, log: createLogger(config.logLevel) };
+  } catch (err) {
+    exitBadSetting(createLogger('info'), err);
+  }
+}
+
+function exitBadSetting(log: Logger, err: unknown): never {
+  if (!(err instanceof ConfigError)) throw err;
+  log.fatal({ event: 'bad_setting', setting: err.setting }, err.message);
+  process.exit(EXIT_BAD_SETTING);
+}
+
+async function main(): Promise<void> {
+  const { config, log } = settingsOrExit();
+  const version = packageVersion();
+  const metrics = createMetrics();
+  let keyring: KeyRing;
+  try {
+    keyring = KeyRing.create(config, log);
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
+
+  const browser = createBrowser({ config, log, metrics });
+  const modules: Closable[] = [browser];
+
+  let openapi: Record<string, unknown> = {};
+  const routes = [
+    ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: () => openapi }),
+    ...browser.routes,
+  ];
+  const server = new HttpServer({ config, log, metrics, keyring, routes });
+  openapi = buildOpenApi(server.router.routes, {
+    version,
+    description: 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz and /openapi.json takes a bearer token.',
+  });
+
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) {
+      log.warn({ event: 'stopping', signal }, 'second signal: stopping now');
+      server.destroy();
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ event: 'stopping', signal, deadline_ms: config.http.shutdownTimeoutMs }, 'stopping');
+    await server.close(config.http.shutdownTimeoutMs);
+    for (const m of [...modules].reverse()) {
+      try {
+        await m.close();
+      } catch (err) {
+        log.error({ event: 'stop_error', err }, 'a module did not stop cleanly');
+      }
+    }
+    log.info({ event: 'stopped' }, 'stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGHUP', () => keyring.reload());
+
+  let address;
+  try {
+    address = await server.listen();
+  } catch (err) {
+    log.fatal({ event: 'listen_failed', setting: 'BROWSERD_LISTEN', err }, `BROWSERD_LISTEN: cannot listen: ${(err as Error).message}`);
+    process.exit(EXIT_BAD_SETTING);
+  }
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, state_dir: config.stateDir }, 'listening');
+  if (config.chromium.autostart) browser.start();
+}
+
+process.on('unhandledRejection', (err) => {
+  createLogger('fatal').fatal({ event: 'crash', err }, 'unhandled rejection');
+  process.exit(1);
+});
+
+await main();

@@ -1,0 +1,116 @@
+// The 401/403 matrix, whoami, project-scoped keys and SIGHUP reload, through the real daemon.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { expectError } from './helpers/http.js';
+
+const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
+const READER = 'reader-token-aaaaaaaaaaaaaaaa';
+const NOSCOPE = 'noscope-token-bbbbbbbbbbbbbbbb';
+const OTHER_PROJECT = 'project-token-cccccccccccccccc';
+const SAME_PROJECT = 'project-token-dddddddddddddddd';
+const LATER = 'later-token-eeeeeeeeeeeeeeeeeeee';
+
+const keysDir = tempDir();
+const keysFile = path.join(keysDir, 'keys.json');
+const keys = [
+  { id: 'reader', sha256: hex(READER), scopes: ['browser:read'] },
+  { id: 'noscope', sha256: hex(NOSCOPE), scopes: [] },
+  { id: 'other', sha256: hex(OTHER_PROJECT), scopes: ['browser:read', 'proxies:read'], project: 'p2' },
+  { id: 'same', sha256: hex(SAME_PROJECT), scopes: ['browser:read'], project: 'p1' },
+];
+let d: Daemon;
+
+before(async () => {
+  writeFileSync(keysFile, JSON.stringify(keys));
+  d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: keysFile, BROWSERD_PROJECT_ID: 'p1' } });
+});
+after(async () => {
+  await d.cleanup();
+});
+
+const as = (token: string | null, extra: Record<string, string> = {}): RequestInit => ({
+  headers: token === null ? extra : { authorization: `Bearer ${token}`, ...extra },
+});
+
+test('no Authorization header: 401', async () => {
+  await expectError(await d.fetch('/browsers/local', as(null)), 401, 'unauthorized');
+});
+
+test('Basic auth: 401', async () => {
+  await expectError(await d.fetch('/browsers/local', { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } }), 401, 'unauthorized');
+});
+
+test('empty bearer: 401', async () => {
+  await expectError(await d.fetch('/browsers/local', { headers: { authorization: 'Bearer ' } }), 401, 'unauthorized');
+});
+
+test('unknown token: 401', async () => {
+  await expectError(await d.fetch('/browsers/local', as('not-a-known-token-at-all')), 401, 'unauthorized');
+});
+
+test('valid token without the scope: 403 naming the scope', async () => {
+  const body = await expectError(await d.fetch('/browsers/local', as(NOSCOPE)), 403, 'forbidden');
+  assert.deepEqual(body.details, [{ code: 'missing_scope', message: 'browser:read' }]);
+  await expectError(await d.fetch('/metrics', as(NOSCOPE)), 403, 'forbidden');
+});
+
+test('valid token with the scope: 200', async () => {
+  const res = await d.fetch('/browsers/local', as(READER));
+  assert.equal(res.status, 200);
+  assert.equal(((await res.json()) as { id: string }).id, 'local');
+});
+
+test('another session id: 404', async () => {
+  await expectError(await d.fetch('/browsers/other', as(READER)), 404, 'not_found');
+});
+
+test('project-scoped key of another project does not see the browser: 404', async () => {
+  await expectError(await d.fetch('/browsers/local', as(OTHER_PROJECT)), 404, 'not_found');
+  const res = await d.fetch('/browsers/local', as(SAME_PROJECT));
+  assert.equal(res.status, 200);
+  await res.text();
+});
+
+test('whoami shows the key, its scopes and project', async () => {
+  const res = await d.fetch('/whoami', as(OTHER_PROJECT));
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { key_id: 'other', scopes: ['browser:read', 'proxies:read'], project: 'p2' });
+  await expectError(await d.fetch('/whoami', as(null)), 401, 'unauthorized');
+});
+
+test('public routes need no token', async () => {
+  const res = await d.fetch('/healthz', as(null));
+  assert.deepEqual(await res.json(), { status: 'ok' });
+  await expectError(await d.fetch('/readyz', as(null)), 503, 'browser_unavailable');
+});
+
+test('no token is ever logged', async () => {
+  const all = JSON.stringify(d.logs);
+  for (const t of [READER, NOSCOPE, OTHER_PROJECT]) assert.ok(!all.includes(t));
+  assert.ok(d.logs.some((l) => l.event === 'request' && l.key_id === 'reader'));
+});
+
+test('SIGHUP re-reads the keys file; a broken file keeps the old keys', async () => {
+  await expectError(await d.fetch('/whoami', as(LATER)), 401, 'unauthorized');
+  writeFileSync(keysFile, JSON.stringify([...keys, { id: 'later', sha256: hex(LATER), scopes: ['cdp'] }]));
+  const seen = d.logs.length;
+  d.proc.kill('SIGHUP');
+  await d.waitLog((l) => l.event === 'keys_reload' && d.logs.indexOf(l) >= seen);
+  const res = await d.fetch('/whoami', as(LATER));
+  assert.equal(res.status, 200);
+  await res.text();
+
+  writeFileSync(keysFile, '[{"id": broken');
+  const seen2 = d.logs.length;
+  d.proc.kill('SIGHUP');
+  const line = await d.waitLog((l) => l.event === 'keys_reload' && d.logs.indexOf(l) >= seen2);
+  assert.equal(line.outcome, 'kept_old');
+  assert.match(String(line.reason), /JSON/);
+  const still = await d.fetch('/whoami', as(LATER));
+  assert.equal(still.status, 200, 'old keys stay in force');
+  await still.text();
+});

@@ -1,0 +1,146 @@
+// The server's own behaviour, through real HTTP on a random port with a small route table:
+// error shape on every path, 405, bad JSON, wrong content type, validation details, 413, 500.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { z } from 'zod';
+import { loadConfig } from '../daemon/core/config.js';
+import { createLogger } from '../daemon/core/log.js';
+import { createMetrics } from '../daemon/core/metrics.js';
+import { KeyRing } from '../daemon/http/auth.js';
+import { HttpServer } from '../daemon/http/server.js';
+import type { Route } from '../daemon/http/router.js';
+import { tempDir, TEST_TOKEN } from './helpers/daemon.js';
+import { expectError, rawRequest } from './helpers/http.js';
+import { Writable } from 'node:stream';
+
+const logLines: Record<string, unknown>[] = [];
+const sink = new Writable({
+  write(chunk: Buffer, _enc, cb) {
+    for (const l of chunk.toString().split('\n').filter(Boolean)) logLines.push(JSON.parse(l) as Record<string, unknown>);
+    cb();
+  },
+});
+
+const bodySchema = z.strictObject({ name: z.string().min(1), count: z.number().int().max(10), tags: z.array(z.string()).optional() });
+const routes: Route[] = [
+  {
+    method: 'POST',
+    path: '/things',
+    scope: 'browser:write',
+    doc: { summary: 'test', body: bodySchema, responses: { 200: { description: 'ok' } } },
+    handler: async (ctx) => ({ status: 200, body: await ctx.json(bodySchema) }),
+  },
+  {
+    method: 'GET',
+    path: '/boom',
+    scope: null,
+    doc: { summary: 'test', responses: { 200: { description: 'never' } } },
+    handler: async () => {
+      throw new Error('secret internal detail /etc/shadow');
+    },
+  },
+];
+
+let server: HttpServer;
+let base = '';
+const auth = { authorization: `Bearer ${TEST_TOKEN}` };
+
+before(async () => {
+  const config = loadConfig({ BROWSERD_LISTEN: '127.0.0.1:0', BROWSERD_STATE_DIR: tempDir(), BROWSERD_TOKEN: TEST_TOKEN, BROWSERD_BODY_LIMIT_BYTES: '2048', PATH: process.env.PATH });
+  const log = createLogger('info', sink);
+  server = new HttpServer({ config, log, metrics: createMetrics(), keyring: KeyRing.create(config, log), routes });
+  const addr = await server.listen();
+  base = `http://127.0.0.1:${addr.port}`;
+});
+after(() => server.destroy());
+
+test('unknown route: 404 not_found in the error shape, with x-request-id', async () => {
+  const res = await fetch(`${base}/nope`);
+  await expectError(res, 404, 'not_found');
+});
+
+test('x-request-id is taken from the request and logged on the access line', async () => {
+  const res = await fetch(`${base}/nope`, { headers: { 'x-request-id': 'abc-123' } });
+  assert.equal(res.headers.get('x-request-id'), 'abc-123');
+  await res.text();
+  await new Promise((r) => setTimeout(r, 20));
+  const line = logLines.find((l) => l.req_id === 'abc-123' && l.event === 'request');
+  assert.ok(line, 'access line with the request id');
+  assert.equal(line.status, 404);
+  assert.equal(typeof line.ms, 'number');
+});
+
+test('wrong method: 405 method_not_allowed with Allow', async () => {
+  const res = await fetch(`${base}/things`, { method: 'DELETE', headers: auth });
+  assert.equal(res.headers.get('allow'), 'POST');
+  await expectError(res, 405, 'method_not_allowed');
+});
+
+test('body that is not JSON: 400 invalid_request, code and message only', async () => {
+  const res = await fetch(`${base}/things`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"name":' });
+  const body = await expectError(res, 400, 'invalid_request');
+  assert.equal(body.details, undefined);
+});
+
+test('wrong content type: 400 invalid_request', async () => {
+  const res = await fetch(`${base}/things`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: '{}' });
+  await expectError(res, 400, 'invalid_request');
+});
+
+test('invalid fields: 400 bad_request with one detail per problem', async () => {
+  const res = await fetch(`${base}/things`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: '', count: 11.5, extra: true }),
+  });
+  const body = await expectError(res, 400, 'bad_request');
+  const details = body.details as { code: string; message: string }[];
+  assert.ok(details.length >= 3, JSON.stringify(details));
+  for (const d of details) assert.equal(d.code, 'invalid_input');
+  assert.ok(details.some((d) => d.message.startsWith('name: ')));
+  assert.ok(details.some((d) => d.message.startsWith('count: ')));
+});
+
+test('valid body is accepted', async () => {
+  const res = await fetch(`${base}/things`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'a', count: 1 }) });
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { name: 'a', count: 1 });
+});
+
+test('oversized body: 413 with the limit in the message, and the socket is closed, not left hanging', async () => {
+  const res = await fetch(`${base}/things`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'x'.repeat(5000), count: 1 }) });
+  const body = await expectError(res, 413, 'payload_too_large');
+  assert.match(String(body.message), /2048/);
+  // A client that declares a large body and sends only part of it gets the 413 and a closed socket.
+  const { text, closedByServer } = await rawRequest(
+    base,
+    `POST /things HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TEST_TOKEN}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{"name":`,
+  );
+  assert.match(text, /^HTTP\/1.1 413/);
+  assert.match(text, /"code":"payload_too_large"/);
+  assert.ok(closedByServer, 'the server closed the connection');
+  // Chunked, no content-length: cut off past the limit too.
+  const chunked = await rawRequest(
+    base,
+    `POST /things HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TEST_TOKEN}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1000\r\n${'a'.repeat(4096)}\r\n`,
+  );
+  assert.match(chunked.text, /^HTTP\/1.1 413/);
+  assert.ok(chunked.closedByServer);
+});
+
+test('an internal failure is 500 internal_error and says nothing internal', async () => {
+  const res = await fetch(`${base}/boom`);
+  const body = await expectError(res, 500, 'internal_error');
+  assert.doesNotMatch(JSON.stringify(body), /shadow|secret|Error:/);
+  const reqId = res.headers.get('x-request-id');
+  await new Promise((r) => setTimeout(r, 20));
+  const logged = logLines.find((l) => l.req_id === reqId && l.event === 'internal_error');
+  assert.ok(logged, 'the log has the error under the request id');
+  assert.match(JSON.stringify(logged), /secret internal detail/);
+});
+
+test('HEAD and malformed requests still get the error shape', async () => {
+  const { text } = await rawRequest(base, 'GARBAGE\r\n\r\n');
+  assert.match(text, /^HTTP\/1.1 400/);
+  assert.match(text, /"code":"invalid_request"/);
+});

@@ -1,0 +1,76 @@
+// The public face of the Chromium module: what main, the extensions module and the systemd
+// integration may use. Everything else in daemon/chromium/ is private to it.
+import type { Route } from '../http/router.js';
+
+export type BrowserState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
+
+export interface LastExit {
+  code: number | null;
+  signal: string | null;
+  at: string; // ISO time
+  reason: string; // e.g. "crash", "restart requested", "stopped"
+}
+
+export interface BrowserSnapshot {
+  id: string;
+  state: BrowserState;
+  /** Why the browser is `failed` (or the last launch error), else null. */
+  reason: string | null;
+  chromium: {
+    pid: number | null;
+    version: string | null;
+    started_at: string | null;
+    restarts: number;
+    last_exit: LastExit | null;
+  };
+  /** The stable, authenticated CDP URL of this daemon (ws://host:port/browsers/{id}/cdp). */
+  cdp_url: string;
+  extensions: unknown[];
+}
+
+/** What the extensions module contributes to every launch. */
+export interface LaunchExtras {
+  /** Absolute paths of unpacked extensions, passed as --load-extension. */
+  extensionPaths: string[];
+  /** true when policy force-installs need Chromium's background networking (component updater). */
+  allowBackgroundNetworking: boolean;
+}
+
+export interface DevToolsEndpoint {
+  /** ws://127.0.0.1:PORT/devtools/browser/UUID of the current Chromium. */
+  browserWsUrl: string;
+  port: number;
+  pid: number;
+}
+
+export interface RestartResult {
+  pid: number;
+  /** ms from spawn until ready. */
+  readyMs: number;
+}
+
+export interface Browser {
+  readonly routes: Route[];
+  /** Begin launching (returns at once). */
+  start(): void;
+  /** null when ready, else why not (the 503 message of /readyz). */
+  notReadyReason(): string | null;
+  snapshot(): BrowserSnapshot;
+  /** Resolves with the endpoint once ready; BrowserUnavailableError after `timeoutMs`. */
+  waitReady(timeoutMs: number): Promise<DevToolsEndpoint>;
+  /**
+   * The one lifecycle lock: restarts, extension installs and shutdown never overlap; waiters
+   * queue in order. `wait: false` and the lock held → ConflictError('busy').
+   */
+  withLock<T>(name: string, fn: () => Promise<T>, opts?: { wait?: boolean }): Promise<T>;
+  /** Restart now; only call while holding the lock (from inside withLock). Resolves once ready. */
+  restartLocked(reason: string): Promise<RestartResult>;
+  /** Called at every launch for the extension paths and networking needs. */
+  setLaunchExtras(provider: () => LaunchExtras): void;
+  /** Supplies the `extensions` list of GET /browsers/{id}. */
+  setExtensionsLister(lister: () => unknown[]): void;
+  /** Every state change (for sd_notify STATUS= and READY=1). */
+  onStateChange(listener: (state: BrowserState, snapshot: BrowserSnapshot) => void): void;
+  /** Graceful stop of the whole process tree (under the lock). Idempotent. */
+  close(): Promise<void>;
+}

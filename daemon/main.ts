@@ -3,7 +3,10 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, type Config } from './core/config.js';
 import { createLogger, type Logger } from './core/log.js';
 import { createMetrics } from './core/metrics.js';
+import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
+import { createProxies } from './proxies/index.js';
+import { createExtensions } from './extensions/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -39,6 +42,8 @@ async function main(): Promise<void> {
   const { config, log } = settingsOrExit();
   const version = packageVersion();
   const metrics = createMetrics();
+  // First: it takes NOTIFY_SOCKET & co. out of process.env before anything spawns.
+  const systemd = createSystemd({ log, waitForBrowser: config.chromium.autostart });
   let keyring: KeyRing;
   try {
     keyring = KeyRing.create(config, log);
@@ -47,12 +52,23 @@ async function main(): Promise<void> {
   }
 
   const browser = createBrowser({ config, log, metrics });
-  const modules: Closable[] = [browser];
+  systemd.watchBrowser(browser);
+  let proxies: ReturnType<typeof createProxies>;
+  try {
+    proxies = createProxies({ config, log, metrics });
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
+  const extensions = createExtensions({ config, log, metrics, browser });
+  await extensions.start();
+  const modules: Closable[] = [browser, proxies, extensions];
 
   let openapi: Record<string, unknown> = {};
   const routes = [
     ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: () => openapi }),
     ...browser.routes,
+    ...proxies.routes,
+    ...extensions.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
   openapi = buildOpenApi(server.router.routes, {
@@ -65,10 +81,13 @@ async function main(): Promise<void> {
     if (stopping) {
       log.warn({ event: 'stopping', signal }, 'second signal: stopping now');
       server.destroy();
+      browser.destroy();
       process.exit(1);
     }
     stopping = true;
+    systemd.stopping();
     log.info({ event: 'stopping', signal, deadline_ms: config.http.shutdownTimeoutMs }, 'stopping');
+    browser.beginShutdown();
     await server.close(config.http.shutdownTimeoutMs);
     for (const m of [...modules].reverse()) {
       try {
@@ -77,6 +96,7 @@ async function main(): Promise<void> {
         log.error({ event: 'stop_error', err }, 'a module did not stop cleanly');
       }
     }
+    await systemd.close(); // last: the watchdog pings go on while the modules stop
     log.info({ event: 'stopped' }, 'stopped');
     process.exit(0);
   };
@@ -93,6 +113,8 @@ async function main(): Promise<void> {
   }
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, state_dir: config.stateDir }, 'listening');
+  systemd.listening(`${host}:${address.port}`);
+  browser.setPublicAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
 }
 

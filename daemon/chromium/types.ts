@@ -62,8 +62,12 @@ export interface Browser {
    * The one lifecycle lock: restarts, extension installs and shutdown never overlap; waiters
    * queue in order. `wait: false` and the lock held → ConflictError('busy').
    */
-  withLock<T>(name: string, fn: () => Promise<T>, opts?: { wait?: boolean }): Promise<T>;
-  /** Restart now; only call while holding the lock (from inside withLock). Resolves once ready. */
+  withLock<T>(name: string, fn: () => Promise<T>, opts?: { wait?: boolean; signal?: AbortSignal }): Promise<T>;
+  /**
+   * Restart now; only call while holding the lock (from inside withLock). Resolves once ready.
+   * `reason` is a short word used as the metric label (`request`, `extensions`, `policy`); a
+   * `failed` or `stopped` browser is started afresh. Rejects with BrowserUnavailableError.
+   */
   restartLocked(reason: string): Promise<RestartResult>;
   /** Called at every launch for the extension paths and networking needs. */
   setLaunchExtras(provider: () => LaunchExtras): void;
@@ -73,4 +77,13 @@ export interface Browser {
   onStateChange(listener: (state: BrowserState, snapshot: BrowserSnapshot) => void): void;
   /** Graceful stop of the whole process tree (under the lock). Idempotent. */
   close(): Promise<void>;
+  /**
+   * Closes live CDP connections (code 1001) and refuses new ones. Call before the HTTP server's
+   * close: that waits for every connection, and upgraded sockets are not cut by its deadline.
+   */
+  beginShutdown(): void;
+  /** SIGKILL to the whole tree now, without waiting (the daemon's second signal). Idempotent. */
+  destroy(): void;
+  /** The address the HTTP server listens on (known after listen()), for `cdp_url`. */
+  setPublicAddress(host: string, port: number): void;
 }

@@ -1,0 +1,80 @@
+// Every flag browserd passes to Chromium, each with the reason it is there. The daemon owns the
+// profile, the DevTools endpoint, headless mode and extension loading; BROWSERD_CHROMIUM_FLAGS
+// (checked in core/config.ts) may add others, and they go last.
+import type { LaunchExtras } from './types.js';
+
+export interface FlagInputs {
+  profileDir: string;
+  headless: boolean;
+  /** config.chromium.extraFlags (already refused when they name an owned flag). */
+  extraFlags: readonly string[];
+  extras: LaunchExtras;
+  /** process.getuid() === 0 */
+  isRoot: boolean;
+}
+
+/** The page Chromium opens at start: nothing to load, nothing to fetch. */
+export const START_URL = 'about:blank';
+
+export function chromiumFlags(i: FlagInputs): string[] {
+  const flags: string[] = [
+    // A dedicated profile in the state dir: no other Chromium shares it, and its leftovers are findable.
+    `--user-data-dir=${i.profileDir}`,
+    // Port 0: the kernel picks a free port, so two daemons (or a stale Chromium) never collide;
+    // Chromium announces the chosen port on stderr ("DevTools listening on ws://…").
+    '--remote-debugging-port=0',
+    // DevTools on IPv4 loopback only (else it may bind [::1]); the outside reaches it only through
+    // the authenticated proxy at /browsers/{id}/cdp.
+    '--remote-debugging-address=127.0.0.1',
+    // The crashpad handlers run outside Chromium's process group (own session, parent 1), so a
+    // group stop cannot reach them, and on these VMs no crash report is ever uploaded.
+    '--disable-crashpad-for-testing',
+    // No first-run wizard, welcome page or default-browser question on a fresh profile.
+    '--no-first-run',
+    '--no-default-browser-check',
+    // No bundled default apps installed into the fresh profile (user and policy extensions still load).
+    '--disable-default-apps',
+    // No Google account sync on a machine that belongs to no person.
+    '--disable-sync',
+    // Linux keyrings (gnome-keyring, kwallet) need a desktop session and D-Bus; a VM has neither.
+    '--password-store=basic',
+    // These VMs have no GPU; software compositing avoids GPU-process start-up failures.
+    '--disable-gpu',
+  ];
+  if (!i.extras.allowBackgroundNetworking) {
+    flags.push(
+      // No traffic the agent did not cause (variations, safe-browsing lists, translate, ...).
+      '--disable-background-networking',
+      // No component downloads at start; kept off unless a policy force-install needs the updater.
+      '--disable-component-update',
+    );
+  }
+  if (i.headless) {
+    // The new headless mode (the full browser without a window); BROWSERD_HEADLESS=false runs headful.
+    flags.push('--headless');
+  }
+  if (i.isRoot) {
+    // Chromium refuses to start its sandbox as root; the VM itself is the isolation boundary.
+    flags.push('--no-sandbox');
+  }
+  if (i.extras.extensionPaths.length > 0) {
+    // Extensions installed through the API, applied at every launch (a crash restart included).
+    flags.push(`--load-extension=${i.extras.extensionPaths.join(',')}`);
+  }
+  // Never --disable-extensions: installed and policy extensions must load.
+  flags.push(START_URL, ...i.extraFlags);
+  return flags;
+}
+
+const SYSTEMD_VARS = new Set(['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES']);
+
+/** The environment Chromium gets: the daemon's, without its own settings (a token among them). */
+export function chromiumEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (k.startsWith('BROWSERD_')) continue; // settings, tokens: not Chromium's business
+    if (SYSTEMD_VARS.has(k)) continue; // systemd's, meant for the daemon only
+    out[k] = v;
+  }
+  return out;
+}

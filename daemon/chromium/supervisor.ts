@@ -1,0 +1,342 @@
+// The Chromium supervisor: one Chromium at a time, the state machine
+//   stopped → starting → ready → restarting → ready …, failed after a crash loop,
+// crash restarts with exponential backoff, the last exit, and the one lifecycle lock through
+// which every launch and stop goes (start, requested and crash restarts, extension installs,
+// shutdown).
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import { BrowserUnavailableError } from '../http/errors.js';
+import { CrashLoop } from './crash-loop.js';
+import { explainLaunchFailure, blockingPolicy, stderrGist } from './diagnose.js';
+import { chromiumEnv, chromiumFlags } from './flags.js';
+import { describeExit, launch, LaunchError, type LaunchedProcess } from './launcher.js';
+import { LifecycleLock } from './lock.js';
+import { LineRateLimiter } from './output.js';
+import { endLeftovers, ensureProfileDir, removeStaleFiles } from './profile.js';
+import { probeReady } from './readiness.js';
+import type { BrowserState, DevToolsEndpoint, LastExit, LaunchExtras, RestartResult } from './types.js';
+
+/** Chromium's own output forwarded to the log, at most this many lines a second. */
+const STDERR_LINES_PER_SECOND = 50;
+const NO_EXTRAS: LaunchExtras = { extensionPaths: [], allowBackgroundNetworking: false };
+
+export interface SupervisorDeps {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  profileDir: string;
+  /** Called when a Chromium stops being the current one (restart, crash, stop): close its CDP clients. */
+  onRunEnded(pid: number): void;
+}
+
+interface Run {
+  proc: LaunchedProcess;
+  endpoint: DevToolsEndpoint | null;
+  version: string | null;
+  /** Stopped on purpose: its exit is not a crash. */
+  intentional: boolean;
+}
+
+export interface SupervisorStatus {
+  state: BrowserState;
+  reason: string | null;
+  pid: number | null;
+  version: string | null;
+  startedAt: string | null;
+  restarts: number;
+  lastExit: LastExit | null;
+}
+
+export class Supervisor {
+  readonly lock = new LifecycleLock();
+  private state: BrowserState = 'stopped';
+  private reason: string | null = null;
+  private run: Run | null = null;
+  /** A crashed run's remaining tree being stopped; every launch waits for it. */
+  private dying: Promise<void> | null = null;
+  private restarts = 0;
+  private lastExit: LastExit | null = null;
+  private launchedOnce = false;
+  private readonly crashes: CrashLoop;
+  private backoffTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private closing: Promise<void> | null = null;
+  private readonly shutdown = new AbortController();
+  private extras: () => LaunchExtras = () => NO_EXTRAS;
+  private readonly listeners = new Set<(state: BrowserState) => void>();
+
+  constructor(private readonly deps: SupervisorDeps) {
+    const c = deps.config.chromium;
+    this.crashes = new CrashLoop({ max: c.crashLoopMax, windowMs: c.crashLoopWindowMs, initialBackoffMs: c.backoffInitialMs, maxBackoffMs: c.backoffMaxMs });
+  }
+
+  status(): SupervisorStatus {
+    const run = this.run;
+    return {
+      state: this.state,
+      reason: this.reason,
+      pid: run?.proc.pid ?? null,
+      version: run?.version ?? null,
+      startedAt: run?.proc.spawnedAt.toISOString() ?? null,
+      restarts: this.restarts,
+      lastExit: this.lastExit,
+    };
+  }
+
+  /** The endpoint when ready, else null. */
+  endpoint(): DevToolsEndpoint | null {
+    return this.state === 'ready' ? (this.run?.endpoint ?? null) : null;
+  }
+
+  notReadyReason(): string | null {
+    switch (this.state) {
+      case 'ready':
+        return null;
+      case 'starting':
+        return 'Chromium is starting';
+      case 'restarting':
+        return this.reason === null ? 'Chromium is restarting' : `Chromium is restarting after: ${this.reason}`;
+      case 'failed':
+        return `Chromium failed: ${this.reason ?? 'unknown reason'}; POST /browsers/{id}/restart starts it afresh`;
+      case 'stopped':
+        return this.closed ? 'browserd is stopping' : 'Chromium is not started (BROWSERD_BROWSER_AUTOSTART=false); POST /browsers/{id}/restart starts it';
+    }
+  }
+
+  /** Every state change; returns the unsubscribe function. */
+  onState(listener: (state: BrowserState) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  setLaunchExtras(provider: () => LaunchExtras): void {
+    this.extras = provider;
+  }
+
+  start(): void {
+    if (this.closed || this.state !== 'stopped') return;
+    this.setState('starting', null);
+    void this.lock
+      .run('start', async () => {
+        if (this.run === null && !this.closed && this.state === 'starting') await this.launchLocked(true, 'start');
+      })
+      .catch(() => {}); // a failed launch is already handled (crash restart or `failed`)
+  }
+
+  waitReady(timeoutMs: number): Promise<DevToolsEndpoint> {
+    const now = this.endpoint();
+    if (now !== null) return Promise.resolve(now);
+    if (this.state === 'failed' || this.state === 'stopped') return Promise.reject(new BrowserUnavailableError(this.notReadyReason() ?? undefined));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        off();
+        reject(new BrowserUnavailableError(`Chromium did not become ready within ${timeoutMs} ms: ${this.notReadyReason()}`));
+      }, timeoutMs);
+      const off = this.onState((s) => {
+        const ep = this.endpoint();
+        if (ep === null && s !== 'failed' && s !== 'stopped') return;
+        clearTimeout(timer);
+        off();
+        if (ep !== null) resolve(ep);
+        else reject(new BrowserUnavailableError(this.notReadyReason() ?? undefined));
+      });
+    });
+  }
+
+  /** Restart now (stop, launch, wait ready); the caller holds the lock. A failed or stopped browser starts afresh. */
+  async restartLocked(reason: string): Promise<RestartResult> {
+    if (this.lock.heldBy === null) throw new Error('restartLocked needs the lifecycle lock: call it inside withLock');
+    if (this.closed) throw new BrowserUnavailableError('browserd is stopping');
+    this.cancelBackoff();
+    const fresh = this.state === 'failed' || this.state === 'stopped';
+    if (fresh) this.crashes.reset();
+    this.deps.log.info({ event: 'chromium_restart', reason, backoff_ms: 0, fresh }, 'restarting Chromium');
+    this.setState(fresh ? 'starting' : 'restarting', null);
+    await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`);
+    return this.launchLocked(fresh, metricReason(reason));
+  }
+
+  /** Graceful stop of the whole tree, under the lock; no launch after it. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.closed = true;
+      this.cancelBackoff();
+      this.shutdown.abort();
+      await this.lock.run('shutdown', async () => {
+        await this.stopRun('stopped');
+        this.setState('stopped', null);
+      });
+      this.deps.log.info({ event: 'chromium_stopped' }, 'Chromium stopped');
+    })();
+    return this.closing;
+  }
+
+  /** SIGKILL to the tree now, without waiting. Idempotent. */
+  destroy(): void {
+    this.closed = true;
+    this.cancelBackoff();
+    this.shutdown.abort();
+    this.run?.proc.killNow();
+    this.deps.metrics.chromiumReady.set(0);
+  }
+
+  /** Launches Chromium and waits until it is ready; the caller holds the lock. */
+  private async launchLocked(fresh: boolean, metric: string): Promise<RestartResult> {
+    const { config, log, metrics, profileDir } = this.deps;
+    const c = config.chromium;
+    if (this.closed) throw new BrowserUnavailableError('browserd is stopping');
+    if (this.dying) {
+      await this.dying;
+      this.dying = null;
+    }
+    if (c.binary === null) return this.failAndThrow('no Chromium binary found (/usr/lib/chromium/chromium, or chromium, chromium-browser, google-chrome on PATH): install chromium or set BROWSERD_CHROMIUM');
+    const policy = blockingPolicy(c.policyDir);
+    if (policy !== null) return this.failAndThrow(policy);
+    if (this.launchedOnce) {
+      this.restarts++;
+      metrics.chromiumRestarts.inc({ reason: metric });
+    }
+    this.launchedOnce = true;
+    this.setState(fresh ? 'starting' : 'restarting', this.reason);
+    let proc: LaunchedProcess | null = null;
+    try {
+      ensureProfileDir(profileDir);
+      await endLeftovers(profileDir, c.stopGraceMs, log);
+      removeStaleFiles(profileDir);
+      const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras: this.extras(), isRoot: process.getuid?.() === 0 });
+      const pidRef = { pid: 0 };
+      const limiter = new LineRateLimiter(
+        STDERR_LINES_PER_SECOND,
+        (line) => log.debug({ event: 'chromium_stderr', pid: pidRef.pid, line }, 'chromium'),
+        (n) => log.debug({ event: 'chromium_stderr', pid: pidRef.pid, dropped: n }, `${n} lines of Chromium output dropped (over ${STDERR_LINES_PER_SECOND}/s)`),
+      );
+      proc = await launch({ command: c.binary, args, env: chromiumEnv(process.env), cwd: profileDir, onLine: (line) => limiter.push(line) });
+      const started = proc;
+      pidRef.pid = started.pid;
+      const run: Run = { proc: started, endpoint: null, version: null, intentional: false };
+      this.run = run;
+      log.info({ event: 'chromium_launched', pid: started.pid, binary: c.binary, flags: args }, 'Chromium launched');
+      void started.exited.then((exit) => {
+        limiter.flush();
+        log.info({ event: 'chromium_exited', pid: started.pid, code: exit.code, signal: exit.signal, expected: run.intentional }, 'Chromium exited');
+        this.onExit(run);
+      });
+      const ready = await started.waitReady((signal) => probeReady(started, signal), {
+        deadlineMs: c.readyTimeoutMs,
+        graceMs: c.stopGraceMs,
+        signal: this.shutdown.signal,
+      });
+      run.endpoint = { browserWsUrl: ready.browserWsUrl, port: ready.port, pid: started.pid };
+      run.version = ready.version.product;
+      const readyMs = Date.now() - started.spawnedAt.getTime();
+      log.info({ event: 'chromium_ready', pid: started.pid, ms: readyMs, version: run.version, port: ready.port }, 'Chromium is ready');
+      metrics.chromiumReady.set(1);
+      this.setState('ready', null);
+      return { pid: started.pid, readyMs };
+    } catch (err) {
+      if (proc !== null && this.run?.proc === proc) this.run = null;
+      const diag =
+        err instanceof LaunchError
+          ? explainLaunchFailure(err, { binary: c.binary, profileDir, policyDir: c.policyDir, readyTimeoutMs: c.readyTimeoutMs })
+          : { message: (err as Error).message, permanent: false };
+      const exit = proc?.exitInfo;
+      if (exit) this.lastExit = { code: exit.code, signal: exit.signal, at: exit.at.toISOString(), reason: 'launch failed' };
+      log.warn({ event: 'chromium_launch_failed', pid: proc?.pid, reason: diag.message }, 'Chromium did not become ready');
+      this.onCrash(diag.message, diag.permanent);
+      throw new BrowserUnavailableError(`Chromium did not become ready: ${diag.message}`);
+    }
+  }
+
+  /** The leader exited. A ready Chromium that we did not stop has crashed. */
+  private onExit(run: Run): void {
+    if (run !== this.run || run.intentional || run.endpoint === null) return; // stopped on purpose, or a failed launch
+    const exit = run.proc.exitInfo;
+    this.run = null;
+    this.deps.metrics.chromiumReady.set(0);
+    this.deps.onRunEnded(run.proc.pid);
+    if (exit) this.lastExit = { code: exit.code, signal: exit.signal, at: exit.at.toISOString(), reason: 'crash' };
+    const gist = stderrGist(run.proc.output.lines());
+    const message = `Chromium exited unexpectedly ${exit ? describeExit(exit) : ''}${gist === '' ? '' : `; last stderr: ${gist}`}`;
+    // The rest of the tree (zygotes, renderers) may still run: stop it before any new launch.
+    this.dying = run.proc.stop(this.deps.config.chromium.stopGraceMs).catch((err: unknown) => {
+      this.deps.log.error({ event: 'chromium_stop_failed', pid: run.proc.pid, err }, 'the crashed Chromium tree did not stop');
+    });
+    this.onCrash(message, false);
+  }
+
+  /** A crash or failed launch: back off and restart, or `failed` on a crash loop or a permanent cause. */
+  private onCrash(message: string, permanent: boolean): void {
+    if (this.closed) return;
+    if (permanent) return this.fail(message);
+    const verdict = this.crashes.record();
+    const c = this.deps.config.chromium;
+    if (verdict.loop) {
+      return this.fail(`crash loop: Chromium crashed or failed to start ${verdict.count} times within ${c.crashLoopWindowMs / 1000} s; the last time: ${message}`);
+    }
+    this.setState('restarting', message);
+    this.deps.log.warn({ event: 'chromium_restart', reason: message, backoff_ms: verdict.backoffMs, crashes: verdict.count }, 'Chromium will be restarted');
+    this.cancelBackoff();
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = null;
+      void this.lock
+        .run('crash restart', async () => {
+          if (!this.closed && this.state === 'restarting' && this.run === null) await this.launchLocked(false, 'crash');
+        })
+        .catch(() => {}); // handled inside launchLocked
+    }, verdict.backoffMs);
+  }
+
+  private fail(message: string): void {
+    this.cancelBackoff();
+    this.deps.metrics.chromiumReady.set(0);
+    this.setState('failed', message);
+    this.deps.log.error({ event: 'chromium_failed', reason: message }, 'Chromium failed');
+  }
+
+  private failAndThrow(message: string): never {
+    this.fail(message);
+    throw new BrowserUnavailableError(`Chromium cannot start: ${message}`);
+  }
+
+  /** Stops the current run on purpose and records its exit with `why`. */
+  private async stopRun(why: string): Promise<void> {
+    const run = this.run;
+    if (run !== null) {
+      run.intentional = true;
+      this.run = null;
+      this.deps.metrics.chromiumReady.set(0);
+      this.deps.onRunEnded(run.proc.pid);
+      await run.proc.stop(this.deps.config.chromium.stopGraceMs);
+      const e = run.proc.exitInfo;
+      if (e) this.lastExit = { code: e.code, signal: e.signal, at: e.at.toISOString(), reason: why };
+    }
+    if (this.dying) {
+      await this.dying;
+      this.dying = null;
+    }
+  }
+
+  private cancelBackoff(): void {
+    if (this.backoffTimer !== null) clearTimeout(this.backoffTimer);
+    this.backoffTimer = null;
+  }
+
+  private setState(state: BrowserState, reason: string | null): void {
+    if (state === this.state && reason === this.reason) return;
+    this.state = state;
+    this.reason = reason;
+    for (const l of [...this.listeners]) {
+      try {
+        l(state);
+      } catch (err) {
+        this.deps.log.error({ event: 'state_listener_error', err }, 'a browser state listener threw');
+      }
+    }
+  }
+}
+
+/** A low-cardinality metric label from a restart reason ('request', 'extensions', 'policy', ...). */
+function metricReason(reason: string): string {
+  return /^[a-z_]{1,32}$/.test(reason) ? reason : 'other';
+}

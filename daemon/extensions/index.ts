@@ -1,0 +1,67 @@
+// The extensions module: upload, list and remove extensions (routes.ts), applied at every
+// Chromium launch through the browser's launch extras; policy installs served on loopback.
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import type { Browser } from '../chromium/types.js';
+import type { Route } from '../http/router.js';
+import { Installer } from './installer.js';
+import { PolicyPublisher } from './publisher.js';
+import { extensionRoutes } from './routes.js';
+import { Store } from './store.js';
+
+export interface ExtensionsDeps {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  browser: Browser;
+}
+
+export interface Extensions {
+  readonly routes: Route[];
+  /** Reads the installed set, repairs an unfinished install, publishes policy installs. Before browser.start(). */
+  start(): Promise<void>;
+  close(): Promise<void>;
+  destroy(): void;
+}
+
+/** Chromium stopped loading Manifest V2 extensions (unpacked or force-installed) in this major version; 156 measured. */
+const MV2_REMOVED_IN = 139;
+
+export function createExtensions(deps: ExtensionsDeps): Extensions {
+  const { config, metrics, browser } = deps;
+  const log = deps.log.child({ module: 'extensions' });
+  const store = new Store(config.stateDir, log);
+  const publisher = new PolicyPublisher(store, config.chromium.policyDir, log);
+  const installer = new Installer({ config, metrics, browser, store, publisher });
+  browser.setLaunchExtras(() => installer.launchExtras());
+  browser.setExtensionsLister(() => installer.list());
+
+  const allowManifestV2 = (): boolean => {
+    const m = /(\d+)\.\d+/.exec(browser.snapshot().chromium.version ?? '');
+    return m !== null && Number(m[1]) < MV2_REMOVED_IN;
+  };
+  let closing: Promise<void> | null = null;
+
+  return {
+    routes: extensionRoutes({ config, browser, store, installer, allowManifestV2 }),
+    async start() {
+      try {
+        await store.open();
+        installer.reset();
+        const all = [...store.committed.values()];
+        if (all.some((e) => e.activation === 'policy') || store.policyFileWritten) await publisher.sync(all);
+        log.info({ event: 'extensions_loaded', names: all.map((e) => e.name) }, `${all.length} installed extensions`);
+      } catch (err) {
+        log.error({ event: 'extensions_start_failed', err }, 'the installed extensions could not be read; none are applied');
+      }
+    },
+    close() {
+      closing ??= publisher.close();
+      return closing;
+    },
+    destroy() {
+      void this.close();
+    },
+  };
+}

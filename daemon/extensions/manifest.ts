@@ -1,0 +1,115 @@
+// manifest.json checks done before anything touches Chromium: the facts Chromium itself would
+// refuse the extension for, reported with the file and the field. Also what the activation needs
+// to know: the version, the service worker (to verify it runs) and whether policy is required.
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Rejection } from './rejection.js';
+
+export interface ManifestFacts {
+  manifestVersion: 2 | 3;
+  name: string;
+  version: string;
+  /** MV3 `background.service_worker`, relative to the extension root; null without one. */
+  serviceWorker: string | null;
+  /** `webRequestBlocking`: Chromium grants it only to policy-installed extensions. */
+  needsPolicy: boolean;
+  /** The manifest's `key` (base64 SubjectPublicKeyInfo), which fixes the extension id; else null. */
+  key: string | null;
+}
+
+const MANIFEST = 'manifest.json';
+/** Chromium's extension version: 1 to 4 dot-separated integers 0-65535, no leading zeros. */
+const VERSION_RE = /^(0|[1-9]\d{0,4})(\.(0|[1-9]\d{0,4})){0,3}$/;
+
+export function isChromiumVersion(v: string): boolean {
+  return VERSION_RE.test(v) && v.split('.').every((p) => Number(p) <= 65535);
+}
+
+function invalid(field: string, why: string): Rejection {
+  return new Rejection('manifest_invalid', `${MANIFEST}: ${field}: ${why}`);
+}
+
+/** Reads and checks `<root>/manifest.json`; throws Rejection naming the file and field. */
+export async function readManifest(root: string, opts: { allowV2: boolean }): Promise<ManifestFacts> {
+  let text: string;
+  try {
+    text = await readFile(path.join(root, MANIFEST), 'utf8');
+  } catch {
+    throw new Rejection('manifest_missing', `${MANIFEST} is missing (it must be at the archive's root or in its single top folder)`);
+  }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new Rejection('manifest_invalid', `${MANIFEST}: not JSON: ${(err as Error).message}`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw invalid('(root)', 'must be a JSON object');
+  const m = json as Record<string, unknown>;
+
+  const mv = m.manifest_version;
+  if (mv !== 2 && mv !== 3) throw invalid('manifest_version', `must be 2 or 3, got ${JSON.stringify(mv) ?? 'nothing'}`);
+  if (mv === 2 && !opts.allowV2) {
+    throw invalid('manifest_version', 'Manifest V2 is no longer supported by this Chromium; use manifest_version 3');
+  }
+  if (typeof m.name !== 'string' || m.name.trim() === '') throw invalid('name', 'must be a non-empty string');
+  if (typeof m.version !== 'string') throw invalid('version', `must be a string, got ${JSON.stringify(m.version) ?? 'nothing'}`);
+  if (!isChromiumVersion(m.version)) {
+    throw invalid('version', `"${m.version}" is not a Chromium version (1 to 4 dot-separated integers 0-65535, no leading zeros)`);
+  }
+  if (m.key !== undefined && (typeof m.key !== 'string' || !/^[A-Za-z0-9+/=\s]+$/.test(m.key))) {
+    throw invalid('key', 'must be a base64 string');
+  }
+
+  let serviceWorker: string | null = null;
+  const bg = m.background;
+  if (bg !== undefined) {
+    if (typeof bg !== 'object' || bg === null || Array.isArray(bg)) throw invalid('background', 'must be an object');
+    const b = bg as Record<string, unknown>;
+    if (b.service_worker !== undefined) {
+      if (mv !== 3) throw invalid('background.service_worker', 'needs manifest_version 3');
+      serviceWorker = await requireFile(root, 'background.service_worker', b.service_worker);
+    }
+    if (b.scripts !== undefined) {
+      if (!Array.isArray(b.scripts)) throw invalid('background.scripts', 'must be a list of files');
+      for (const [i, s] of b.scripts.entries()) await requireFile(root, `background.scripts[${i}]`, s);
+    }
+    if (b.page !== undefined) await requireFile(root, 'background.page', b.page);
+  }
+  if (m.content_scripts !== undefined) {
+    if (!Array.isArray(m.content_scripts)) throw invalid('content_scripts', 'must be a list');
+    for (const [i, cs] of m.content_scripts.entries()) {
+      if (typeof cs !== 'object' || cs === null) throw invalid(`content_scripts[${i}]`, 'must be an object');
+      for (const kind of ['js', 'css'] as const) {
+        const files = (cs as Record<string, unknown>)[kind];
+        if (files === undefined) continue;
+        if (!Array.isArray(files)) throw invalid(`content_scripts[${i}].${kind}`, 'must be a list of files');
+        for (const [j, f] of files.entries()) await requireFile(root, `content_scripts[${i}].${kind}[${j}]`, f);
+      }
+    }
+  }
+  const permissions = Array.isArray(m.permissions) ? m.permissions : [];
+  return {
+    manifestVersion: mv,
+    name: m.name,
+    version: m.version,
+    serviceWorker,
+    needsPolicy: permissions.includes('webRequestBlocking'),
+    key: typeof m.key === 'string' ? m.key.replace(/\s+/g, '') : null,
+  };
+}
+
+/** The field names a file inside the extension; returns its path relative to the root. */
+async function requireFile(root: string, field: string, value: unknown): Promise<string> {
+  if (typeof value !== 'string' || value === '') throw invalid(field, 'must be a file name');
+  const rel = path.posix.normalize(value.replace(/^\/+/, ''));
+  if (rel.startsWith('..') || value.includes('\0')) throw invalid(field, `"${value}" points outside the extension`);
+  let ok = false;
+  try {
+    ok = (await stat(path.join(root, rel))).isFile();
+  } catch {
+    ok = false;
+  }
+  if (!ok) throw invalid(field, `names "${value}", which is not a file in the archive`);
+  return rel;
+}

@@ -1,0 +1,51 @@
+// Why an uploaded extension is refused. The unzip and manifest steps throw `Rejection` with a
+// stable cause; the upload route turns every rejection of a request into one
+// 422 extension_rejected (a detail per item, the first cause as inner_error). Size limits are
+// not rejections: they are 413 payload_too_large (PayloadTooLargeError), per the contract.
+import { OperationFailedError, type ErrorDetail } from '../http/errors.js';
+
+export type RejectCause =
+  | 'bad_zip' // not a zip, truncated, CRC or structure error
+  | 'zip_slip' // an entry path leaving the extension folder (`..`, absolute, drive letter)
+  | 'bad_entry_name' // backslash, NUL, empty segment, undecodable name
+  | 'duplicate_entry'
+  | 'symlink'
+  | 'special_file' // device, fifo, socket
+  | 'encrypted'
+  | 'unsupported_compression'
+  | 'too_many_entries'
+  | 'size_mismatch' // an entry's real size differs from the size its header declares
+  | 'manifest_missing'
+  | 'manifest_invalid'
+  | 'version_not_newer'; // a policy install is replaced only by a higher version (Chromium's update rule)
+
+export class Rejection extends Error {
+  constructor(
+    readonly causeCode: RejectCause,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'Rejection';
+  }
+}
+
+export interface ItemRejection {
+  /** How the client addressed the item: `extensions[2]`. */
+  label: string;
+  name: string;
+  rejection: Rejection;
+}
+
+/** One 422 for every rejected item of a request. */
+export function rejectedError(items: ItemRejection[]): OperationFailedError {
+  const details: ErrorDetail[] = items.map((r) => ({
+    code: r.rejection.causeCode,
+    message: `${r.label} (${r.name}): ${r.rejection.message}`,
+  }));
+  const first = items[0] as ItemRejection;
+  const message =
+    items.length === 1
+      ? `extension ${first.name} was rejected: ${first.rejection.message}`
+      : `${items.length} extensions were rejected; nothing of the request was installed`;
+  return new OperationFailedError('extension_rejected', message, { code: first.rejection.causeCode, message: first.rejection.message }, details);
+}

@@ -1,0 +1,160 @@
+// Proxy checks: the default check (BROWSERD_PROXY_CHECK_URLS in turn, the exit IP from the first
+// answer that holds one) and the url check (one guarded target, pinned address). Two checks of one
+// proxy and url at once share one run; at most `maxConcurrentChecks` different runs at once.
+import ipaddr from 'ipaddr.js';
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import { LimitExceededError, OperationFailedError } from '../http/errors.js';
+import type { GuardedTarget } from './ssrf.js';
+import type { StoredProxy } from './store.js';
+import { CheckFailure, fetchThrough, type CheckCause } from './tunnel.js';
+import { upstreamFor, type Upstream } from './upstream.js';
+
+/** How much of a check URL's answer is read to find the exit IP. */
+export const CHECK_BODY_LIMIT_BYTES = 64 * 1024;
+
+export interface DefaultOutcome {
+  available: boolean;
+  /** The exit IP of the first answer that held one; null when none did. */
+  ip: string | null;
+  /** Why the proxy is unavailable (the last failure seen). */
+  failure: { code: CheckCause; message: string } | null;
+}
+
+export interface CheckerDeps {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+}
+
+export class ProxyChecker {
+  private readonly running = new Map<string, Promise<unknown>>();
+  private readonly stopping = new AbortController();
+
+  constructor(private readonly deps: CheckerDeps) {}
+
+  /**
+   * Runs `work` once per key at a time: a second caller with the same key gets the same promise.
+   * A new key past the limit is refused with 429.
+   */
+  shared<T>(key: string, log: Logger, work: () => Promise<T>): Promise<T> {
+    const existing = this.running.get(key);
+    if (existing !== undefined) {
+      log.debug({ event: 'proxy_check_joined', key }, 'joined a check of this proxy that is already running');
+      return existing as Promise<T>;
+    }
+    const limit = this.deps.config.proxies.maxConcurrentChecks;
+    if (this.running.size >= limit) throw new LimitExceededError('proxy checks', limit);
+    const run = work().finally(() => this.running.delete(key));
+    this.running.set(key, run);
+    return run;
+  }
+
+  /** Where the check of `proxy` connects; 422 provider_not_configured (counted and logged) when nowhere. */
+  upstream(proxy: StoredProxy, log: Logger, kind: 'default' | 'url'): Upstream {
+    try {
+      return upstreamFor(proxy, this.deps.config.proxies.providers);
+    } catch (err) {
+      if (err instanceof OperationFailedError) this.record(log, proxy, kind, 'provider_not_configured', Date.now(), {});
+      throw err;
+    }
+  }
+
+  /** The default check through the proxy. */
+  async checkDefault(proxy: StoredProxy, upstream: Upstream, log: Logger): Promise<DefaultOutcome> {
+    const started = Date.now();
+    const deadline = started + this.deps.config.proxies.checkTimeoutMs;
+    let reached = false;
+    let failure: DefaultOutcome['failure'] = null;
+    for (const raw of this.deps.config.proxies.checkUrls) {
+      const url = new URL(raw);
+      const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+      try {
+        const res = await fetchThrough(upstream, {
+          url,
+          connectHost: url.hostname.replace(/^\[|\]$/g, ''),
+          port,
+          deadline,
+          signal: this.stopping.signal,
+          bodyLimitBytes: CHECK_BODY_LIMIT_BYTES,
+        });
+        if (res.status < 200 || res.status > 299) {
+          failure = { code: 'target_unreachable', message: `${url.host} answered ${res.status}` };
+          continue;
+        }
+        reached = true;
+        const ip = exitIp(res.body);
+        if (ip !== null) return this.finishDefault(proxy, log, started, { available: true, ip, failure: null });
+      } catch (err) {
+        if (!(err instanceof CheckFailure)) throw err;
+        failure = { code: err.code, message: err.message };
+        if (err.atProxy) break;
+      }
+    }
+    return this.finishDefault(proxy, log, started, { available: reached, ip: null, failure: reached ? null : failure });
+  }
+
+  /** A url check; resolves when the target answered with an HTTP response, else 422 with the cause. */
+  async checkUrl(proxy: StoredProxy, upstream: Upstream, target: GuardedTarget, log: Logger): Promise<void> {
+    const started = Date.now();
+    try {
+      await fetchThrough(upstream, {
+        url: target.url,
+        connectHost: target.address,
+        port: target.port,
+        deadline: started + this.deps.config.proxies.checkTimeoutMs,
+        signal: this.stopping.signal,
+        bodyLimitBytes: 0,
+      });
+    } catch (err) {
+      if (!(err instanceof CheckFailure)) throw err;
+      this.record(log, proxy, 'url', err.code, started, { target: target.url.host, address: target.address, cause: err.message });
+      throw new OperationFailedError('proxy_check_failed', `the check of ${target.url.host} through proxy ${proxy.id} failed`, {
+        code: err.code,
+        message: err.message,
+      });
+    }
+    this.record(log, proxy, 'url', 'ok', started, { target: target.url.host, address: target.address });
+  }
+
+  /** Cancels every running check (they fail with `timeout`) and waits for them. Idempotent. */
+  async close(): Promise<void> {
+    this.stopping.abort();
+    await Promise.allSettled([...this.running.values()]);
+  }
+
+  destroy(): void {
+    this.stopping.abort();
+  }
+
+  private finishDefault(proxy: StoredProxy, log: Logger, started: number, outcome: DefaultOutcome): DefaultOutcome {
+    this.record(log, proxy, 'default', outcome.available ? 'available' : 'unavailable', started, {
+      ip_address: outcome.ip ?? undefined,
+      cause_code: outcome.failure?.code,
+      cause: outcome.failure?.message,
+    });
+    return outcome;
+  }
+
+  /** One metric and one log line per check; never a username or password. */
+  private record(log: Logger, proxy: StoredProxy, kind: 'default' | 'url', outcome: string, started: number, extra: Record<string, unknown>): void {
+    this.deps.metrics.proxyChecks.inc({ outcome });
+    log.info({ event: 'proxy_check', proxy_id: proxy.id, type: proxy.type, kind, outcome, ms: Date.now() - started, ...extra }, 'proxy check');
+  }
+}
+
+/** The exit IP in a check URL's answer: the whole body as an IP address, or JSON with `ip`. */
+export function exitIp(body: Buffer): string | null {
+  const text = body.toString('utf8').trim();
+  const asIp = (s: unknown): string | null =>
+    typeof s === 'string' && (ipaddr.IPv4.isValidFourPartDecimal(s) || ipaddr.IPv6.isValid(s)) ? ipaddr.process(s).toString() : null;
+  const direct = asIp(text);
+  if (direct !== null) return direct;
+  try {
+    const json = JSON.parse(text) as unknown;
+    return typeof json === 'object' && json !== null ? asIp((json as Record<string, unknown>).ip) : null;
+  } catch {
+    return null;
+  }
+}

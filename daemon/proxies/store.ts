@@ -1,0 +1,200 @@
+// The proxies, kept in one JSON file `<stateDir>/proxies.json` (mode 0600; it holds the
+// write-only passwords and CA bundles, so it is as secret as the state dir).
+//
+// Every change is written atomically: a temp file in the same directory, fsync, rename over the
+// old file, fsync the directory. A daemon killed at any moment leaves the old or the new content,
+// never a mix. Changes are serialized: one write at a time, in the order they were asked for, and
+// the in-memory list only changes once its write is on disk (a failed write changes nothing).
+// A file that cannot be read as a store at start is renamed aside (`proxies.json.broken-<time>`)
+// and reported (`proxy_store_broken`), never overwritten.
+import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import type { Logger } from '../core/log.js';
+import type { ProxyType } from './schema.js';
+
+export const STORE_FILE = 'proxies.json';
+const STORE_VERSION = 1;
+const TEMP_INFIX = '.tmp-';
+
+export interface StoredProxy {
+  id: string;
+  name?: string;
+  type: ProxyType;
+  protocol: 'http' | 'https';
+  /** As validated at creation, write-only fields included. */
+  config: Record<string, unknown>;
+  /** The project of the key that created it; null for keys without a project. */
+  project: string | null;
+  created_at: string;
+  status?: 'available' | 'unavailable';
+  last_checked?: string;
+  ip_address?: string;
+}
+
+// Structure only: the rules of each field are checked when a proxy is created, and a stricter
+// rule in a later version must not make an older store unreadable.
+const fileSchema = z.object({
+  version: z.literal(STORE_VERSION),
+  proxies: z.array(
+    z.looseObject({
+      id: z.string().min(1),
+      name: z.string().optional(),
+      type: z.enum(['datacenter', 'isp', 'residential', 'mobile', 'custom']),
+      protocol: z.enum(['http', 'https']),
+      config: z.record(z.string(), z.unknown()),
+      project: z.string().nullable(),
+      created_at: z.string(),
+      status: z.enum(['available', 'unavailable']).optional(),
+      last_checked: z.string().optional(),
+      ip_address: z.string().optional(),
+    }),
+  ),
+});
+
+export class ProxyStore {
+  private records: readonly StoredProxy[];
+  private queue: Promise<unknown> = Promise.resolve();
+  private tempCounter = 0;
+
+  private constructor(
+    readonly file: string,
+    records: StoredProxy[],
+  ) {
+    this.records = records;
+  }
+
+  /** Reads `<dir>/proxies.json` (creating `dir` 0700 when missing). A broken file is set aside. */
+  static open(dir: string, log: Logger): ProxyStore {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const file = path.join(dir, STORE_FILE);
+    removeTempFiles(dir, log);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new ProxyStore(file, []);
+      throw err;
+    }
+    let reason: string;
+    try {
+      const parsed = fileSchema.safeParse(JSON.parse(text));
+      if (parsed.success) {
+        log.info({ event: 'proxy_store_loaded', path: file, proxies: parsed.data.proxies.length }, 'proxy store loaded');
+        return new ProxyStore(file, parsed.data.proxies as StoredProxy[]);
+      }
+      const issue = parsed.error.issues[0];
+      reason = `${issue?.path.join('.') || '(root)'}: ${issue?.message}`;
+    } catch (err) {
+      reason = `not JSON: ${(err as Error).message}`;
+    }
+    const aside = `${file}.broken-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    renameSync(file, aside);
+    fsyncDir(dir);
+    log.error(
+      { event: 'proxy_store_broken', path: file, kept_as: aside, reason },
+      'the proxy store could not be read; it was kept aside and the daemon starts with no proxies',
+    );
+    return new ProxyStore(file, []);
+  }
+
+  list(): readonly StoredProxy[] {
+    return this.records;
+  }
+
+  get(id: string): StoredProxy | undefined {
+    return this.records.find((p) => p.id === id);
+  }
+
+  /**
+   * Runs `change` on the current list when every earlier change is on disk, writes its result,
+   * then makes it current. `change` may throw to refuse (nothing is written then).
+   */
+  mutate<T>(change: (current: readonly StoredProxy[]) => { next: readonly StoredProxy[]; result: T }): Promise<T> {
+    const run = this.queue.then(async () => {
+      const { next, result } = change(this.records);
+      if (next !== this.records) {
+        await this.write(next);
+        this.records = next;
+      }
+      return result;
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  insert(record: StoredProxy): Promise<StoredProxy> {
+    return this.mutate((cur) => ({ next: [...cur, record], result: record }));
+  }
+
+  /** The removed record, or undefined when there was none (nothing is written then). */
+  remove(id: string): Promise<StoredProxy | undefined> {
+    return this.mutate((cur) => {
+      const found = cur.find((p) => p.id === id);
+      return found ? { next: cur.filter((p) => p !== found), result: found } : { next: cur, result: undefined };
+    });
+  }
+
+  /** Replaces one record by `fn(record)`; undefined when it is gone (nothing is written then). */
+  update(id: string, fn: (p: StoredProxy) => StoredProxy): Promise<StoredProxy | undefined> {
+    return this.mutate((cur) => {
+      const i = cur.findIndex((p) => p.id === id);
+      if (i < 0) return { next: cur, result: undefined };
+      const updated = fn(cur[i] as StoredProxy);
+      return { next: cur.map((p, j) => (j === i ? updated : p)), result: updated };
+    });
+  }
+
+  /** Resolves once every change asked for so far is on disk (or failed). */
+  async idle(): Promise<void> {
+    await this.queue;
+  }
+
+  private write(records: readonly StoredProxy[]): Promise<void> {
+    const text = `${JSON.stringify({ version: STORE_VERSION, proxies: records }, null, 1)}\n`;
+    return writeAtomic(this.file, text, `${TEMP_INFIX}${process.pid}-${++this.tempCounter}`);
+  }
+}
+
+/** temp file (0600, same dir, new) → write → fsync → rename over `file` → fsync the dir. */
+export async function writeAtomic(file: string, text: string, tempSuffix: string): Promise<void> {
+  const temp = `${file}${tempSuffix}`;
+  const handle = await open(temp, 'wx', 0o600);
+  try {
+    try {
+      await handle.writeFile(text, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, file);
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
+  }
+  const dir = await open(path.dirname(file), 'r');
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Temp files left by a process killed between its write and its rename hold nothing of value. */
+function removeTempFiles(dir: string, log: Logger): void {
+  for (const name of readdirSync(dir)) {
+    if (!name.startsWith(`${STORE_FILE}${TEMP_INFIX}`)) continue;
+    rmSync(path.join(dir, name), { force: true });
+    log.info({ event: 'proxy_store_temp_removed', path: path.join(dir, name) }, 'removed a temp file of an unfinished store write');
+  }
+}

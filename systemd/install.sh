@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Installs browserd as a systemd service on a Debian VM. Idempotent: run it again to upgrade.
+#
+#   npm ci && npm run build        # in the checkout, first
+#   sudo systemd/install.sh        # install or upgrade; then: systemctl enable --now browserd
+#   sudo systemd/install.sh --start  # the same, then enable and (re)start the service
+#
+# What it does: Debian's chromium when missing; the `browserd` system user; the built daemon with
+# its production node_modules (npm ci --omit=dev) in /opt/browserd (replaced as a whole); the unit;
+# /etc/browserd/env from browserd.env.example when absent (never overwritten); the Chromium policy
+# directory the daemon writes to; systemctl daemon-reload (skipped when systemd is not running).
+set -euo pipefail
+
+PREFIX=/opt/browserd
+UNIT=/etc/systemd/system/browserd.service
+CONF_DIR=/etc/browserd
+POLICY_DIR=/etc/chromium/policies/managed
+SERVICE_USER=browserd
+STATE_HOME=/var/lib/browserd
+NODE=/usr/bin/node
+NODE_MIN=20.11
+
+say() { printf 'install.sh: %s\n' "$*"; }
+die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 1; }
+
+start=false
+for arg in "$@"; do
+  case "$arg" in
+    --start) start=true ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) die "unknown argument: $arg (try --help)" ;;
+  esac
+done
+
+[ "$(id -u)" -eq 0 ] || die "run as root (sudo $0)"
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ -f "$src/dist/daemon/main.js" ] || die "no build in $src/dist: run 'npm ci && npm run build' first"
+[ -f "$src/package-lock.json" ] || die "$src/package-lock.json is missing"
+
+# --- prerequisites -------------------------------------------------------------------------------
+[ -x "$NODE" ] || die "$NODE not found: the unit runs $NODE (Node.js >= $NODE_MIN); install nodejs first"
+"$NODE" -e "const [a,b]=process.versions.node.split('.').map(Number),[x,y]='$NODE_MIN'.split('.').map(Number);process.exit(a>x||(a===x&&b>=y)?0:1)" ||
+  die "$NODE is $("$NODE" --version); browserd needs >= $NODE_MIN"
+command -v npm >/dev/null || die "npm not found (it installs the production node_modules)"
+[ -x /usr/bin/perl ] || die "/usr/bin/perl not found (perl-base runs systemd/notify-exec.pl)"
+if [ -x /usr/lib/chromium/chromium ]; then
+  say "chromium: present"
+else
+  say "chromium: installing Debian's package"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+fi
+
+# --- user ----------------------------------------------------------------------------------------
+if getent passwd "$SERVICE_USER" >/dev/null; then
+  say "user $SERVICE_USER: present"
+else
+  # Home = the state directory (systemd creates it, StateDirectory=browserd): Chromium keeps
+  # ~/.pki and caches there. Unprivileged, so Chromium runs with its sandbox.
+  useradd --system --user-group --home-dir "$STATE_HOME" --no-create-home \
+    --shell /usr/sbin/nologin --comment "browserd browser-host daemon" "$SERVICE_USER"
+  say "user $SERVICE_USER: created"
+fi
+
+# --- files: staged next to the target, then swapped in -------------------------------------------
+stage="$(mktemp -d "${PREFIX}.new.XXXXXX")"
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/dist" "$stage/systemd"
+cp -R "$src/dist/daemon" "$stage/dist/daemon"
+cp "$src/package.json" "$src/package-lock.json" "$stage/"
+[ -f "$src/README.md" ] && cp "$src/README.md" "$stage/"
+cp "$src/systemd/notify-exec.pl" "$src/systemd/browserd.service" "$src/systemd/browserd.env.example" "$stage/systemd/"
+say "node_modules: npm ci --omit=dev"
+# --ignore-scripts: no runtime dependency needs an install script.
+(cd "$stage" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)
+chown -R root:root "$stage"
+chmod -R u=rwX,go=rX "$stage"
+if [ -d "$PREFIX" ]; then
+  rm -rf "${PREFIX}.old"
+  mv "$PREFIX" "${PREFIX}.old"
+fi
+mv "$stage" "$PREFIX"
+rm -rf "${PREFIX}.old"
+trap - EXIT
+say "files: $PREFIX ($("$NODE" -p "require('$PREFIX/package.json').version"))"
+
+# --- configuration ------------------------------------------------------------------------------
+# The directory is readable by the service (a BROWSERD_KEYS_FILE kept here is re-read on SIGHUP);
+# the env file is read by systemd as root and may hold BROWSERD_TOKEN: root only.
+install -d -m 0750 -o root -g "$SERVICE_USER" "$CONF_DIR"
+if [ -e "$CONF_DIR/env" ]; then
+  say "$CONF_DIR/env: kept"
+else
+  install -m 0600 -o root -g root "$src/systemd/browserd.env.example" "$CONF_DIR/env"
+  say "$CONF_DIR/env: created from browserd.env.example"
+fi
+
+# Chromium's managed policy: root's files stay root's (sticky bit); the service may add its own.
+install -d -m 0755 "$(dirname "$POLICY_DIR")"
+install -d "$POLICY_DIR"
+chown root:"$SERVICE_USER" "$POLICY_DIR"
+chmod 1775 "$POLICY_DIR"
+say "policy directory: $POLICY_DIR (root:$SERVICE_USER 1775)"
+
+install -m 0644 -o root -g root "$src/systemd/browserd.service" "$UNIT"
+say "unit: $UNIT"
+
+# --- systemd -------------------------------------------------------------------------------------
+if [ ! -d /run/systemd/system ]; then
+  say "systemd is not running here (a container?): skipped daemon-reload."
+  say "on a systemd host: systemctl daemon-reload && systemctl enable --now browserd"
+  exit 0
+fi
+systemctl daemon-reload
+if [ "$start" = true ]; then
+  systemctl enable browserd
+  systemctl restart browserd
+  say "browserd (re)started: systemctl status browserd; journalctl -u browserd -o cat"
+elif systemctl is-active --quiet browserd; then
+  say "browserd is running the previous version: systemctl restart browserd"
+else
+  say "next: systemctl enable --now browserd"
+fi

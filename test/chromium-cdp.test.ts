@@ -1,0 +1,128 @@
+// The CDP endpoint through the real daemon and the real Chromium: Browser.getVersion over the
+// proxy, 401/403/404/400/503 in the error shape, the same URL across a restart and a crash (old
+// sockets closed with 1012), the message size bound in both directions (1009), 1001 at shutdown.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { expectError } from './helpers/http.js';
+import { cdpConnect, upgradeRefusal, waitBrowser } from './helpers/chromium.js';
+
+const FULL = 'cdp-full-token-0123456789abcdef';
+const READER = 'cdp-reader-token-0123456789abcdef';
+const MAX_MESSAGE = 65_536;
+const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
+const keysDir = tempDir();
+let d: Daemon;
+let idle: Daemon;
+let cdpUrl: string;
+
+before(async () => {
+  const keysFile = path.join(keysDir, 'keys.json');
+  writeFileSync(
+    keysFile,
+    JSON.stringify([
+      { id: 'full', sha256: hex(FULL), scopes: ['browser:read', 'browser:write', 'cdp'] },
+      { id: 'reader', sha256: hex(READER), scopes: ['browser:read'] },
+    ]),
+  );
+  [d, idle] = await Promise.all([
+    startDaemon({ noBrowser: false, token: FULL, env: { BROWSERD_KEYS_FILE: keysFile, BROWSERD_CDP_MAX_MESSAGE_BYTES: String(MAX_MESSAGE) } }),
+    startDaemon({ noBrowser: true }),
+  ]);
+  const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
+  cdpUrl = s.cdp_url;
+});
+after(async () => {
+  await Promise.all([d.cleanup(), idle.cleanup()]);
+  rmSync(keysDir, { recursive: true, force: true });
+});
+
+test('Browser.getVersion through the proxy, with the bearer token', async () => {
+  const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
+  const c = await cdpConnect(cdpUrl, FULL);
+  const v = await c.call<{ product: string; protocolVersion: string }>('Browser.getVersion');
+  assert.equal(v.product, s.chromium.version);
+  assert.equal(v.protocolVersion, '1.3');
+  c.ws.close();
+  assert.equal((await c.closed).code, 1005);
+});
+
+test('refused upgrades answer in the error shape: 401 without a token, 403 without the cdp scope, 404 for another session', async () => {
+  const none = await upgradeRefusal(cdpUrl, {});
+  assert.equal(none.status, 401);
+  assert.equal(none.body.code, 'unauthorized');
+  const reader = await upgradeRefusal(cdpUrl, { authorization: `Bearer ${READER}` });
+  assert.equal(reader.status, 403);
+  assert.deepEqual(reader.body.details, [{ code: 'missing_scope', message: 'cdp' }]);
+  const other = await upgradeRefusal(cdpUrl.replace('/browsers/local/', '/browsers/other/'), { authorization: `Bearer ${FULL}` });
+  assert.equal(other.status, 404);
+  assert.equal(other.body.code, 'not_found');
+});
+
+test('a plain GET (no upgrade) is 400 invalid_request', async () => {
+  await expectError(await d.fetch('/browsers/local/cdp'), 400, 'invalid_request');
+});
+
+test('a browser that is not started: 503 browser_unavailable at once', async () => {
+  const s = await (await idle.fetch('/browsers/local')).json() as { state: string; cdp_url: string };
+  assert.equal(s.state, 'stopped');
+  const r = await upgradeRefusal(s.cdp_url, { authorization: `Bearer ${idle.token}` });
+  assert.equal(r.status, 503);
+  assert.equal(r.body.code, 'browser_unavailable');
+  assert.match(String(r.body.message), /not started/);
+});
+
+test('POST /restart closes live sockets with 1012; the same URL works again', async () => {
+  const old = await cdpConnect(cdpUrl, FULL);
+  await old.call('Browser.getVersion');
+  const res = await d.fetch('/browsers/local/restart', { method: 'POST' });
+  assert.equal(res.status, 200);
+  await res.text();
+  const closed = await old.closed;
+  assert.equal(closed.code, 1012);
+  const again = await cdpConnect(cdpUrl, FULL);
+  assert.match((await again.call<{ product: string }>('Browser.getVersion')).product, /Chrome\//);
+  again.ws.close();
+});
+
+test('a crash closes live sockets with 1012; a client connecting meanwhile waits for the restart', async () => {
+  const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
+  const old = await cdpConnect(cdpUrl, FULL);
+  process.kill(s.chromium.pid as number, 'SIGKILL');
+  assert.equal((await old.closed).code, 1012);
+  const next = await cdpConnect(cdpUrl, FULL); // connects while restarting, answered once ready
+  assert.match((await next.call<{ product: string }>('Browser.getVersion')).product, /Chrome\//);
+  const now = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
+  assert.notEqual(now.chromium.pid, s.chromium.pid);
+  next.ws.close();
+});
+
+test('messages are bounded both ways: a client message or a Chromium answer over the limit closes with 1009', async () => {
+  const c = await cdpConnect(cdpUrl, FULL);
+  const { targetId } = await c.call<{ targetId: string }>('Target.createTarget', { url: 'about:blank' });
+  const { sessionId } = await c.call<{ sessionId: string }>('Target.attachToTarget', { targetId, flatten: true });
+  const small = await c.call<{ result: { value: string } }>('Runtime.evaluate', { expression: `'x'.repeat(${MAX_MESSAGE / 2})`, returnByValue: true }, sessionId);
+  assert.equal(small.result.value.length, MAX_MESSAGE / 2, 'below the limit passes');
+  void c.call('Runtime.evaluate', { expression: `'x'.repeat(${MAX_MESSAGE * 2})`, returnByValue: true }, sessionId).catch(() => {});
+  const fromChromium = await c.closed;
+  assert.equal(fromChromium.code, 1009);
+  assert.match(fromChromium.reason, /from Chromium is over 65536 bytes/);
+
+  const c2 = await cdpConnect(cdpUrl, FULL);
+  c2.ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion', params: { pad: 'y'.repeat(MAX_MESSAGE) } }));
+  assert.equal((await c2.closed).code, 1009);
+  const c3 = await cdpConnect(cdpUrl, FULL);
+  await c3.call('Target.closeTarget', { targetId });
+  c3.ws.close();
+});
+
+test('daemon shutdown closes live sockets with 1001 and exits 0', async () => {
+  const c = await cdpConnect(cdpUrl, FULL);
+  await c.call('Browser.getVersion');
+  const exit = d.stop();
+  assert.equal((await c.closed).code, 1001);
+  assert.equal((await exit).code, 0);
+});

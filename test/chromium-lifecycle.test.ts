@@ -1,0 +1,155 @@
+// The Chromium supervisor with the real Chromium, through the real daemon: start → ready, a
+// crash (kill -9) → restarted with the exit recorded, requested restarts queueing in order and
+// `?wait=false` → 409, the whole tree in one group, a daemon killed with SIGKILL whose Chromium
+// is ended by the next daemon, and SIGTERM leaving no process behind. One state dir, two daemons.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { expectError } from './helpers/http.js';
+import { isAlive, pgidOf, processesNaming, processesWithEnv, profileDir, waitBrowser, waitUntil, type Snapshot } from './helpers/chromium.js';
+
+const stateDir = tempDir();
+/** Inherited by the daemon, Chromium and everything Chromium starts: finds the whole tree. */
+const marker = `CHROMIUM_TEST_MARKER=${randomUUID()}`;
+const env = { [marker.split('=')[0] as string]: marker.split('=')[1] };
+let d: Daemon;
+let second: Daemon | null = null;
+
+before(async () => {
+  d = await startDaemon({ noBrowser: false, stateDir, env });
+});
+after(async () => {
+  await d.cleanup();
+  await second?.cleanup();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+const ready = (s: Snapshot): boolean => s.state === 'ready';
+
+test('start → ready: pid, version, the stable CDP URL, /readyz 200, lifecycle logs', async () => {
+  const s = await waitBrowser(d, ready, 'ready');
+  assert.equal(s.id, 'local');
+  assert.equal(s.reason, null);
+  assert.ok(Number.isInteger(s.chromium.pid));
+  assert.match(s.chromium.version ?? '', /Chrome\/\d+\./);
+  assert.equal(s.chromium.restarts, 0);
+  assert.equal(s.chromium.last_exit, null);
+  assert.ok(!Number.isNaN(Date.parse(s.chromium.started_at ?? '')));
+  assert.equal(s.cdp_url, `${d.url.replace('http://', 'ws://')}/browsers/local/cdp`);
+  assert.deepEqual(s.extensions, []);
+  const rz = await fetch(`${d.url}/readyz`);
+  assert.equal(rz.status, 200);
+  await rz.text();
+
+  const launched = await d.waitLog((l) => l.event === 'chromium_launched' && l.pid === s.chromium.pid);
+  const flags = launched.flags as string[];
+  assert.ok(flags.includes(`--user-data-dir=${profileDir(d)}`));
+  assert.ok(!flags.includes('--disable-extensions'));
+  const readyLine = await d.waitLog((l) => l.event === 'chromium_ready' && l.pid === s.chromium.pid);
+  assert.equal(typeof readyLine.ms, 'number');
+  assert.equal(readyLine.version, s.chromium.version);
+  const metrics = await (await d.fetch('/metrics')).text();
+  assert.match(metrics, /^browserd_chromium_ready 1$/m);
+});
+
+test('the whole tree is in one process group: no crashpad or other process outside it', async () => {
+  const s = await waitBrowser(d, ready, 'ready');
+  // Processes started by exec (crashpad handlers among them) show the inherited marker; zygote
+  // children rewrite their environ area with their title but name the profile dir.
+  const byEnv = processesWithEnv(marker, [d.pid]);
+  const byProfile = processesNaming(profileDir(d));
+  assert.ok(byEnv.some((p) => p.pid === s.chromium.pid), 'the marker reaches Chromium');
+  assert.ok(byProfile.length >= 3, `Chromium runs several processes: ${JSON.stringify(byProfile)}`);
+  const outside = [...byEnv.map((p) => p.pid), ...byProfile].filter((pid) => pgidOf(pid) !== s.chromium.pid && pgidOf(pid) !== null);
+  assert.deepEqual(outside, [], 'every process of this Chromium is in its process group');
+});
+
+test('kill -9 of Chromium: a new pid, ready again, the crash in last_exit, the old tree gone', async () => {
+  const before = await waitBrowser(d, ready, 'ready');
+  const oldPid = before.chromium.pid as number;
+  process.kill(oldPid, 'SIGKILL');
+  const after = await waitBrowser(d, (s) => ready(s) && s.chromium.pid !== oldPid, 'ready with a new pid');
+  assert.equal(after.chromium.restarts, before.chromium.restarts + 1);
+  assert.equal(after.chromium.last_exit?.signal, 'SIGKILL');
+  assert.equal(after.chromium.last_exit?.code, null);
+  assert.equal(after.chromium.last_exit?.reason, 'crash');
+  assert.deepEqual(
+    processesWithEnv(marker, [d.pid]).filter((p) => p.pgid === oldPid),
+    [],
+    'no process of the old group remains',
+  );
+  const exited = await d.waitLog((l) => l.event === 'chromium_exited' && l.pid === oldPid);
+  assert.equal(exited.signal, 'SIGKILL');
+  const restart = await d.waitLog((l) => l.event === 'chromium_restart' && typeof l.backoff_ms === 'number' && /SIGKILL/.test(String(l.reason)));
+  assert.equal(restart.backoff_ms, 250);
+  const metrics = await (await d.fetch('/metrics')).text();
+  assert.match(metrics, /^browserd_chromium_restarts_total\{reason="crash"\} 1$/m);
+});
+
+test('POST /restart queues behind a running restart (each restarts again, in order); ?wait=false is 409 busy', async () => {
+  const before = await waitBrowser(d, ready, 'ready');
+  const logStart = d.logs.length;
+  const first = d.fetch('/browsers/local/restart', { method: 'POST' });
+  await d.waitLog((l) => d.logs.indexOf(l) >= logStart && l.event === 'chromium_restart' && l.reason === 'request');
+  const secondReq = d.fetch('/browsers/local/restart', { method: 'POST' });
+  await d.waitLog((l) => d.logs.indexOf(l) >= logStart && l.event === 'browser_lock_wait' && l.op === 'restart requested');
+  await expectError(await d.fetch('/browsers/local/restart?wait=false', { method: 'POST' }), 409, 'busy');
+
+  const r1 = await first;
+  const r2 = await secondReq;
+  assert.equal(r1.status, 200);
+  assert.equal(r2.status, 200);
+  const s1 = (await r1.json()) as Snapshot;
+  const s2 = (await r2.json()) as Snapshot;
+  assert.equal(s1.state, 'ready');
+  assert.equal(s2.state, 'ready');
+  assert.notEqual(s1.chromium.pid, before.chromium.pid);
+  assert.notEqual(s2.chromium.pid, s1.chromium.pid, 'the queued request restarted again');
+  assert.equal(s1.chromium.restarts, before.chromium.restarts + 1);
+  assert.equal(s2.chromium.restarts, before.chromium.restarts + 2);
+  assert.equal(s2.chromium.last_exit?.reason, 'restart requested');
+  assert.equal(s2.chromium.last_exit?.code, 0, 'a requested stop is a clean SIGTERM exit');
+  // In order: the second restart began only after the first was ready.
+  const idx = (pred: (l: Record<string, unknown>) => boolean): number => d.logs.findIndex((l, i) => i >= logStart && pred(l));
+  const firstReady = idx((l) => l.event === 'chromium_ready' && l.pid === s1.chromium.pid);
+  const secondLaunch = idx((l) => l.event === 'chromium_launched' && l.pid === s2.chromium.pid);
+  assert.ok(firstReady >= 0 && secondLaunch > firstReady, `first ready at ${firstReady}, second launched at ${secondLaunch}`);
+  assert.ok(!isAlive(s1.chromium.pid as number));
+});
+
+test('POST /restart?wait=junk is 400 bad_request naming the parameter', async () => {
+  const body = await expectError(await d.fetch('/browsers/local/restart?wait=maybe', { method: 'POST' }), 400, 'bad_request');
+  assert.match(String((body.details as { message: string }[])[0]?.message), /^wait: /);
+});
+
+test('SIGKILL to the daemon leaves Chromium; the next daemon on the state dir ends it first and becomes ready', async () => {
+  const s = await waitBrowser(d, ready, 'ready');
+  const oldPid = s.chromium.pid as number;
+  d.proc.kill('SIGKILL');
+  await d.waitExit();
+  assert.ok(isAlive(oldPid), 'a Chromium with a DevTools port outlives its daemon');
+  second = await startDaemon({ noBrowser: false, stateDir, env });
+  const leftover = await second.waitLog((l) => l.event === 'chromium_leftover');
+  assert.ok((leftover.pids as number[]).includes(oldPid));
+  const s2 = await waitBrowser(second, ready, 'ready');
+  assert.notEqual(s2.chromium.pid, oldPid);
+  assert.equal(isAlive(oldPid), false);
+  assert.deepEqual(
+    processesWithEnv(marker, [second.pid]).filter((p) => p.pgid !== s2.chromium.pid),
+    [],
+    'only the new Chromium group runs',
+  );
+});
+
+test('SIGTERM to the daemon: exit code 0 and no process naming the profile dir is left', async () => {
+  assert.ok(second, 'the previous test started the second daemon');
+  await waitBrowser(second, ready, 'ready');
+  assert.ok(processesNaming(profileDir(second)).length > 0);
+  const exit = await second.stop();
+  assert.equal(exit.code, 0);
+  assert.deepEqual(processesNaming(profileDir(second)), []);
+  await waitUntil(() => processesWithEnv(marker).length === 0, 'free of processes of this test');
+  assert.ok(second.logs.some((l) => l.event === 'chromium_stopped'));
+});

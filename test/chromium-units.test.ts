@@ -1,0 +1,299 @@
+// Unit tests of the Chromium module's pure parts: flags, the output ring buffer, line splitting
+// and rate limiting, backoff and the crash-loop window, the DevTools line parser, the launch
+// failure diagnosis, the policy check, the lifecycle lock and the CDP relay's backpressure.
+import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
+import { rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { forward, HIGH_WATER_BYTES, type RelaySocket } from '../daemon/chromium/cdp-proxy.js';
+import { backoffFor, CrashLoop } from '../daemon/chromium/crash-loop.js';
+import { blockingPolicy, explainLaunchFailure, stderrGist } from '../daemon/chromium/diagnose.js';
+import { chromiumEnv, chromiumFlags, type FlagInputs } from '../daemon/chromium/flags.js';
+import { LaunchError } from '../daemon/chromium/launcher.js';
+import { LifecycleLock } from '../daemon/chromium/lock.js';
+import { LineRateLimiter, LineSplitter, RingBuffer } from '../daemon/chromium/output.js';
+import { namesDir } from '../daemon/chromium/profile.js';
+import { parseDevToolsLine } from '../daemon/chromium/readiness.js';
+import { ApiError } from '../daemon/http/errors.js';
+import { tempDir } from './helpers/daemon.js';
+
+const base: FlagInputs = {
+  profileDir: '/state/chromium-profile',
+  headless: true,
+  extraFlags: [],
+  extras: { extensionPaths: [], allowBackgroundNetworking: false },
+  isRoot: false,
+};
+
+test('flags: the daemon owns the profile and a loopback DevTools port chosen by the kernel', () => {
+  const f = chromiumFlags(base);
+  assert.ok(f.includes('--user-data-dir=/state/chromium-profile'));
+  assert.ok(f.includes('--remote-debugging-port=0'));
+  assert.ok(f.includes('--remote-debugging-address=127.0.0.1'));
+  assert.ok(f.includes('--headless'));
+  assert.ok(f.includes('--disable-crashpad-for-testing'));
+  assert.ok(!f.some((x) => x.startsWith('--remote-debugging-pipe')));
+});
+
+test('flags: never --disable-extensions, in any combination', () => {
+  for (const headless of [true, false]) {
+    for (const isRoot of [true, false]) {
+      for (const allowBackgroundNetworking of [true, false]) {
+        for (const extensionPaths of [[], ['/x/a'], ['/x/a', '/x/b']]) {
+          const f = chromiumFlags({ ...base, headless, isRoot, extras: { extensionPaths, allowBackgroundNetworking } });
+          assert.ok(!f.some((x) => x === '--disable-extensions' || x.startsWith('--disable-extensions=')), f.join(' '));
+          assert.ok(!f.some((x) => x.startsWith('--disable-component-extensions-with-background-pages')));
+        }
+      }
+    }
+  }
+});
+
+test('flags: --no-sandbox only as root, --headless only when headless', () => {
+  assert.ok(!chromiumFlags(base).includes('--no-sandbox'));
+  assert.ok(chromiumFlags({ ...base, isRoot: true }).includes('--no-sandbox'));
+  assert.ok(!chromiumFlags({ ...base, headless: false }).includes('--headless'));
+});
+
+test('flags: --load-extension from the launch extras, only when there are some', () => {
+  assert.ok(!chromiumFlags(base).some((x) => x.startsWith('--load-extension')));
+  const f = chromiumFlags({ ...base, extras: { extensionPaths: ['/e/one', '/e/two'], allowBackgroundNetworking: false } });
+  assert.ok(f.includes('--load-extension=/e/one,/e/two'));
+});
+
+test('flags: background networking is off unless a policy force-install needs it', () => {
+  const off = chromiumFlags(base);
+  assert.ok(off.includes('--disable-background-networking'));
+  assert.ok(off.includes('--disable-component-update'));
+  const on = chromiumFlags({ ...base, extras: { extensionPaths: [], allowBackgroundNetworking: true } });
+  assert.ok(!on.includes('--disable-background-networking'));
+  assert.ok(!on.includes('--disable-component-update'));
+});
+
+test('flags: extra flags go last, in their order', () => {
+  const f = chromiumFlags({ ...base, extraFlags: ['--lang=de', '--window-size=800,600'] });
+  assert.deepEqual(f.slice(-2), ['--lang=de', '--window-size=800,600']);
+});
+
+test('flags: Chromium does not inherit the daemon settings or systemd variables', () => {
+  const env = chromiumEnv({ PATH: '/bin', HOME: '/root', BROWSERD_TOKEN: 'secret-secret-secret', NOTIFY_SOCKET: '/run/x', DISPLAY: ':1' });
+  assert.deepEqual(env, { PATH: '/bin', HOME: '/root', DISPLAY: ':1' });
+});
+
+test('ring buffer: keeps the last lines in order, each cut to its limit', () => {
+  const r = new RingBuffer(3, 5);
+  assert.deepEqual(r.lines(), []);
+  for (const l of ['a', 'b', 'c', 'd', 'eeeeeeeee']) r.push(l);
+  assert.deepEqual(r.lines(), ['c', 'd', 'eeeee…']);
+  assert.deepEqual(r.tail(2), ['d', 'eeeee…']);
+  assert.deepEqual(r.tail(10), ['c', 'd', 'eeeee…']);
+  assert.equal(r.seen, 5);
+  assert.throws(() => new RingBuffer(0), RangeError);
+});
+
+test('line splitter: whole lines across chunks, CRLF, long lines cut, the rest at end', () => {
+  const lines: string[] = [];
+  const s = new LineSplitter((l) => lines.push(l), 4);
+  s.write('ab');
+  s.write('c\r\nde\nfghijkl');
+  assert.deepEqual(lines, ['abc', 'de', 'fghi']);
+  s.write('m');
+  s.end();
+  assert.deepEqual(lines, ['abc', 'de', 'fghi', 'jklm']);
+});
+
+test('rate limiter: at most N lines a second, then one report of the dropped count', () => {
+  let now = 10_000;
+  const out: string[] = [];
+  const dropped: number[] = [];
+  const r = new LineRateLimiter(2, (l) => out.push(l), (n) => dropped.push(n), () => now);
+  for (const l of ['1', '2', '3', '4', '5']) r.push(l);
+  assert.deepEqual(out, ['1', '2']);
+  assert.deepEqual(dropped, []);
+  now += 1000;
+  r.push('6');
+  assert.deepEqual(dropped, [3]);
+  assert.deepEqual(out, ['1', '2', '6']);
+  r.flush();
+  assert.deepEqual(dropped, [3], 'nothing more to report');
+});
+
+test('backoff: doubles from the initial value up to the cap', () => {
+  assert.deepEqual([1, 2, 3, 4, 5].map((n) => backoffFor(n, 250, 1500)), [250, 500, 1000, 1500, 1500]);
+  assert.equal(backoffFor(2000, 250, 30_000), 30_000);
+  assert.equal(backoffFor(3, 0, 100), 0);
+});
+
+test('crash loop: N crashes within the window is a loop; older crashes fall out of it', () => {
+  let now = 0;
+  const loop = new CrashLoop({ max: 3, windowMs: 60_000, initialBackoffMs: 100, maxBackoffMs: 10_000 }, () => now);
+  assert.deepEqual(loop.record(), { count: 1, loop: false, backoffMs: 100 });
+  now = 1000;
+  assert.deepEqual(loop.record(), { count: 2, loop: false, backoffMs: 200 });
+  now = 61_500; // the first two are older than the window
+  assert.deepEqual(loop.record(), { count: 1, loop: false, backoffMs: 100 });
+  now = 62_000;
+  assert.equal(loop.record().count, 2);
+  now = 63_000;
+  assert.deepEqual(loop.record(), { count: 3, loop: true, backoffMs: 0 });
+  loop.reset();
+  assert.equal(loop.record().count, 1);
+});
+
+test('DevTools line: IPv4, [::1] and a hostname; other lines are not it', () => {
+  assert.deepEqual(parseDevToolsLine('DevTools listening on ws://127.0.0.1:33343/devtools/browser/546a47d5-886b-4059-a00e-24888ba7ee52'), {
+    browserWsUrl: 'ws://127.0.0.1:33343/devtools/browser/546a47d5-886b-4059-a00e-24888ba7ee52',
+    host: '127.0.0.1',
+    port: 33343,
+  });
+  assert.deepEqual(parseDevToolsLine('DevTools listening on ws://[::1]:9222/devtools/browser/abc-def\r'), {
+    browserWsUrl: 'ws://[::1]:9222/devtools/browser/abc-def',
+    host: '::1',
+    port: 9222,
+  });
+  assert.equal(parseDevToolsLine('DevTools listening on ws://localhost:9222/devtools/browser/x')?.host, 'localhost');
+  assert.equal(parseDevToolsLine(''), null);
+  assert.equal(parseDevToolsLine('[1:1:ERROR:bus.cc] Failed to connect to the bus'), null);
+  assert.equal(parseDevToolsLine('DevTools listening on ws://127.0.0.1:99999/devtools/browser/x'), null);
+  assert.equal(parseDevToolsLine('DevTools listening on ws://127.0.0.1:9222/devtools/page/x'), null);
+});
+
+const ctx = { binary: '/usr/lib/chromium/chromium', profileDir: '/s/chromium-profile', policyDir: '/nonexistent-policy-dir', readyTimeoutMs: 1000 };
+const at = new Date();
+
+test('diagnosis: missing binary, profile in use, no display, timeouts, plain exits', () => {
+  const enoent = explainLaunchFailure(new LaunchError('x', 'spawn', [], { errno: 'ENOENT' }), ctx);
+  assert.match(enoent.message, /does not exist \(ENOENT\).*BROWSERD_CHROMIUM/);
+  assert.equal(enoent.permanent, true);
+
+  const inUse = explainLaunchFailure(new LaunchError('x', 'exit', ['some line'], { exit: { code: 21, signal: null, at } }), ctx);
+  assert.match(inUse.message, /profile \/s\/chromium-profile is in use by another Chromium.*exit code 21/);
+  assert.equal(inUse.permanent, false);
+
+  const noDisplay = explainLaunchFailure(
+    new LaunchError('x', 'exit', ['[1:1:1122/151821.649040:ERROR:ui/ozone/platform/x11/ozone_platform_x11.cc:257] Missing X server or $DISPLAY'], {
+      exit: { code: 1, signal: null, at },
+    }),
+    ctx,
+  );
+  assert.match(noDisplay.message, /^no display: .*BROWSERD_HEADLESS=false/);
+
+  const silent = explainLaunchFailure(new LaunchError('x', 'timeout', ['hello']), ctx);
+  assert.match(silent.message, /did not announce DevTools .* within 1000 ms; last stderr: "hello"/);
+  const mute = explainLaunchFailure(new LaunchError('x', 'timeout', ['DevTools listening on ws://127.0.0.1:1234/devtools/browser/a']), ctx);
+  assert.match(mute.message, /announced DevTools but did not answer Browser.getVersion/);
+
+  const exited = explainLaunchFailure(new LaunchError('x', 'exit', [], { exit: { code: null, signal: 'SIGSEGV', at } }), ctx);
+  assert.equal(exited.message, 'Chromium exited on signal SIGSEGV before it was ready');
+});
+
+test('stderr gist: the last informative lines, without D-Bus noise or the log prefix', () => {
+  const lines = [
+    'first',
+    '[6597:6608:1122/151045.138653:ERROR:dbus/bus.cc:405] Failed to connect to the bus: no socket',
+    '[6597:6608:1122/151045.138653:FATAL:thing.cc:1] it broke',
+    '',
+  ];
+  assert.equal(stderrGist(lines), '"first" | "it broke"');
+  assert.equal(stderrGist([]), '');
+});
+
+test('policy: RemoteDebuggingAllowed=false and DeveloperToolsAvailability=2 are named with their file', () => {
+  const dir = tempDir();
+  try {
+    assert.equal(blockingPolicy(dir), null);
+    writeFileSync(path.join(dir, 'a.json'), '{"ExtensionInstallForcelist": ["x"]}');
+    writeFileSync(path.join(dir, 'broken.json'), '{not json');
+    assert.equal(blockingPolicy(dir), null);
+    writeFileSync(path.join(dir, 'b.json'), '{"DeveloperToolsAvailability": 2}');
+    assert.match(blockingPolicy(dir) ?? '', /DeveloperToolsAvailability=2 in .*b\.json/);
+    writeFileSync(path.join(dir, 'b.json'), '{"DeveloperToolsAvailability": 1, "RemoteDebuggingAllowed": false}');
+    assert.match(blockingPolicy(dir) ?? '', /RemoteDebuggingAllowed=false in .*b\.json/);
+    assert.equal(blockingPolicy(path.join(dir, 'missing')), null);
+    // A timeout with a blocking policy names the policy and is permanent.
+    const d = explainLaunchFailure(new LaunchError('x', 'timeout', []), { ...ctx, policyDir: dir });
+    assert.equal(d.permanent, true);
+    assert.match(d.message, /RemoteDebuggingAllowed=false/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('profile match: a flag value or argument naming the dir, in NUL- or space-separated command lines', () => {
+  const dir = '/var/lib/browserd/chromium-profile';
+  assert.ok(namesDir(`/usr/lib/chromium/chromium\0--user-data-dir=${dir}\0about:blank`, dir));
+  assert.ok(namesDir(`/usr/lib/chromium/chromium --type=zygote --user-data-dir=${dir} --foo`, dir));
+  assert.ok(namesDir(`x\0--log-file=${dir}/log.txt`, dir));
+  assert.ok(!namesDir(`x\0--user-data-dir=${dir}2`, dir));
+  assert.ok(!namesDir(`x\0--user-data-dir=/other${dir}`, dir));
+});
+
+test('lock: one holder at a time, waiters in arrival order, wait=false is 409 busy', async () => {
+  const lock = new LifecycleLock();
+  const order: string[] = [];
+  let release!: () => void;
+  const first = lock.run('first', () => new Promise<void>((r) => (release = r)).then(() => void order.push('first')));
+  assert.equal(lock.heldBy, 'first');
+  const second = lock.run('second', async () => void order.push('second'));
+  const third = lock.run('third', async () => void order.push('third'));
+  assert.equal(lock.waiting, 2);
+  await assert.rejects(
+    lock.run('nowait', async () => void order.push('nowait'), { wait: false }),
+    (err: unknown) => err instanceof ApiError && err.status === 409 && err.code === 'busy' && /first/.test(err.message),
+  );
+  const ac = new AbortController();
+  const gaveUp = lock.run('aborted', async () => void order.push('aborted'), { signal: ac.signal });
+  ac.abort();
+  await assert.rejects(gaveUp, (err: unknown) => err instanceof ApiError && err.status === 503);
+  release();
+  await Promise.all([first, second, third]);
+  assert.deepEqual(order, ['first', 'second', 'third']);
+  assert.equal(lock.heldBy, null);
+  // A throwing holder releases the lock too.
+  await assert.rejects(lock.run('boom', async () => Promise.reject(new Error('boom'))), /boom/);
+  assert.equal(await lock.run('after', async () => 42), 42);
+});
+
+class FakeSocket extends EventEmitter implements RelaySocket {
+  readyState = 1;
+  bufferedAmount = 0;
+  isPaused = false;
+  pending: (() => void)[] = [];
+  send(data: Buffer, _opts: { binary: boolean }, cb: () => void): void {
+    this.bufferedAmount += data.length;
+    this.pending.push(() => {
+      this.bufferedAmount -= data.length;
+      cb();
+    });
+  }
+  pause(): void {
+    this.isPaused = true;
+  }
+  resume(): void {
+    this.isPaused = false;
+  }
+  /** The network takes everything queued. */
+  drain(): void {
+    for (const f of this.pending.splice(0)) f();
+  }
+}
+
+test('relay: the sender is paused while its peer has too much unsent, resumed once drained', () => {
+  const from = new FakeSocket();
+  const to = new FakeSocket();
+  forward(from, to);
+  const chunk = Buffer.alloc(1024 * 1024);
+  let sent = 0;
+  while (!from.isPaused && sent < 100) {
+    from.emit('message', chunk, false);
+    sent++;
+  }
+  assert.ok(from.isPaused, 'paused');
+  assert.ok(to.bufferedAmount > HIGH_WATER_BYTES && to.bufferedAmount <= HIGH_WATER_BYTES + chunk.length);
+  to.drain();
+  assert.equal(from.isPaused, false, 'resumed once the peer drained');
+  to.readyState = 3;
+  from.emit('message', chunk, false);
+  assert.equal(to.bufferedAmount, 0, 'nothing is sent to a closed peer');
+});

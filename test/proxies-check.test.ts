@@ -1,0 +1,328 @@
+// POST /proxies/{id}/check through real proxies on loopback: Debian's tinyproxy with Basic auth,
+// and a CONNECT proxy of the test that sends every tunnel to a local origin (so no byte leaves
+// loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve= gives test names).
+import assert from 'node:assert/strict';
+import { rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { expectError } from './helpers/http.js';
+import {
+  createProxy,
+  freePort,
+  selfSigned,
+  startConnectProxy,
+  startHttpsOrigin,
+  startOrigin,
+  startTinyproxy,
+  type Closer,
+  type ConnectProxy,
+  type Origin,
+  type Tinyproxy,
+} from './proxies-helpers.js';
+
+const PUBLIC_V4 = '93.184.216.34';
+const PUBLIC_V6 = '2606:4700::1';
+const RESOLVE = [
+  `test.example:${PUBLIC_V4}`,
+  `other.example:${PUBLIC_V4}`,
+  `v6.example:${PUBLIC_V6}`,
+  `mixed.example:${PUBLIC_V4}/10.0.0.1`,
+  'private.example:192.168.1.10',
+  'mapped.example:::ffff:127.0.0.1',
+  'metadata.example:169.254.169.254',
+  'nat64.example:64:ff9b::a00:1',
+].join(';');
+
+const dir = tempDir();
+const closers: Closer[] = [];
+let d: Daemon;
+let origin: Origin;
+let httpsOrigin: Origin;
+let tiny: Tinyproxy;
+let pin: ConnectProxy;
+let tlsProxy: ConnectProxy;
+let gateway: ConnectProxy;
+let held: ConnectProxy;
+let proxyCertPem: string;
+let closedPort: number;
+
+before(async () => {
+  const originCert = selfSigned(dir, 'origin', ['DNS:test.example']);
+  const proxyCert = selfSigned(dir, 'proxy', ['IP:127.0.0.1']);
+  proxyCertPem = proxyCert.cert;
+  origin = await startOrigin();
+  httpsOrigin = await startHttpsOrigin(originCert);
+  // A target that accepts the tunnel and closes it at once.
+  const closer = net.createServer((s) => s.destroy());
+  await new Promise<void>((r) => closer.listen(0, '127.0.0.1', r));
+  closers.push(origin, httpsOrigin, { close: () => new Promise<void>((r) => closer.close(() => r())) });
+  const route = (authority: string): number =>
+    authority.endsWith(':443') ? httpsOrigin.port : authority.endsWith(':81') ? (closer.address() as net.AddressInfo).port : origin.port;
+  tiny = await startTinyproxy({ user: 'user', pass: 'secret1', connectPorts: [origin.port] });
+  pin = await startConnectProxy({ route });
+  tlsProxy = await startConnectProxy({ route, tls: proxyCert });
+  gateway = await startConnectProxy({ route });
+  held = await startConnectProxy({ route, mode: 'hold' });
+  closers.push(tiny, pin, tlsProxy, gateway, held);
+  closedPort = await freePort();
+  const providers = path.join(dir, 'providers.json');
+  writeFileSync(providers, JSON.stringify({ residential: { host: '127.0.0.1', port: gateway.port, protocol: 'http', username: 'gw', password: 'gwsecret' } }));
+  d = await startDaemon({
+    env: {
+      BROWSERD_PROXY_CHECK_URLS: `http://127.0.0.1:${origin.port}/noip http://127.0.0.1:${origin.port}/json`,
+      BROWSERD_PROXY_PROVIDERS_FILE: providers,
+      BROWSERD_TEST_HOOKS: `resolve=${RESOLVE}`,
+      BROWSERD_MAX_PROXY_CHECKS: '1',
+      // The test origin's self-signed certificate is trusted like a public CA's would be.
+      NODE_EXTRA_CA_CERTS: originCert.certFile,
+    },
+  });
+});
+after(async () => {
+  await d?.cleanup();
+  for (const c of closers.reverse()) await c.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const custom = (port: number, extra: Record<string, unknown> = {}, protocol: 'http' | 'https' = 'http'): unknown => ({
+  type: 'custom',
+  protocol,
+  config: { host: '127.0.0.1', port, ...extra },
+});
+const tinyCreds = { username: 'user', password: 'secret1' };
+
+async function check(id: string, url?: string): Promise<Response> {
+  return d.fetch(`/proxies/${id}/check`, { method: 'POST', ...(url !== undefined ? { json: { url } } : {}) });
+}
+
+async function checkOk(id: string, url?: string): Promise<Record<string, unknown>> {
+  const res = await check(id, url);
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+async function checkFails(id: string, url: string, cause: string): Promise<string> {
+  const err = await expectError(await check(id, url), 422, 'proxy_check_failed');
+  const inner = err.inner_error as { code: string; message: string };
+  assert.equal(inner.code, cause, JSON.stringify(err));
+  return inner.message;
+}
+
+async function get(id: string): Promise<Record<string, unknown>> {
+  return (await (await d.fetch(`/proxies/${id}`)).json()) as Record<string, unknown>;
+}
+
+test('a check without url through tinyproxy: available, the exit IP, last_checked', async () => {
+  const id = await createProxy(d, custom(tiny.port, tinyCreds));
+  const seen = origin.seen.length;
+  const before = Date.now();
+  const p = await checkOk(id);
+  assert.equal(p.status, 'available');
+  assert.equal(p.ip_address, '127.0.0.1');
+  assert.ok(Date.parse(String(p.last_checked)) >= before - 1000, String(p.last_checked));
+  assert.deepEqual(await get(id), p, 'stored');
+  assert.deepEqual(
+    origin.seen.slice(seen).map((r) => r.url),
+    ['/noip', '/json'],
+    'the check URLs in turn until one answers with an IP',
+  );
+  const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
+  assert.equal(line.outcome, 'available');
+  assert.equal(typeof line.ms, 'number');
+});
+
+test('wrong password: unavailable (tinyproxy answers 401)', async () => {
+  const id = await createProxy(d, custom(tiny.port, { username: 'user', password: 'wrongpass' }));
+  const p = await checkOk(id);
+  assert.equal(p.status, 'unavailable');
+  assert.equal(p.ip_address, undefined);
+  assert.ok(!Number.isNaN(Date.parse(String(p.last_checked))));
+  const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
+  assert.equal(line.cause_code, 'proxy_auth_failed');
+});
+
+test('proxy down: unavailable', async () => {
+  const id = await createProxy(d, custom(closedPort));
+  const p = await checkOk(id);
+  assert.equal(p.status, 'unavailable');
+  const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
+  assert.equal(line.cause_code, 'proxy_unreachable');
+});
+
+test('an https proxy with a ca_bundle: a check without url is available', async () => {
+  const id = await createProxy(d, custom(tlsProxy.port, { ca_bundle: proxyCertPem }, 'https'));
+  const p = await checkOk(id);
+  assert.equal(p.status, 'available');
+  assert.equal(p.ip_address, '127.0.0.1');
+});
+
+const REFUSED = [
+  'ftp://test.example/',
+  'file:///etc/passwd',
+  'javascript:alert(1)',
+  'not a url',
+  'http://user:pw@test.example/',
+  'http://127.0.0.1/',
+  'http://localhost/',
+  'http://2130706433/',
+  'http://0x7f.1/',
+  'http://0177.0.0.1/',
+  'http://127.1/',
+  'http://[::1]/',
+  'http://[::ffff:127.0.0.1]/',
+  'http://[::ffff:7f00:1]/',
+  'http://10.0.0.1/',
+  'http://172.16.0.1/',
+  'http://192.168.0.1/',
+  'http://169.254.169.254/latest/meta-data/',
+  'http://100.64.0.1/',
+  'http://0.0.0.0/',
+  'http://[::]/',
+  'http://[fe80::1]/',
+  'http://[fc00::1]/',
+  'http://[2002:7f00:1::]/',
+  'http://[64:ff9b::7f00:1]/',
+  'http://[2001::1]/',
+  'http://224.0.0.1/',
+  'http://255.255.255.255/',
+  'http://192.0.2.1/',
+  'http://private.example/',
+  'http://mixed.example/',
+  'http://mapped.example/',
+  'http://metadata.example/',
+  'http://nat64.example/',
+];
+
+test('the url guard refuses every non-public target with 400, before any connection', async () => {
+  const id = await createProxy(d, custom(pin.port));
+  const connects = pin.connections;
+  for (const url of REFUSED) {
+    const err = await expectError(await check(id, url), 400, 'bad_request');
+    const details = err.details as { message: string }[];
+    assert.equal(details.length, 1, url);
+    assert.match(details[0]?.message ?? '', /^url: /, url);
+  }
+  assert.equal(pin.connections, connects, 'the proxy was never contacted');
+  assert.equal((await get(id)).status, undefined);
+});
+
+test('a url check tunnels to the checked address; the host name only in SNI and Host', async () => {
+  const id = await createProxy(d, custom(pin.port));
+  const p = await checkOk(id, 'https://test.example/json');
+  assert.equal(pin.seen.at(-1)?.authority, `${PUBLIC_V4}:443`);
+  assert.deepEqual(httpsOrigin.seen.at(-1), { url: '/json', host: 'test.example', servername: 'test.example' });
+  assert.equal(p.status, undefined, 'a url check changes no status');
+  assert.equal(p.last_checked, undefined);
+
+  await checkOk(id, 'http://test.example:8080/text?x=1');
+  assert.equal(pin.seen.at(-1)?.authority, `${PUBLIC_V4}:8080`);
+  assert.deepEqual(origin.seen.at(-1), { url: '/text?x=1', host: 'test.example:8080' });
+
+  await checkOk(id, 'http://v6.example/json');
+  assert.equal(pin.seen.at(-1)?.authority, `[${PUBLIC_V6}]:80`);
+  assert.equal(origin.seen.at(-1)?.host, 'v6.example');
+
+  await checkOk(id, `http://${PUBLIC_V4}/json`);
+  assert.equal(pin.seen.at(-1)?.authority, `${PUBLIC_V4}:80`);
+});
+
+test('a url check leaves status, last_checked and ip_address as they were', async () => {
+  const id = await createProxy(d, custom(tiny.port, tinyCreds));
+  const checked = await checkOk(id);
+  assert.equal(checked.status, 'available');
+  await checkFails(id, 'http://test.example/', 'target_unreachable');
+  assert.deepEqual(await get(id), checked);
+});
+
+test('failed url checks name their cause', async () => {
+  const down = await createProxy(d, custom(closedPort));
+  assert.match(await checkFails(down, 'http://test.example/', 'proxy_unreachable'), /ECONNREFUSED/);
+
+  const badAuth = await createProxy(d, custom(tiny.port, { username: 'user', password: 'wrongpass' }));
+  assert.match(await checkFails(badAuth, 'http://test.example/', 'proxy_auth_failed'), /401/);
+
+  // tinyproxy refuses CONNECT to a port other than its ConnectPort lines (403), without connecting.
+  const good = await createProxy(d, custom(tiny.port, tinyCreds));
+  assert.match(await checkFails(good, 'http://test.example/', 'target_unreachable'), /CONNECT 93\.184\.216\.34:80 with 403/);
+
+  const viaPin = await createProxy(d, custom(pin.port));
+  await checkFails(viaPin, 'http://test.example:81/', 'target_unreachable');
+  assert.match(await checkFails(viaPin, 'https://other.example/', 'tls_failed'), /other\.example/);
+
+  const tlsNoCa = await createProxy(d, custom(tlsProxy.port, {}, 'https'));
+  assert.match(await checkFails(tlsNoCa, 'https://test.example/json', 'tls_failed'), /proxy/);
+  for (const id of [down, badAuth, good, viaPin, tlsNoCa]) assert.equal((await get(id)).status, undefined);
+});
+
+test('an https proxy is verified against its ca_bundle', async () => {
+  const id = await createProxy(d, custom(tlsProxy.port, { ca_bundle: proxyCertPem }, 'https'));
+  const seen = tlsProxy.seen.length;
+  await checkOk(id, 'https://test.example/json');
+  assert.equal(tlsProxy.seen.length, seen + 1);
+  assert.equal(tlsProxy.seen.at(-1)?.authority, `${PUBLIC_V4}:443`);
+  assert.equal(httpsOrigin.seen.at(-1)?.servername, 'test.example');
+});
+
+test('managed types go through their gateway with the targeting in the username', async () => {
+  const id = await createProxy(d, { type: 'residential', config: { country: 'US', state: 'CO', city: 'Denver', os: 'windows' } });
+  await checkOk(id, 'http://test.example/json');
+  const auth = gateway.seen.at(-1)?.proxyAuthorization ?? '';
+  assert.match(auth, /^Basic /);
+  assert.equal(Buffer.from(auth.slice(6), 'base64').toString(), 'gw-country-us-state-co-city-denver:gwsecret');
+  const p = await checkOk(id);
+  assert.equal(p.status, 'available');
+  assert.equal(p.ip_address, '127.0.0.1');
+  const dc = await createProxy(d, { type: 'datacenter' });
+  const err = await expectError(await check(dc), 422, 'proxy_check_failed');
+  assert.equal((err.inner_error as { code: string }).code, 'provider_not_configured');
+});
+
+test('two checks of one proxy at once share one run; other checks past the limit are 429', async () => {
+  const id = await createProxy(d, custom(held.port));
+  const other = await createProxy(d, custom(pin.port));
+  const first = check(id, 'http://test.example/json');
+  await held.waitSeen(1);
+  const second = check(id, 'http://test.example/json');
+  await d.waitLog((l) => l.event === 'proxy_check_joined');
+  const refused = await expectError(await check(other, 'http://test.example/json'), 429, 'limit_exceeded');
+  assert.match(String(refused.message), /limit 1/);
+  await expectError(await check(id, 'http://test.example/text'), 429, 'limit_exceeded');
+  held.release();
+  const [r1, r2] = await Promise.all([first, second]);
+  assert.equal(r1.status, 200, await r1.clone().text());
+  assert.equal(r2.status, 200);
+  assert.deepEqual(await r1.json(), await r2.json());
+  assert.equal(held.seen.length, 1, 'one run through the proxy');
+  await checkOk(other, 'http://test.example/json');
+});
+
+test('checks are counted by outcome; no password or credentials are logged', async () => {
+  const text = await (await d.fetch('/metrics')).text();
+  for (const outcome of ['available', 'unavailable', 'ok', 'proxy_auth_failed', 'tls_failed', 'provider_not_configured']) {
+    assert.match(text, new RegExp(`browserd_proxy_checks_total\\{outcome="${outcome}"\\} [1-9]`), outcome);
+  }
+  const logs = JSON.stringify(d.logs);
+  for (const secret of ['secret1', 'wrongpass', 'gwsecret', Buffer.from('user:secret1').toString('base64'), 'gw-country']) {
+    assert.ok(!logs.includes(secret), `${secret} is not logged`);
+  }
+});
+
+test('a proxy that never answers: timeout, naming the phase', async () => {
+  const hang = await startConnectProxy({ mode: 'hang' });
+  const dt = await startDaemon({ env: { BROWSERD_PROXY_CHECK_TIMEOUT_MS: '1000', BROWSERD_TEST_HOOKS: `resolve=${RESOLVE}` } });
+  try {
+    const id = await createProxy(dt, custom(hang.port));
+    const err = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://test.example/' } }), 422, 'proxy_check_failed');
+    const inner = err.inner_error as { code: string; message: string };
+    assert.equal(inner.code, 'timeout');
+    assert.match(inner.message, /CONNECT/);
+    const res = await dt.fetch(`/proxies/${id}/check`, { method: 'POST' });
+    assert.equal(((await res.json()) as { status: string }).status, 'unavailable');
+  } finally {
+    await dt.cleanup();
+    await hang.close();
+  }
+});

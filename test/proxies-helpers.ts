@@ -1,0 +1,261 @@
+// Loopback fixtures of the proxy tests: an origin that echoes the caller's address, Debian's
+// tinyproxy with a generated config, a small CONNECT proxy of our own (records what it was asked,
+// sends every tunnel to a local server the test chooses), and throwaway certificates.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import path from 'node:path';
+import tls from 'node:tls';
+import { tempDir } from './helpers/daemon.js';
+
+export interface Closer {
+  close(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+function listen(server: net.Server): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port));
+  });
+}
+
+function closeServer(server: net.Server, sockets: Set<net.Socket>): Promise<void> {
+  for (const s of sockets) s.destroy();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+function trackSockets(server: net.Server): Set<net.Socket> {
+  const sockets = new Set<net.Socket>();
+  server.on('connection', (s: net.Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  server.on('secureConnection', (s: net.Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  return sockets;
+}
+
+export interface SeenRequest {
+  url: string;
+  host: string | undefined;
+  /** TLS server name (SNI) for the https origin. */
+  servername?: string | false | null;
+}
+
+export interface Origin extends Closer {
+  port: number;
+  seen: SeenRequest[];
+}
+
+/** `/json` → {"ip": caller}, `/text` → caller as plain text, `/noip` → "hello", else 404. */
+function originHandler(seen: SeenRequest[]): http.RequestListener {
+  return (req, res) => {
+    const servername = (req.socket as tls.TLSSocket).servername;
+    seen.push({ url: req.url ?? '', host: req.headers.host, ...(servername !== undefined ? { servername } : {}) });
+    const caller = req.socket.remoteAddress ?? '';
+    if (req.url === '/json') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ip: caller }));
+    else if (req.url === '/text') res.writeHead(200, { 'content-type': 'text/plain' }).end(`${caller}\n`);
+    else if (req.url === '/noip') res.writeHead(200, { 'content-type': 'text/plain' }).end('hello');
+    else res.writeHead(404).end('not found');
+  };
+}
+
+export async function startOrigin(): Promise<Origin> {
+  const seen: SeenRequest[] = [];
+  const server = http.createServer(originHandler(seen));
+  const sockets = trackSockets(server);
+  const port = await listen(server);
+  return { port, seen, close: () => closeServer(server, sockets) };
+}
+
+export async function startHttpsOrigin(cert: Cert): Promise<Origin> {
+  const seen: SeenRequest[] = [];
+  const server = https.createServer({ key: cert.key, cert: cert.cert }, originHandler(seen));
+  const sockets = trackSockets(server);
+  const port = await listen(server);
+  return { port, seen, close: () => closeServer(server, sockets) };
+}
+
+export interface Cert {
+  key: string;
+  cert: string;
+  /** The PEM file of `cert` (for NODE_EXTRA_CA_CERTS). */
+  certFile: string;
+}
+
+/** A self-signed certificate for the given subjectAltName entries (e.g. `DNS:test.example`, `IP:127.0.0.1`). */
+export function selfSigned(dir: string, name: string, san: string[]): Cert {
+  const keyFile = path.join(dir, `${name}.key`);
+  const certFile = path.join(dir, `${name}.pem`);
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
+    '-keyout', keyFile, '-out', certFile, '-subj', `/CN=${name}`, '-addext', `subjectAltName=${san.join(',')}`,
+  ], { stdio: 'ignore' });
+  return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile };
+}
+
+export interface Tinyproxy extends Closer {
+  port: number;
+  proc: ChildProcess;
+}
+
+/** tinyproxy in the foreground on a free loopback port, with Basic auth and CONNECT only to `connectPorts`. */
+export async function startTinyproxy(opts: { user: string; pass: string; connectPorts: number[] }): Promise<Tinyproxy> {
+  const dir = tempDir('browserd-tinyproxy-');
+  for (let attempt = 0; ; attempt++) {
+    const port = await freePort();
+    const conf = path.join(dir, 'tinyproxy.conf');
+    writeFileSync(
+      conf,
+      [
+        `Port ${port}`,
+        'Listen 127.0.0.1',
+        'Timeout 30',
+        'MaxClients 20',
+        'Allow 127.0.0.1',
+        `BasicAuth ${opts.user} ${opts.pass}`,
+        ...opts.connectPorts.map((p) => `ConnectPort ${p}`),
+        'DisableViaHeader Yes',
+        'LogLevel Info',
+        '',
+      ].join('\n'),
+    );
+    const proc = spawn('/usr/bin/tinyproxy', ['-d', '-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    proc.stdout?.on('data', (d: Buffer) => (output += d.toString()));
+    proc.stderr?.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    const up = await Promise.race([waitForPort(port, 20_000).then(() => true, () => false), exited.then(() => false)]);
+    if (up) {
+      return {
+        port,
+        proc,
+        close: async () => {
+          if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+          await exited;
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    }
+    if (attempt >= 3) {
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(`tinyproxy did not start: ${output}`);
+    }
+  }
+}
+
+/** Resolves once something accepts connections on 127.0.0.1:port. */
+export async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > until) throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface ConnectSeen {
+  authority: string;
+  proxyAuthorization: string | undefined;
+}
+
+export interface ConnectProxy extends Closer {
+  port: number;
+  seen: ConnectSeen[];
+  connections: number;
+  /** Resolves when `n` CONNECT requests were seen. */
+  waitSeen(n: number): Promise<void>;
+  /** Lets held CONNECTs through (mode `hold`). */
+  release(): void;
+}
+
+export interface ConnectProxyOptions {
+  /** TLS to the proxy with this certificate. */
+  tls?: Cert;
+  /** `tunnel` (default): answer 200 and pipe to `route(authority)`; `hang`: never answer; `hold`: tunnel after release(). */
+  mode?: 'tunnel' | 'hang' | 'hold';
+  /** Where a tunnel goes (always a loopback port): by default every tunnel goes to `defaultPort`. */
+  route?: (authority: string) => number;
+}
+
+/** A CONNECT proxy that never leaves loopback: every tunnel goes to a local port, whatever was asked. */
+export async function startConnectProxy(opts: ConnectProxyOptions): Promise<ConnectProxy> {
+  const seen: ConnectSeen[] = [];
+  const waiters: { n: number; resolve: () => void }[] = [];
+  let released = false;
+  const held: (() => void)[] = [];
+  const mode = opts.mode ?? 'tunnel';
+  const onClient = (client: net.Socket): void => {
+    state.connections++;
+    client.on('error', () => client.destroy());
+    let head = '';
+    const onData = (chunk: Buffer): void => {
+      head += chunk.toString('latin1');
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      client.off('data', onData);
+      const lines = head.slice(0, end).split('\r\n');
+      const authority = (lines[0] ?? '').split(' ')[1] ?? '';
+      const auth = lines.find((l) => /^proxy-authorization:/i.test(l));
+      seen.push({ authority, proxyAuthorization: auth?.slice(auth.indexOf(':') + 1).trim() });
+      for (const w of waiters.filter((x) => seen.length >= x.n)) w.resolve();
+      if (mode === 'hang') return;
+      const go = (): void => {
+        const port = opts.route ? opts.route(authority) : 0;
+        const upstream = net.connect(port, '127.0.0.1');
+        upstream.on('error', () => client.destroy());
+        upstream.once('connect', () => {
+          client.write('HTTP/1.1 200 Connection established\r\n\r\n');
+          client.pipe(upstream).pipe(client);
+        });
+      };
+      if (mode === 'hold' && !released) held.push(go);
+      else go();
+    };
+    client.on('data', onData);
+  };
+  const server = opts.tls ? tls.createServer({ key: opts.tls.key, cert: opts.tls.cert }, onClient) : net.createServer(onClient);
+  server.on('tlsClientError', () => undefined);
+  const sockets = trackSockets(server);
+  const port = await listen(server);
+  const state: ConnectProxy = {
+    port,
+    seen,
+    connections: 0,
+    waitSeen: (n) => (seen.length >= n ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ n, resolve }))),
+    release: () => {
+      released = true;
+      for (const go of held.splice(0)) go();
+    },
+    close: () => closeServer(server, sockets),
+  };
+  return state;
+}
+
+/** Creates a proxy through the API and returns its id. */
+export async function createProxy(d: { fetch(p: string, init?: RequestInit & { json?: unknown }): Promise<Response> }, body: unknown): Promise<string> {
+  const res = await d.fetch('/proxies', { method: 'POST', json: body });
+  const text = await res.text();
+  if (res.status !== 201) throw new Error(`create failed: ${res.status} ${text}`);
+  return (JSON.parse(text) as { id: string }).id;
+}

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { selfSigned } from './proxies-helpers.js';
+import { selfSigned } from './helpers/proxies.js';
 
 const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const ADMIN = 'admin-token-aaaaaaaaaaaaaaaaaaaa';

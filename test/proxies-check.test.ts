@@ -20,7 +20,7 @@ import {
   type ConnectProxy,
   type Origin,
   type Tinyproxy,
-} from './proxies-helpers.js';
+} from './helpers/proxies.js';
 
 const PUBLIC_V4 = '93.184.216.34';
 const PUBLIC_V6 = '2606:4700::1';

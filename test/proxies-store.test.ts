@@ -7,10 +7,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startDaemon, tempDir } from './helpers/daemon.js';
-import { createProxy } from './proxies-helpers.js';
-import { RECORDS_PER_GENERATION } from './proxies-store-writer.js';
+import { createProxy } from './helpers/proxies.js';
+import { RECORDS_PER_GENERATION } from './helpers/proxies-store-writer.js';
 
-const writerJs = path.join(path.dirname(fileURLToPath(import.meta.url)), 'proxies-store-writer.js');
+const writerJs = path.join(path.dirname(fileURLToPath(import.meta.url)), 'helpers', 'proxies-store-writer.js');
 const ROUNDS = 20;
 
 type Gen = [round: number, n: number];

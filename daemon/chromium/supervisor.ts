@@ -241,7 +241,7 @@ export class Supervisor {
           ? explainLaunchFailure(err, { binary: c.binary, profileDir, policyDir: c.policyDir, readyTimeoutMs: c.readyTimeoutMs })
           : { message: (err as Error).message, permanent: false };
       const exit = proc?.exitInfo;
-      if (exit) this.lastExit = { code: exit.code, signal: exit.signal, at: exit.at.toISOString(), reason: 'launch failed' };
+      if (exit) this.lastExit = { code: exit.code, signal: exit.signal, at: exit.at.toISOString(), reason: this.closed ? 'stopped' : 'launch failed' };
       log.warn({ event: 'chromium_launch_failed', pid: proc?.pid, reason: diag.message }, 'Chromium did not become ready');
       this.onCrash(diag.message, diag.permanent);
       throw new BrowserUnavailableError(`Chromium did not become ready: ${diag.message}`);

@@ -4,7 +4,8 @@
 // entries and `maxUnpackedBytes` in total, counted as the bytes are inflated (not only as
 // declared), every entry exactly its declared size with a matching CRC. Files are written
 // 0644 and folders 0755, whatever the archive says.
-import { chmod, mkdir, open } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { chmod, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -139,12 +140,7 @@ export async function safeUnzip(zipPath: string, dest: string, limits: UnzipLimi
 
 async function extractFile(zip: ZipFile, entry: Entry, target: string, meter: Meter, name: string): Promise<void> {
   const input = await zip.openReadStreamPromise(entry);
-  const fh = await open(target, 'wx', FILE_MODE);
-  try {
-    await pipeline(input, meter, fh.createWriteStream({ autoClose: false }));
-  } finally {
-    await fh.close();
-  }
+  await pipeline(input, meter, createWriteStream(target, { flags: 'wx', mode: FILE_MODE }));
   await chmod(target, FILE_MODE);
   if ((meter.crc >>> 0) !== (entry.crc32 >>> 0)) throw new Rejection('bad_zip', `entry ${JSON.stringify(name)} fails its CRC check`);
 }

@@ -26,6 +26,8 @@ export class HttpServer {
   readonly router: Router;
   private readonly server: Server;
   private readonly shutdown = new AbortController();
+  /** Sockets handed to upgrade routes: server.close() would wait for them forever. */
+  private readonly upgraded = new Set<Duplex>();
   private closing: Promise<void> | null = null;
 
   constructor(private readonly deps: ServerDeps) {
@@ -54,7 +56,10 @@ export class HttpServer {
   close(deadlineMs: number): Promise<void> {
     this.closing ??= new Promise<void>((resolve) => {
       this.shutdown.abort();
-      const timer = setTimeout(() => this.server.closeAllConnections(), deadlineMs);
+      const timer = setTimeout(() => {
+        this.server.closeAllConnections();
+        for (const socket of this.upgraded) socket.destroy();
+      }, deadlineMs);
       this.server.close(() => {
         clearTimeout(timer);
         resolve();
@@ -69,6 +74,7 @@ export class HttpServer {
     this.shutdown.abort();
     this.server.close();
     this.server.closeAllConnections();
+    for (const socket of this.upgraded) socket.destroy();
   }
 
   private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -171,6 +177,8 @@ export class HttpServer {
       const identity = this.authorize(match.route, req, match.params);
       if (identity === null) throw new NotFoundError('WebSocket routes need a token');
       log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
+      this.upgraded.add(socket);
+      socket.once('close', () => this.upgraded.delete(socket));
       match.route.upgrade({ req, socket, head, url, params: match.params, identity, reqId, log });
     } catch (err) {
       const apiErr = toApiError(err);

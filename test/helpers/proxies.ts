@@ -8,7 +8,7 @@ import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
-import { tempDir } from './helpers/daemon.js';
+import { tempDir } from './daemon.js';
 
 export interface Closer {
   close(): Promise<void>;

@@ -2,8 +2,8 @@
 // argv[2] and rewrites it in a loop, generation after generation, until it is killed. Each
 // generation is a whole set of proxies named after it; `done <round>.<n>` is printed once a
 // generation's write has resolved, `start <generation or none>` once the store was opened.
-import { createLogger } from '../daemon/core/log.js';
-import { ProxyStore, type StoredProxy } from '../daemon/proxies/store.js';
+import { createLogger } from '../../daemon/core/log.js';
+import { ProxyStore, type StoredProxy } from '../../daemon/proxies/store.js';
 
 export const RECORDS_PER_GENERATION = 40;
 

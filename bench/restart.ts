@@ -1,0 +1,66 @@
+// 1. Restart to ready: POST /browsers/local/restart until it answers (the old tree stopped, the new
+// Chromium's DevTools answering) vs the same by hand: SIGTERM to the old Chromium's group until it
+// is gone, then the same binary with the same flags and profile until its DevTools line and a
+// Browser.getVersion answer. Interleaved, one warm-up each, N samples each.
+import path from 'node:path';
+import { daemonFlags, startChromium, type HandChromium } from './chromium.js';
+import { median, percentile, progress, startDaemon, tempDir, timed, type LogLine, type Row } from './lib.js';
+
+const N = 10;
+
+export async function benchRestart(): Promise<Row[]> {
+  const d = await startDaemon({ autostart: true });
+  let hand: HandChromium | null = null;
+  try {
+    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
+    const profile = path.join(tempDir('browserd-bench-profile-'), 'profile');
+    const args = daemonFlags(profile);
+    hand = await startChromium(args);
+
+    const daemonTotal: number[] = [];
+    const daemonLaunch: number[] = [];
+    const handTotal: number[] = [];
+    const handLaunch: number[] = [];
+    for (let i = 0; i <= N; i++) {
+      const seen = d.logs.length;
+      const r = await timed(() => d.call<{ state: string }>('/browsers/local/restart', { method: 'POST' }));
+      if (r.value.state !== 'ready') throw new Error(`restart answered state ${r.value.state}`);
+      const ready = d.logs.slice(seen).find((l: LogLine) => l.event === 'chromium_ready');
+
+      const prev: HandChromium = hand;
+      hand = null;
+      const h = await timed(async () => {
+        await prev.stop();
+        return startChromium(args);
+      });
+      hand = h.value;
+      if (i === 0) continue; // warm-up
+      daemonTotal.push(r.ms);
+      if (typeof ready?.ms === 'number') daemonLaunch.push(ready.ms);
+      handTotal.push(h.ms);
+      handLaunch.push(h.value.readyMs);
+      progress(`restart ${i}/${N}: browserd ${r.ms.toFixed(0)} ms, by hand ${h.ms.toFixed(0)} ms`);
+    }
+    return [
+      {
+        name: '1. restart to ready, p50',
+        unit: 'ms',
+        browserd: median(daemonTotal),
+        peer: median(handTotal),
+        peerName: 'by hand: SIGTERM the group until gone, spawn the same binary and flags, DevTools line + Browser.getVersion',
+        note: `N=${N} each, interleaved; p95 ${percentile(daemonTotal, 95).toFixed(0)} vs ${percentile(handTotal, 95).toFixed(0)} ms; goal: overhead under 10%`,
+      },
+      {
+        name: '1. launch to ready (part of the restart), p50',
+        unit: 'ms',
+        browserd: daemonLaunch.length > 0 ? median(daemonLaunch) : null,
+        peer: median(handLaunch),
+        peerName: 'by hand: spawn until DevTools line + Browser.getVersion',
+        note: "browserd's figure is the `ms` of its chromium_ready log line (spawn to ready)",
+      },
+    ];
+  } finally {
+    await hand?.stop();
+    await d.stop();
+  }
+}

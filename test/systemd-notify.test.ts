@@ -44,7 +44,9 @@ test('READY=1 is sent once, only after `listening` and Chromium is ready, with i
   const m = /^chromium ready, pid (\d+); API on (\S+)$/.exec(ready?.fields.STATUS ?? '');
   assert.ok(m, `READY=1 comes with the ready status, got ${JSON.stringify(ready?.raw)}`);
 
-  // The daemon's own log, written in order: listening, chromium_ready, then the READY=1 it sent.
+  // The daemon's own log, written in order: listening, chromium_ready, then the READY=1 it sent
+  // (its stdout may reach us after the datagram: wait for the line).
+  await daemon.waitLog((l) => l.event === 'systemd_ready');
   const at = (event: string): number => daemon.logs.findIndex((l) => l.event === event);
   assert.ok(at('listening') >= 0 && at('chromium_ready') >= 0 && at('systemd_ready') >= 0);
   assert.ok(at('listening') < at('systemd_ready'), 'READY=1 after listening');

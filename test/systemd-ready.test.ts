@@ -22,6 +22,7 @@ test('without Chromium autostart, READY=1 follows `listening` (abstract socket; 
   const ready = receiver.messages[receiver.indexOf('READY', '1')];
   assert.equal(ready?.fields.STATUS, `chromium not autostarted (BROWSERD_BROWSER_AUTOSTART=false); API on ${daemon.url.slice('http://'.length)}`);
   assert.equal(ready?.pid, daemon.pid);
+  await daemon.waitLog((l) => l.event === 'systemd_ready'); // stdout may come after the datagram
   const at = (event: string): number => daemon.logs.findIndex((l) => l.event === event);
   assert.ok(at('listening') >= 0 && at('listening') < at('systemd_ready'));
 

@@ -98,7 +98,8 @@ export function createSystemd(deps: SystemdDeps): Systemd {
   let stoppingSent = false;
 
   const update = (): void => {
-    const status = oneLine(address === null ? browserStatus : `${browserStatus}; API on ${address}`).slice(0, STATUS_MAX_CHARS);
+    const text = stoppingSent ? `stopping; ${browserStatus}` : address === null ? browserStatus : `${browserStatus}; API on ${address}`;
+    const status = oneLine(text).slice(0, STATUS_MAX_CHARS);
     if (!readySent && !stoppingSent && address !== null && browserReady) {
       readySent = true;
       if (send(`READY=1\nSTATUS=${status}`)) log.info({ event: 'systemd_ready', status }, 'told systemd: ready');

@@ -37,6 +37,8 @@ export class CdpClient {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private closedError: Error | null = null;
+  /** Extension ids whose service worker target was seen since watchWorkers(). */
+  readonly workersSeen = new Set<string>();
 
   private constructor(private readonly ws: WebSocket) {
     ws.on('message', (data) => this.onMessage(data.toString()));
@@ -71,13 +73,17 @@ export class CdpClient {
   }
 
   private onMessage(text: string): void {
-    let msg: { id?: number; result?: unknown; error?: { message?: string } };
+    let msg: { id?: number; method?: string; params?: { targetInfo?: TargetInfo }; result?: unknown; error?: { message?: string } };
     try {
       msg = JSON.parse(text) as typeof msg;
     } catch {
       return;
     }
-    if (msg.id === undefined) return; // events: none are used
+    if (msg.id === undefined) {
+      const info = msg.params?.targetInfo;
+      if ((msg.method === 'Target.targetCreated' || msg.method === 'Target.targetInfoChanged') && info) this.noteTarget(info);
+      return;
+    }
     const p = this.pending.get(msg.id);
     if (!p) return;
     this.pending.delete(msg.id);
@@ -95,7 +101,20 @@ export class CdpClient {
     this.pending.clear();
   }
 
+  private noteTarget(t: TargetInfo): void {
+    const m = /^chrome-extension:\/\/([a-p]{32})\//.exec(t.url);
+    if (t.type === 'service_worker' && m) this.workersSeen.add(m[1] as string);
+  }
+
   // ---- the calls the activation uses ----
+
+  /**
+   * Target discovery: records every extension service worker that appears from now on, even one
+   * that stops again before the next poll (an idle MV3 worker is stopped after ~30 s).
+   */
+  async watchWorkers(timeoutMs: number): Promise<void> {
+    await this.send('Target.setDiscoverTargets', { discover: true }, timeoutMs);
+  }
 
   async loadUnpacked(absPath: string, timeoutMs: number): Promise<string> {
     const r = await this.send<{ id: string }>('Extensions.loadUnpacked', { path: absPath }, timeoutMs);
@@ -109,6 +128,7 @@ export class CdpClient {
 
   async getTargets(timeoutMs: number): Promise<TargetInfo[]> {
     const r = await this.send<{ targetInfos?: TargetInfo[] }>('Target.getTargets', {}, timeoutMs);
+    for (const t of r.targetInfos ?? []) this.noteTarget(t);
     return r.targetInfos ?? [];
   }
 

@@ -82,9 +82,10 @@ export class Installer {
     return [...this.deps.store.committed.values()].map((e) => ({ name: e.name, id: e.id, version: e.version, activation: e.activation, installed_at: e.installed_at }));
   }
 
-  private hook(name: string, subject: string): boolean {
+  /** A BROWSERD_TEST_HOOKS entry `name` (every subject) or `name=<subject>` (e.g. `my-ext` or `my-ext@2.0`). */
+  private hook(name: string, ...subjects: string[]): boolean {
     const v = this.deps.config.testHooks.get(name);
-    return v !== undefined && (v === '' || v === subject);
+    return v !== undefined && (v === '' || subjects.includes(v));
   }
 
   async install(items: PreparedItem[], log: Logger): Promise<InstallResult> {
@@ -200,7 +201,7 @@ export class Installer {
       version: e.version,
       kind: e.activation === 'policy' ? 'policy' : 'unpacked',
       worker: inRequest && e.service_worker !== null,
-      forcedFailure: inRequest && this.hook('fail-activation', e.name),
+      forcedFailure: inRequest && this.hook('fail-activation', e.name, `${e.name}@${e.version}`),
     };
   }
 
@@ -210,6 +211,7 @@ export class Installer {
     const deadline = Date.now() + config.extensions.activationTimeoutMs;
     const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
     try {
+      await cdp.watchWorkers(CONNECT_TIMEOUT_MS);
       for (const p of plans) {
         if (this.hook('fail-live-activation', p.entry.name)) throw new Error('live activation refused by the test hook fail-live-activation');
         const id = await cdp.loadUnpacked(store.installedPath(p.entry.name), Math.max(1, deadline - Date.now()));
@@ -233,6 +235,7 @@ export class Installer {
     const mine = new Set(plans.map((p) => p.entry.name));
     const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
     try {
+      await cdp.watchWorkers(CONNECT_TIMEOUT_MS);
       await verifyInstalled(cdp, [...this.effective.values()].map((e) => this.expectation(e, mine.has(e.name))), deadline);
     } finally {
       cdp.close();
@@ -280,6 +283,23 @@ export class Installer {
     await rm(file, { force: true });
   }
 
+  /**
+   * Extensions.uninstall. Chromium refuses it for an extension loaded by --load-extension ("not an
+   * unpacked extension"); loading the same path again over CDP turns it into an unpacked one,
+   * which uninstall then removes (measured on Chromium 156).
+   */
+  private async unloadUnpacked(cdp: CdpClient, entry: InstalledEntry, deadline: number): Promise<void> {
+    const left = (): number => Math.max(1, deadline - Date.now());
+    if (!(await cdp.getExtensions(left())).some((x) => x.id === entry.id)) return; // not loaded: nothing to unload
+    try {
+      await cdp.uninstall(entry.id, left());
+    } catch (err) {
+      if (!(err instanceof CdpError)) throw err;
+      await cdp.loadUnpacked(this.deps.store.installedPath(entry.name), left());
+      await cdp.uninstall(entry.id, left());
+    }
+  }
+
   async remove(name: string, log: Logger): Promise<void> {
     const { store, publisher, browser, config } = this.deps;
     const entry = store.committed.get(name);
@@ -302,10 +322,7 @@ export class Installer {
         const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
         try {
           const deadline = Date.now() + config.extensions.activationTimeoutMs;
-          await cdp.uninstall(entry.id, config.extensions.activationTimeoutMs).catch((err: unknown) => {
-            // Not loaded (e.g. refused at the last launch): nothing to unload.
-            if (!(err instanceof CdpError)) throw err;
-          });
+          await this.unloadUnpacked(cdp, entry, deadline);
           await verifyGone(cdp, [entry.id], deadline);
           how = 'uninstall';
         } finally {

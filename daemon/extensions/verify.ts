@@ -32,6 +32,11 @@ function hasWorker(targets: { type: string; url: string }[], id: string): boolea
   return targets.some((t) => t.type === 'service_worker' && t.url.startsWith(`chrome-extension://${id}/`));
 }
 
+/** Seen running: now, or at any time since the client started watching (see CdpClient.watchWorkers). */
+function workerSeen(cdp: CdpClient, targets: { type: string; url: string }[], id: string): boolean {
+  return hasWorker(targets, id) || cdp.workersSeen.has(id);
+}
+
 export async function verifyInstalled(cdp: CdpClient, expectations: Expectation[], deadline: number): Promise<void> {
   const pending = new Map(expectations.map((e) => [e.name, e]));
   const forced = expectations.find((e) => e.forcedFailure);
@@ -46,9 +51,9 @@ export async function verifyInstalled(cdp: CdpClient, expectations: Expectation[
     for (const e of [...pending.values()]) {
       let ok: boolean;
       const isListed = listed.has(`${e.id}@${e.version}`);
-      if (e.worker) ok = hasWorker(targets, e.id) && (e.kind === 'policy' || isListed);
+      if (e.worker) ok = workerSeen(cdp, targets, e.id) && (e.kind === 'policy' || isListed);
       else if (e.kind === 'unpacked') ok = isListed;
-      else ok = hasWorker(targets, e.id) || (probeNow && (await cdp.probeInstalled(e.id, left())));
+      else ok = workerSeen(cdp, targets, e.id) || (probeNow && (await cdp.probeInstalled(e.id, left())));
       if (ok) pending.delete(e.name);
     }
     if (pending.size === 0) return;

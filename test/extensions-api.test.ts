@@ -1,0 +1,243 @@
+// The upload API against one daemon with the real Chromium: every client encoding, the 400
+// table, size limits (413), malicious and broken archives (4xx, nothing written outside the
+// state dir, extension list and Chromium pid unchanged), all or nothing, concurrent uploads,
+// ?wait=false (409), the upload limit (429) and scopes.
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
+import { expectError } from './helpers/http.js';
+import { browser, expectUploaded, indexed, installedList, upload, waitBrowser, type Part } from './helpers/extensions.js';
+import { buildZip, fixtureZip, treeEntries, fixtureDir } from './helpers/zip.js';
+
+const READER = 'reader-token-0123456789abcdef';
+const keysDir = tempDir('browserd-ext-api-keys-');
+const policyDir = tempDir('browserd-ext-api-policy-');
+const tag = randomBytes(4).toString('hex');
+let d: Daemon;
+let pid: number | null = null;
+
+before(async () => {
+  const keysFile = path.join(keysDir, 'keys.json');
+  const sha = (t: string): string => createHash('sha256').update(t).digest('hex');
+  writeFileSync(
+    keysFile,
+    JSON.stringify([
+      { id: 'all', sha256: sha(TEST_TOKEN), scopes: ['browser:read', 'extensions:write', 'cdp'] },
+      { id: 'reader', sha256: sha(READER), scopes: ['browser:read'] },
+    ]),
+  );
+  d = await startDaemon({
+    noBrowser: false,
+    token: null,
+    env: {
+      BROWSERD_TOKEN: undefined,
+      BROWSERD_KEYS_FILE: keysFile,
+      BROWSERD_POLICY_DIR: policyDir,
+      BROWSERD_EXTENSION_MAX_ITEMS: '6',
+      BROWSERD_EXTENSION_MAX_ARCHIVE_BYTES: String(64 * 1024),
+      BROWSERD_EXTENSION_MAX_REQUEST_BYTES: String(200 * 1024),
+      BROWSERD_EXTENSION_MAX_UNPACKED_BYTES: String(256 * 1024),
+      BROWSERD_EXTENSION_MAX_ENTRIES: '50',
+      BROWSERD_EXTENSION_MAX_UPLOADS: '2',
+      BROWSERD_TEST_HOOKS: 'hold-activation=held',
+    },
+  });
+  // The helper sends its token as a bearer; with a keys file it is the "all" key.
+  (d as unknown as { token: string }).token = TEST_TOKEN;
+  pid = (await waitBrowser(d, (b) => b.state === 'ready')).chromium.pid;
+  await expectUploaded(await upload(d, indexed([['base', fixtureZip('content-script')]])));
+});
+after(async () => {
+  await d.cleanup();
+  rmSync(keysDir, { recursive: true, force: true });
+  rmSync(policyDir, { recursive: true, force: true });
+});
+
+const names = async (): Promise<string[]> => (await installedList(d)).map((e) => e.name).sort();
+
+/** The upload left no trace: same Chromium, same set, no staging leftovers. */
+async function unchanged(expected: string[]): Promise<void> {
+  assert.equal((await browser(d)).chromium.pid, pid, 'Chromium kept running as it was');
+  assert.deepEqual(await names(), expected);
+  const ext = path.join(d.stateDir, 'extensions');
+  assert.deepEqual(readdirSync(path.join(ext, 'staging')), [], 'no staging leftovers');
+  assert.deepEqual(readdirSync(path.join(ext, 'installed')).sort(), expected);
+}
+
+describe('encodings', () => {
+  const zip = fixtureZip('content-script');
+  const cases: [string, (n: string) => Part[]][] = [
+    ['Go: extensions.name + extensions.zip_file', (n) => [['extensions.name', n], ['extensions.zip_file', zip]]],
+    ['Go, archive first', (n) => [['extensions.zip_file', zip], ['extensions.name', n]]],
+    ['TypeScript/Python: extensions[][name] + extensions[][zip_file]', (n) => [['extensions[][name]', n], ['extensions[][zip_file]', zip]]],
+    ['TypeScript/Python, archive first', (n) => [['extensions[][zip_file]', zip], ['extensions[][name]', n]]],
+    ['indexed extensions[N][name]', (n) => [['extensions[0][name]', n], ['extensions[0][zip_file]', zip]]],
+    ['indexed extensions[N].name, archive first', (n) => [['extensions[0].zip_file', zip], ['extensions[0].name', n]]],
+  ];
+  for (const [i, [title, parts]] of cases.entries()) {
+    test(title, async () => {
+      const name = `enc-${i}`;
+      const body = await expectUploaded(await upload(d, parts(name)));
+      assert.deepEqual(body.extensions.map((e) => [e.name, e.activation]), [[name, 'live']]);
+      assert.equal(body.chromium.pid, pid);
+    });
+  }
+  test('two items in one request, repeated pairs matched k-th to k-th', async () => {
+    const other = fixtureZip('mv3-worker');
+    const body = await expectUploaded(
+      await upload(d, [
+        ['extensions[][name]', 'pair-a'],
+        ['extensions[][name]', 'pair-b'],
+        ['extensions[][zip_file]', zip],
+        ['extensions[][zip_file]', other],
+      ]),
+    );
+    assert.deepEqual(body.extensions.map((e) => [e.name, e.version]), [['pair-a', '2.1'], ['pair-b', '1.0.0']]);
+    for (const n of ['pair-a', 'pair-b', ...cases.map((_, i) => `enc-${i}`)]) {
+      const res = await d.fetch(`/browsers/local/extensions/${n}`, { method: 'DELETE' });
+      assert.equal(res.status, 204);
+    }
+    await unchanged(['base']);
+  });
+});
+
+describe('400: one detail per problem', () => {
+  const zip = fixtureZip('content-script');
+  const table: [string, Part[], RegExp][] = [
+    ['duplicate name', indexed([['dup', zip], ['dup', zip]]), /^extensions\[1\]\.name: "dup" is already used by extensions\[0\]/],
+    ['bad name', indexed([['bad/name', zip]]), /^extensions\[0\]\.name: "bad\/name" must match/],
+    ['a name without its archive', [['extensions[0][name]', 'alone']], /^extensions\[0\]\.zip_file: is missing/],
+    ['an archive without its name', [['extensions[0][zip_file]', zip]], /^extensions\[0\]\.name: is missing/],
+    ['an empty list', [], /^extensions: the list is empty/],
+    ['too many items', indexed(Array.from({ length: 7 }, (_, i): [string, Buffer] => [`many-${i}`, zip])), /^extensions: more parts than 6 items allow/],
+  ];
+  for (const [title, parts, detail] of table) {
+    test(title, async () => {
+      const body = await expectError(await upload(d, parts), 400, 'bad_request');
+      const details = body.details as { code: string; message: string }[];
+      assert.equal(details.length, 1, JSON.stringify(details));
+      assert.equal(details[0]?.code, 'invalid_input');
+      assert.match(details[0]?.message ?? '', detail);
+    });
+  }
+  test('not multipart, or unparsable multipart: 400 invalid_request', async () => {
+    await expectError(await d.fetch('/browsers/local/extensions', { method: 'POST', json: { extensions: [] } }), 400, 'invalid_request');
+    await expectError(
+      await d.fetch('/browsers/local/extensions', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=xyz' }, body: '--xyz\r\nContent-Disposition: form-data; name="extensions[0][name]"\r\n\r\nabc' }),
+      400,
+      'invalid_request',
+    );
+    await expectError(await d.fetch('/browsers/local/extensions?wait=maybe', { method: 'POST', body: new FormData() }), 400, 'bad_request');
+    await unchanged(['base']);
+  });
+});
+
+describe('413: size limits', () => {
+  test('an archive over BROWSERD_EXTENSION_MAX_ARCHIVE_BYTES', async () => {
+    const big = buildZip([...treeEntries(fixtureDir('content-script')), { name: 'noise.bin', data: randomBytes(70 * 1024), method: 'store' }]);
+    const body = await expectError(await upload(d, indexed([['big', big]])), 413, 'payload_too_large');
+    assert.match(String(body.message), /65536 bytes/);
+    await unchanged(['base']);
+  });
+  test('a request over BROWSERD_EXTENSION_MAX_REQUEST_BYTES', async () => {
+    const part = buildZip([...treeEntries(fixtureDir('content-script')), { name: 'noise.bin', data: randomBytes(60 * 1024), method: 'store' }]);
+    const items = Array.from({ length: 4 }, (_, i): [string, Buffer] => [`req-${i}`, part]);
+    const body = await expectError(await upload(d, indexed(items)), 413, 'payload_too_large');
+    assert.match(String(body.message), /204800 bytes/);
+    await unchanged(['base']);
+  });
+  test('a zip bomb over BROWSERD_EXTENSION_MAX_UNPACKED_BYTES', async () => {
+    const bomb = buildZip([...treeEntries(fixtureDir('content-script')), { name: 'bomb.bin', data: Buffer.alloc(1024 * 1024), method: 'deflate' }]);
+    assert.ok(bomb.length < 8 * 1024);
+    const body = await expectError(await upload(d, indexed([['bomb', bomb]])), 413, 'payload_too_large');
+    assert.match(String(body.message), /unpacked extension is over its limit of 262144 bytes/);
+    await unchanged(['base']);
+  });
+});
+
+describe('422: malicious and broken archives are rejected, nothing written outside the state dir', () => {
+  const escape = `browserd-escape-${tag}`;
+  const ok = treeEntries(fixtureDir('content-script'));
+  const table: [string, Buffer, string, RegExp][] = [
+    ['zip slip with ..', buildZip([...ok, { name: `${'../'.repeat(12)}${tmpdir().slice(1)}/${escape}-dots.txt`, data: 'pwned' }]), 'zip_slip', /has a "\.\." segment/],
+    ['zip slip to the state dir parent', buildZip([...ok, { name: `../../../../${escape}-parent.txt`, data: 'pwned' }]), 'zip_slip', /"\.\." segment/],
+    ['absolute path', buildZip([...ok, { name: path.join(tmpdir(), `${escape}-abs.txt`), data: 'pwned' }]), 'zip_slip', /absolute path/],
+    ['backslash', buildZip([...ok, { name: `..\\..\\${escape}-bs.txt`, data: 'pwned' }]), 'bad_entry_name', /backslash/],
+    ['symlink', buildZip([...ok, { name: 'passwd', data: '/etc/passwd', mode: 0o120777 }]), 'symlink', /symbolic link/],
+    ['device', buildZip([...ok, { name: 'dev', data: '', mode: 0o060644 }]), 'special_file', /device/],
+    ['a bomb lying about its size', buildZip([...ok, { name: 'bomb.bin', data: Buffer.alloc(1024 * 1024), method: 'deflate', declaredSize: 1000 }]), 'size_mismatch', /declared size/],
+    ['a declared size larger than the data', buildZip([...ok, { name: 'short.bin', data: 'x'.repeat(500), method: 'deflate', declaredSize: 50_000 }]), 'size_mismatch', /declared size/],
+    ['too many entries', buildZip([...ok, ...Array.from({ length: 60 }, (_, i) => ({ name: `f/${i}.txt`, data: 'x' }))]), 'too_many_entries', /at most 50/],
+    ['not a zip', Buffer.from('PK but not really a zip archive'), 'bad_zip', /not a valid zip/],
+    ['manifest not JSON', fixtureZip('broken-not-json'), 'manifest_invalid', /manifest\.json: not JSON/],
+    ['bad version', fixtureZip('broken-bad-version'), 'manifest_invalid', /manifest\.json: version: "1\.02\.x"/],
+    ['missing worker file', fixtureZip('broken-missing-worker'), 'manifest_invalid', /manifest\.json: background\.service_worker: names "gone\.js"/],
+    ['manifest_version 1', fixtureZip('broken-manifest-v1'), 'manifest_invalid', /manifest\.json: manifest_version: must be 2 or 3/],
+    ['Manifest V2 (Chromium 156 loads none)', fixtureZip('manifest-v2'), 'manifest_invalid', /manifest_version: Manifest V2/],
+    ['no manifest', buildZip([{ name: 'a/x.js', data: '' }, { name: 'b/y.js', data: '' }]), 'manifest_missing', /manifest\.json is missing/],
+  ];
+  for (const [title, zip, cause, message] of table) {
+    test(title, async () => {
+      const body = await expectError(await upload(d, indexed([['evil', zip]])), 422, 'extension_rejected');
+      assert.deepEqual(Object.keys(body.inner_error as object).sort(), ['code', 'message']);
+      assert.equal((body.inner_error as { code: string }).code, cause);
+      assert.match((body.inner_error as { message: string }).message, message);
+      const details = body.details as { code: string; message: string }[];
+      assert.equal(details.length, 1);
+      assert.equal(details[0]?.code, cause);
+      assert.match(details[0]?.message ?? '', /^extensions\[0\] \(evil\): /);
+      await unchanged(['base']);
+      assert.ok(d.logs.some((l) => l.event === 'extension_rejected' && l.name === 'evil' && l.cause === cause));
+    });
+  }
+  test('nothing escaped', () => {
+    const leaks = [tmpdir(), path.dirname(d.stateDir), d.stateDir].flatMap((dir) => readdirSync(dir).filter((f) => f.startsWith(escape)));
+    assert.deepEqual(leaks, []);
+    assert.equal(existsSync(path.join(tmpdir(), `${escape}-abs.txt`)), false);
+  });
+  test('all or nothing: one bad item rejects the request, one detail per bad item', async () => {
+    const good = fixtureZip('content-script');
+    const body = await expectError(
+      await upload(d, indexed([['good', good], ['bad-1', fixtureZip('broken-bad-version')], ['bad-2', buildZip([{ name: '/abs', data: 'x' }])]])),
+      422,
+      'extension_rejected',
+    );
+    assert.deepEqual((body.details as { code: string }[]).map((x) => x.code), ['manifest_invalid', 'zip_slip']);
+    await unchanged(['base']);
+  });
+});
+
+describe('concurrency', () => {
+  test('two uploads at once both land; ?wait=false meets 409 busy; past the upload limit 429', async () => {
+    const release = path.join(d.stateDir, 'extensions', 'release-held');
+    const held = upload(d, indexed([['held', fixtureZip('content-script')]]));
+    await d.waitLog((l) => l.event === 'extension_activation_held');
+    await expectError(await upload(d, indexed([['no-wait', fixtureZip('content-script')]]), '?wait=false'), 409, 'busy');
+    const seen = d.logs.length;
+    const queued = upload(d, indexed([['queued', fixtureZip('mv3-worker')]]));
+    await d.waitLog((l) => l.event === 'browser_lock_wait' && d.logs.indexOf(l) >= seen);
+    await expectError(await upload(d, indexed([['third', fixtureZip('content-script')]])), 429, 'limit_exceeded');
+    writeFileSync(release, '');
+    const [a, b] = await Promise.all([held, queued]);
+    assert.equal((await expectUploaded(a)).extensions[0]?.name, 'held');
+    assert.equal((await expectUploaded(b)).extensions[0]?.name, 'queued');
+    assert.deepEqual(await names(), ['base', 'held', 'queued']);
+  });
+});
+
+describe('scopes', () => {
+  test('listing needs browser:read, uploading and removing extensions:write', async () => {
+    const as = { authorization: `Bearer ${READER}` };
+    const res = await d.fetch('/browsers/local/extensions', { headers: as });
+    assert.equal(res.status, 200);
+    await res.text();
+    const form = new FormData();
+    const denied = await expectError(await d.fetch('/browsers/local/extensions', { method: 'POST', headers: as, body: form }), 403, 'forbidden');
+    assert.deepEqual(denied.details, [{ code: 'missing_scope', message: 'extensions:write' }]);
+    await expectError(await d.fetch('/browsers/local/extensions/base', { method: 'DELETE', headers: as }), 403, 'forbidden');
+  });
+});

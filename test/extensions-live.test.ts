@@ -1,0 +1,119 @@
+// Live activation with the real Chromium: upload → `live`, the worker visible through the
+// daemon's CDP endpoint; the set survives a kill -9 of Chromium and a daemon restart; a live
+// failure (test hook) → `restart`; a failed activation puts the previous version back; DELETE.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { expectError } from './helpers/http.js';
+import { browser, chromiumExtensions, expectUploaded, indexed, installedList, upload, waitBrowser, watchTargets } from './helpers/extensions.js';
+import { fixtureZip } from './helpers/zip.js';
+
+const stateDir = tempDir('browserd-ext-live-');
+const policyDir = tempDir('browserd-ext-live-policy-');
+const env = {
+  BROWSERD_POLICY_DIR: policyDir,
+  BROWSERD_TEST_HOOKS: 'fail-live-activation=via-restart,fail-activation=worker@2.0.0',
+};
+let d: Daemon;
+let workerId = '';
+
+before(async () => {
+  d = await startDaemon({ noBrowser: false, stateDir, env });
+  await waitBrowser(d, (b) => b.state === 'ready');
+});
+after(async () => {
+  await d.cleanup();
+  const { rmSync } = await import('node:fs');
+  rmSync(stateDir, { recursive: true, force: true });
+  rmSync(policyDir, { recursive: true, force: true });
+});
+
+test('an upload activates live: 200, same Chromium, the worker target visible through the CDP endpoint', async (t) => {
+  const pid = (await browser(d)).chromium.pid;
+  const targets = await watchTargets(d);
+  t.after(() => targets.close());
+  const body = await expectUploaded(await upload(d, indexed([['worker', fixtureZip('mv3-worker')]])));
+  assert.equal(body.extensions.length, 1);
+  const [ext] = body.extensions;
+  assert.equal(ext?.name, 'worker');
+  assert.equal(ext?.version, '1.0.0');
+  assert.equal(ext?.activation, 'live');
+  assert.match(ext?.id ?? '', /^[a-p]{32}$/);
+  assert.deepEqual(body.chromium, { restarted: false, pid, ready_ms: 0 });
+  workerId = ext?.id ?? '';
+
+  const target = await targets.worker(workerId);
+  assert.equal(target.url, `chrome-extension://${workerId}/worker.js`);
+  assert.equal((await chromiumExtensions(d)).get(workerId), '1.0.0');
+  assert.deepEqual((await installedList(d)).map((e) => [e.name, e.activation]), [['worker', 'live']]);
+  const b = await browser(d);
+  assert.deepEqual(b.extensions.map((e) => e.name), ['worker']);
+  assert.equal(b.chromium.pid, pid);
+  assert.ok(d.logs.some((l) => l.event === 'extension_activated' && l.name === 'worker' && l.mode === 'live' && l.id === workerId && typeof l.ms === 'number'));
+  const metrics = await (await d.fetch('/metrics')).text();
+  assert.match(metrics, /browserd_extension_activations_total\{mode="live",outcome="ok"\} 1/);
+});
+
+test('the extension comes back after a kill -9 of Chromium', async () => {
+  const before = await browser(d);
+  process.kill(before.chromium.pid as number, 'SIGKILL');
+  await waitBrowser(d, (b) => b.state === 'ready' && b.chromium.pid !== null && b.chromium.pid !== before.chromium.pid);
+  assert.equal((await chromiumExtensions(d)).get(workerId), '1.0.0');
+});
+
+test('a live activation that fails is done by a restart: `restart`, every extension running', async () => {
+  const pid = (await browser(d)).chromium.pid;
+  const body = await expectUploaded(await upload(d, indexed([['via-restart', fixtureZip('content-script')]])));
+  assert.equal(body.extensions[0]?.activation, 'restart');
+  assert.equal(body.chromium.restarted, true);
+  assert.notEqual(body.chromium.pid, pid);
+  assert.equal((await browser(d)).chromium.pid, body.chromium.pid);
+  const running = await chromiumExtensions(d);
+  assert.equal(running.get(body.extensions[0]?.id ?? ''), '2.1');
+  assert.equal(running.get(workerId), '1.0.0');
+  assert.ok(d.logs.some((l) => l.event === 'extension_live_failed'));
+});
+
+test('a replacement that fails to activate: 422 activation_failed, the previous version back and running', async () => {
+  const res = await upload(d, indexed([['worker', fixtureZip('mv3-worker', { manifest: { version: '2.0.0' } })]]));
+  const err = await expectError(res, 422, 'activation_failed');
+  assert.equal((err.inner_error as { code: string }).code, 'not_verified');
+  const list = await installedList(d);
+  assert.equal(list.find((e) => e.name === 'worker')?.version, '1.0.0');
+  const manifest = JSON.parse(readFileSync(path.join(stateDir, 'extensions', 'installed', 'worker', 'manifest.json'), 'utf8')) as { version: string };
+  assert.equal(manifest.version, '1.0.0');
+  await waitBrowser(d, (b) => b.state === 'ready');
+  assert.equal((await chromiumExtensions(d)).get(workerId), '1.0.0');
+  const metrics = await (await d.fetch('/metrics')).text();
+  assert.match(metrics, /browserd_extension_activations_total\{mode="restart",outcome="failed"\} 1/);
+});
+
+test('a replacement that activates: same id, the new version live', async () => {
+  const body = await expectUploaded(await upload(d, indexed([['worker', fixtureZip('mv3-worker', { manifest: { version: '1.5' } })]])));
+  assert.deepEqual(body.extensions, [{ name: 'worker', id: workerId, version: '1.5', activation: 'live' }]);
+  assert.equal((await chromiumExtensions(d)).get(workerId), '1.5');
+});
+
+test('DELETE: 204, gone from the list and from Chromium; unknown: 404', async () => {
+  const id = (await installedList(d)).find((e) => e.name === 'via-restart')?.id ?? '';
+  const pid = (await browser(d)).chromium.pid;
+  const res = await d.fetch('/browsers/local/extensions/via-restart', { method: 'DELETE' });
+  assert.equal(res.status, 204);
+  assert.deepEqual((await installedList(d)).map((e) => e.name), ['worker']);
+  const running = await chromiumExtensions(d);
+  assert.equal(running.has(id), false);
+  assert.equal(running.has(workerId), true);
+  assert.equal((await browser(d)).chromium.pid, pid, 'Extensions.uninstall, no restart');
+  await expectError(await d.fetch('/browsers/local/extensions/via-restart', { method: 'DELETE' }), 404, 'not_found');
+  await expectError(await d.fetch('/browsers/local/extensions/never-was', { method: 'DELETE' }), 404, 'not_found');
+});
+
+test('the installed set is applied after a daemon restart on the same state dir', async () => {
+  await d.stop();
+  d = await startDaemon({ noBrowser: false, stateDir, env });
+  await waitBrowser(d, (b) => b.state === 'ready');
+  assert.deepEqual((await installedList(d)).map((e) => [e.name, e.version]), [['worker', '1.5']]);
+  assert.equal((await chromiumExtensions(d)).get(workerId), '1.5');
+});

@@ -7,7 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
 import { chromiumEnv, chromiumFlags } from '../daemon/chromium/flags.js';
-import { CHROMIUM, exitOf, onCleanup, stopGroup } from './lib.js';
+import { CHROMIUM, checkRunning, exitOf, onCleanup, stopGroup } from './lib.js';
 
 const DEVTOOLS_RE = /DevTools listening on (ws:\/\/\S+)/;
 
@@ -34,6 +34,7 @@ export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[
 
 /** Spawns Chromium in its own process group and waits until it is ready (DevTools line + Browser.getVersion). */
 export async function startChromium(args: string[], timeoutMs = 60_000): Promise<HandChromium> {
+  checkRunning();
   const t0 = performance.now();
   const proc = spawn(CHROMIUM, args, { env: chromiumEnv(process.env), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   const pid = proc.pid as number;

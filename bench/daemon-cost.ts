@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { exitOf, median, onCleanup, progress, startDaemon, type Row } from './lib.js';
+import { checkRunning, exitOf, median, onCleanup, progress, startDaemon, type Row } from './lib.js';
 
 const N = 8;
 const SETTLE_MS = 1500;
@@ -22,6 +22,7 @@ export function rssMiB(pid: number): number {
 
 /** Start time (ms to the `listening` line) and RSS (MiB after settling) of a bare node listener. */
 async function bareNode(): Promise<{ startMs: number; rss: number }> {
+  checkRunning();
   const t0 = performance.now();
   const proc = spawn(process.execPath, ['-e', BARE], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
   const exited = exitOf(proc);

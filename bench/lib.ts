@@ -89,6 +89,7 @@ export function progress(msg: string): void {
 
 type Cleanup = () => Promise<void> | void;
 const cleanups = new Set<Cleanup>();
+let interrupted = false;
 
 /** Registers `fn` to run at exit (Ctrl-C included) unless unregistered first; returns the unregister. */
 export function onCleanup(fn: Cleanup): () => void {
@@ -96,14 +97,26 @@ export function onCleanup(fn: Cleanup): () => void {
   return () => cleanups.delete(fn);
 }
 
-/** Runs every registered cleanup (newest first); used by run.ts on signals and at the end. */
+/** After a signal: no benchmark may start anything new (its cleanup could be missed). */
+export function interrupt(): void {
+  interrupted = true;
+}
+
+/** Throws once the run was interrupted; called before every spawn and after every await that yields a resource. */
+export function checkRunning(): void {
+  if (interrupted) throw new Error('interrupted');
+}
+
+/** Runs every registered cleanup (newest first) until none is left; used by run.ts on signals and at the end. */
 export async function runCleanups(): Promise<void> {
-  for (const fn of [...cleanups].reverse()) {
-    cleanups.delete(fn);
-    try {
-      await fn();
-    } catch (err) {
-      process.stderr.write(`cleanup failed: ${(err as Error).message}\n`);
+  while (cleanups.size > 0) {
+    for (const fn of [...cleanups].reverse()) {
+      cleanups.delete(fn);
+      try {
+        await fn();
+      } catch (err) {
+        process.stderr.write(`cleanup failed: ${(err as Error).message}\n`);
+      }
     }
   }
 }
@@ -333,6 +346,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<BenchDaemon
     ...opts.env,
   };
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
+  checkRunning();
   const spawnedAt = performance.now();
   const proc = spawn(process.execPath, [mainJs], { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const d = new BenchDaemon(proc, stateDir, spawnedAt);

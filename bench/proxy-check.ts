@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { startOrigin, startTinyproxy, type Origin, type Tinyproxy } from '../test/helpers/proxies.js';
-import { median, notInstalled, onCleanup, percentile, progress, skippedRow, startDaemon, timed, which, type BenchDaemon, type Row } from './lib.js';
+import { checkRunning, median, notInstalled, onCleanup, percentile, progress, skippedRow, startDaemon, timed, which, type BenchDaemon, type Row } from './lib.js';
 
 const N = 30;
 const NAME = '6. proxy check via tinyproxy, p50';
@@ -20,13 +20,17 @@ export async function benchProxyCheck(): Promise<Row[]> {
   let origin: Origin | null = null;
   let tiny: Tinyproxy | null = null;
   let d: BenchDaemon | null = null;
-  const unregister = onCleanup(async () => {
+  // Both closes may run twice (a signal's cleanup and the finally): each is harmless the second time.
+  const close = async (): Promise<void> => {
     await tiny?.close();
     await origin?.close();
-  });
+  };
+  const unregister = onCleanup(close);
   try {
     origin = await startOrigin();
+    checkRunning();
     tiny = await startTinyproxy({ user: 'bench', pass: 'benchpass', connectPorts: [origin.port] });
+    checkRunning();
     const target = `http://127.0.0.1:${origin.port}/json`;
     d = await startDaemon({ env: { BROWSERD_PROXY_CHECK_URLS: target } });
     const { id } = await d.call<{ id: string }>(
@@ -66,8 +70,7 @@ export async function benchProxyCheck(): Promise<Row[]> {
     ];
   } finally {
     await d?.stop();
-    await tiny?.close();
-    await origin?.close();
+    await close();
     unregister();
   }
 }

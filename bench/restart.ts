@@ -8,6 +8,11 @@ import { median, percentile, progress, startDaemon, tempDir, timed, type LogLine
 
 const N = 10;
 
+function pct(a: number, b: number): string {
+  const p = (a / b - 1) * 100;
+  return `${p >= 0 ? '+' : '−'}${Math.abs(p).toFixed(0)}%`;
+}
+
 export async function benchRestart(): Promise<Row[]> {
   const d = await startDaemon({ autostart: true });
   let hand: HandChromium | null = null;
@@ -48,7 +53,9 @@ export async function benchRestart(): Promise<Row[]> {
         browserd: median(daemonTotal),
         peer: median(handTotal),
         peerName: 'by hand: SIGTERM the group until gone, spawn the same binary and flags, DevTools line + Browser.getVersion',
-        note: `N=${N} each, interleaved; p95 ${percentile(daemonTotal, 95).toFixed(0)} vs ${percentile(handTotal, 95).toFixed(0)} ms; goal: overhead under 10%`,
+        note:
+          `N=${N} each, interleaved; p95 ${percentile(daemonTotal, 95).toFixed(0)} vs ${percentile(handTotal, 95).toFixed(0)} ms; goal: overhead under 10%. ` +
+          `Against a spawn alone (no old Chromium to stop, the row below) the restart takes ${pct(median(daemonTotal), median(handLaunch))}`,
       },
       {
         name: '1. launch to ready (part of the restart), p50',

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { benchActivationRestart, benchActivationLive } from './activation.js';
 import { benchDaemonCost } from './daemon-cost.js';
-import { guard, progress, repoRoot, runCleanups, type Row } from './lib.js';
+import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
 import { benchProxyCheck } from './proxy-check.js';
 import { describeMachine, markdown, table } from './report.js';
 import { benchRestart } from './restart.js';
@@ -65,6 +65,7 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.on(sig, () => {
     if (interrupted) process.exit(130);
     interrupted = true;
+    interrupt();
     progress(`${sig}: ending every process the benchmarks started`);
     void runCleanups().finally(() => process.exit(130));
   });

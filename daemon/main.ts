@@ -7,6 +7,7 @@ import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
+import { createProcesses } from './processes/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -61,7 +62,8 @@ async function main(): Promise<void> {
   }
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
-  const modules: Closable[] = [browser, proxies, extensions];
+  const processes = createProcesses({ config, log, metrics });
+  const modules: Closable[] = [browser, proxies, extensions, processes];
 
   let openapi: Record<string, unknown> = {};
   const routes = [
@@ -69,6 +71,7 @@ async function main(): Promise<void> {
     ...browser.routes,
     ...proxies.routes,
     ...extensions.routes,
+    ...processes.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
   openapi = buildOpenApi(server.router.routes, {
@@ -82,6 +85,7 @@ async function main(): Promise<void> {
       log.warn({ event: 'stopping', signal }, 'second signal: stopping now');
       server.destroy();
       browser.destroy();
+      processes.destroy();
       process.exit(1);
     }
     stopping = true;

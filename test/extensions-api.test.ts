@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { browser, expectUploaded, indexed, installedList, upload, waitBrowser, type Part } from './helpers/extensions.js';
+import { browser, expectUploaded, indexed, installedList, multipartBody, rawUpload, upload, waitBrowser, type Part } from './helpers/extensions.js';
 import { buildZip, fixtureZip, treeEntries, fixtureDir } from './helpers/zip.js';
 
 const READER = 'reader-token-0123456789abcdef';
@@ -139,15 +139,24 @@ describe('400: one detail per problem', () => {
 describe('413: size limits', () => {
   test('an archive over BROWSERD_EXTENSION_MAX_ARCHIVE_BYTES', async () => {
     const big = buildZip([...treeEntries(fixtureDir('content-script')), { name: 'noise.bin', data: randomBytes(70 * 1024), method: 'store' }]);
-    const body = await expectError(await upload(d, indexed([['big', big]])), 413, 'payload_too_large');
-    assert.match(String(body.message), /65536 bytes/);
+    for (const chunked of [false, true]) {
+      const body = await expectError(await rawUpload(d, indexed([['big', big]]), { chunked }), 413, 'payload_too_large');
+      assert.match(String(body.message), /archive of extensions\[0\]\[zip_file\] is over its limit of 65536 bytes/);
+    }
     await unchanged(['base']);
   });
-  test('a request over BROWSERD_EXTENSION_MAX_REQUEST_BYTES', async () => {
-    const part = buildZip([...treeEntries(fixtureDir('content-script')), { name: 'noise.bin', data: randomBytes(60 * 1024), method: 'store' }]);
-    const items = Array.from({ length: 4 }, (_, i): [string, Buffer] => [`req-${i}`, part]);
-    const body = await expectError(await upload(d, indexed(items)), 413, 'payload_too_large');
-    assert.match(String(body.message), /204800 bytes/);
+  test('a request over BROWSERD_EXTENSION_MAX_REQUEST_BYTES, declared or counted', async () => {
+    const LIMIT = 200 * 1024;
+    const archive = (noise: number): Buffer => buildZip([...treeEntries(fixtureDir('content-script')), { name: 'noise.bin', data: randomBytes(noise), method: 'store' }]);
+    // Four archives under the archive limit, the last one sized so that the body is just over the request limit.
+    const first = Array.from({ length: 3 }, (_, i): [string, Buffer] => [`req-${i}`, archive(60 * 1024)]);
+    const base = multipartBody(indexed([...first, ['req-3', archive(0)]])).body.length;
+    const items = [...first, ['req-3', archive(LIMIT + 512 - base)] as [string, Buffer]];
+    assert.equal(multipartBody(indexed(items)).body.length, LIMIT + 512);
+    for (const opts of [{ headersOnly: true }, { chunked: true }]) {
+      const body = await expectError(await rawUpload(d, indexed(items), opts), 413, 'payload_too_large');
+      assert.match(String(body.message), /request body is over its limit of 204800 bytes/);
+    }
     await unchanged(['base']);
   });
   test('a zip bomb over BROWSERD_EXTENSION_MAX_UNPACKED_BYTES', async () => {
@@ -220,7 +229,8 @@ describe('concurrency', () => {
     const seen = d.logs.length;
     const queued = upload(d, indexed([['queued', fixtureZip('mv3-worker')]]));
     await d.waitLog((l) => l.event === 'browser_lock_wait' && d.logs.indexOf(l) >= seen);
-    await expectError(await upload(d, indexed([['third', fixtureZip('content-script')]])), 429, 'limit_exceeded');
+    const third = await expectError(await rawUpload(d, indexed([['third', fixtureZip('content-script')]]), { headersOnly: true }), 429, 'limit_exceeded');
+    assert.match(String(third.message), /extension uploads at once \(limit 2\)/);
     writeFileSync(release, '');
     const [a, b] = await Promise.all([held, queued]);
     assert.equal((await expectUploaded(a)).extensions[0]?.name, 'held');

@@ -65,13 +65,13 @@ test('the extension comes back after a kill -9 of Chromium', async () => {
 
 test('a live activation that fails is done by a restart: `restart`, every extension running', async () => {
   const pid = (await browser(d)).chromium.pid;
-  const body = await expectUploaded(await upload(d, indexed([['via-restart', fixtureZip('content-script')]])));
+  const body = await expectUploaded(await upload(d, indexed([['via-restart', fixtureZip('mv3-worker', { manifest: { version: '3.0' } })]])));
   assert.equal(body.extensions[0]?.activation, 'restart');
   assert.equal(body.chromium.restarted, true);
   assert.notEqual(body.chromium.pid, pid);
   assert.equal((await browser(d)).chromium.pid, body.chromium.pid);
   const running = await chromiumExtensions(d);
-  assert.equal(running.get(body.extensions[0]?.id ?? ''), '2.1');
+  assert.equal(running.get(body.extensions[0]?.id ?? ''), '3.0');
   assert.equal(running.get(workerId), '1.0.0');
   assert.ok(d.logs.some((l) => l.event === 'extension_live_failed'));
 });

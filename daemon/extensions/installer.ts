@@ -14,7 +14,7 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Browser, LaunchExtras, RestartResult } from '../chromium/types.js';
-import { ApiError, NotFoundError, OperationFailedError } from '../http/errors.js';
+import { ApiError, BrowserUnavailableError, NotFoundError, OperationFailedError } from '../http/errors.js';
 import { CdpClient, CdpError } from './cdp.js';
 import { idFromPath, idFromPublicKey } from './crx3.js';
 import { unpackedBlockedReason } from './policy.js';
@@ -93,8 +93,9 @@ export class Installer {
     const started = performance.now();
     await this.holdForTests(items, log);
     const blocked = await unpackedBlockedReason(config.chromium.policyDir);
-    const state = browser.snapshot().state;
-    const up = state === 'ready' || state === 'starting' || state === 'restarting';
+    // Launches and crash restarts hold the same lock: inside it, a browser that is not ready is
+    // stopped, failed or waiting out a crash-restart backoff, and a restart starts it now.
+    const up = browser.snapshot().state === 'ready';
 
     const plans: Plan[] = [];
     const stale: { label: string; name: string; rejection: Rejection }[] = [];
@@ -259,7 +260,11 @@ export class Installer {
     }
   }
 
-  private activationFailed(err: unknown, relaunched: boolean, log: Logger): OperationFailedError {
+  private activationFailed(err: unknown, relaunched: boolean, log: Logger): ApiError {
+    if (err instanceof BrowserUnavailableError) {
+      log.warn({ event: 'extension_activation_failed', cause: err.code, reason: err.message }, 'Chromium did not become ready; previous state restored');
+      return err;
+    }
     let inner: { code: string; message: string };
     if (err instanceof VerifyError) inner = { code: 'not_verified', message: err.message };
     else if (err instanceof CdpError) inner = { code: 'devtools_error', message: err.message };
@@ -307,8 +312,7 @@ export class Installer {
     store.committed.delete(name);
     await store.save();
     this.reset();
-    const state = browser.snapshot().state;
-    const up = state === 'ready' || state === 'starting' || state === 'restarting';
+    const up = browser.snapshot().state === 'ready'; // else the next launch simply leaves it out
     let how = 'not running';
     if (entry.activation === 'policy') {
       await publisher.sync(this.effective.values());

@@ -104,7 +104,7 @@ async function requireFile(root: string, field: string, value: unknown): Promise
   if (typeof value !== 'string' || value === '') throw invalid(field, 'must be a file name');
   const rel = path.posix.normalize(value.replace(/^\/+/, ''));
   if (rel.startsWith('..') || value.includes('\0')) throw invalid(field, `"${value}" points outside the extension`);
-  let ok = false;
+  let ok: boolean;
   try {
     ok = (await stat(path.join(root, rel))).isFile();
   } catch {

@@ -74,19 +74,41 @@ export async function receiveMultipart(req: IncomingMessage, dir: string, limits
     let failed = false;
     let files = 0;
 
-    const fail = (err: Error): void => {
-      if (failed) return;
-      failed = true;
+    const stopReading = (): void => {
       markUnread(req);
       req.unpipe(counter);
-      counter.unpipe(bb);
       req.pause();
+    };
+    /**
+     * Stops parsing and every file write. With `drain`, the rest of the body is read and dropped
+     * (still within the request limit) before the error is answered, so that the client reads the
+     * answer instead of a reset connection; else the server closes the connection after it.
+     */
+    const fail = (err: Error, drain: boolean): void => {
+      if (failed) return;
+      failed = true;
+      counter.unpipe(bb);
       for (const s of open) s.destroy();
       for (const w of sinks) w.destroy();
-      void Promise.allSettled(writes).then(() => reject(err));
+      const answer = (): void => void Promise.allSettled(writes).then(() => reject(err));
+      if (!drain || req.complete || req.destroyed) {
+        if (!req.complete) stopReading();
+        answer();
+        return;
+      }
+      counter.removeAllListeners('error');
+      counter.once('error', () => {
+        stopReading();
+        answer();
+      });
+      counter.once('end', answer);
+      req.once('close', () => {
+        if (!req.complete) answer();
+      });
+      counter.resume();
     };
     const tooMany = (): void =>
-      fail(new BadRequestError(`extensions: at most ${limits.maxItems} items per request`, [`extensions: more parts than ${limits.maxItems} items allow`]));
+      fail(new BadRequestError(`extensions: at most ${limits.maxItems} items per request`, [`extensions: more parts than ${limits.maxItems} items allow`]), true);
 
     bb.on('field', (fieldName, value, info) => {
       if (failed) return;
@@ -104,7 +126,7 @@ export async function receiveMultipart(req: IncomingMessage, dir: string, limits
       open.add(stream);
       sinks.add(sink);
       parts.push({ fieldName, kind: 'file', file });
-      stream.on('limit', () => fail(new PayloadTooLargeError(`the archive of ${fieldName}`, limits.maxArchiveBytes)));
+      stream.on('limit', () => fail(new PayloadTooLargeError(`the archive of ${fieldName}`, limits.maxArchiveBytes), true));
       stream.on('end', () => open.delete(stream));
       writes.push(
         new Promise<void>((done) => {
@@ -112,7 +134,7 @@ export async function receiveMultipart(req: IncomingMessage, dir: string, limits
             sinks.delete(sink);
             done();
           });
-          sink.on('error', (err) => fail(err));
+          sink.on('error', (err) => fail(err, false));
         }),
       );
       stream.pipe(sink);
@@ -120,15 +142,15 @@ export async function receiveMultipart(req: IncomingMessage, dir: string, limits
     bb.on('filesLimit', tooMany);
     bb.on('fieldsLimit', tooMany);
     bb.on('partsLimit', tooMany);
-    bb.on('error', (err: Error) => fail(new InvalidRequestError(`the multipart body cannot be parsed: ${err.message}`)));
+    bb.on('error', (err: Error) => fail(new InvalidRequestError(`the multipart body cannot be parsed: ${err.message}`), true));
     bb.on('close', () => {
       void Promise.all(writes).then(() => {
         if (!failed) resolve(parts);
       });
     });
-    counter.on('error', (err) => fail(err));
+    counter.on('error', (err) => fail(err, false));
     req.on('close', () => {
-      if (!req.complete) fail(new InvalidRequestError('the request body ended early (the client went away)'));
+      if (!req.complete) fail(new InvalidRequestError('the request body ended early (the client went away)'), false);
     });
     req.pipe(counter).pipe(bb);
   });

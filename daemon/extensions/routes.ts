@@ -73,7 +73,8 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
     '(when live activation fails or cannot be verified within BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS, or Chromium was not running: one restart ' +
     'with the whole installed set, each verified). When a request needs a restart, all its items are activated by that restart. ' +
     'The answer comes once DevTools is ready and every extension runs; an activation that fails is 422 activation_failed with the previous state ' +
-    'restored (a replaced version back, Chromium relaunched with the previous set if it was restarted).';
+    'restored (a replaced version back, Chromium relaunched with the previous set if it was restarted); 503 browser_unavailable, also with ' +
+    'the previous state restored, when Chromium does not become ready (BROWSERD_READY_TIMEOUT_MS).';
 
   return [
     {
@@ -146,7 +147,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
           'restarting Chromium. The signing key of the name is kept, so a later upload under the same name gets the same policy id.',
         query: waitQuery,
         responses: { 204: { description: 'removed' } },
-        errors: [409, 503],
+        errors: [400, 409, 503],
       },
       handler: async (ctx) => {
         const wait = parseWait(ctx.url);

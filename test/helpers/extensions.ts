@@ -1,6 +1,8 @@
 // Helpers of the extension tests: multipart uploads in each client encoding, the browser's
 // state, and a CDP client that goes through the daemon's authenticated /browsers/{id}/cdp.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
 import WebSocket from 'ws';
 import type { Daemon } from './daemon.js';
 
@@ -14,6 +16,62 @@ export function upload(d: Daemon, parts: Part[], query = ''): Promise<Response> 
     else form.append(field, new Blob([value], { type: 'application/zip' }), 'extension.zip');
   }
   return d.fetch(`/browsers/local/extensions${query}`, { method: 'POST', body: form });
+}
+
+/** A multipart body built by hand (the same shape FormData sends). */
+export function multipartBody(parts: Part[]): { body: Buffer; contentType: string } {
+  const boundary = `----browserd-test-${randomBytes(8).toString('hex')}`;
+  const chunks: Buffer[] = [];
+  for (const [field, value] of parts) {
+    const file = typeof value === 'string' ? '' : '; filename="extension.zip"\r\nContent-Type: application/zip';
+    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${field}"${file}\r\n\r\n`), Buffer.from(value), Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
+/**
+ * An upload over node:http. `chunked`: no content-length, so the server has to count the bytes as
+ * they come. `headersOnly`: sends the headers (with the body's content-length) and waits for the
+ * answer, for the answers the server gives before it reads the body (413 by content-length, 429):
+ * a client still writing then may see the connection reset before it reads the answer.
+ */
+export function rawUpload(d: Daemon, parts: Part[], opts: { query?: string; chunked?: boolean; headersOnly?: boolean } = {}): Promise<Response> {
+  const { body, contentType } = multipartBody(parts);
+  const url = new URL(`${d.url}/browsers/local/extensions${opts.query ?? ''}`);
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { 'content-type': contentType, authorization: `Bearer ${d.token}` };
+    if (!opts.chunked) headers['content-length'] = String(body.length);
+    const req = http.request(url, { method: 'POST', headers }, (res) => {
+      const got: Buffer[] = [];
+      res.on('data', (c: Buffer) => got.push(c));
+      res.on('end', () => {
+        const h = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+        resolve(new Response(Buffer.concat(got), { status: res.statusCode ?? 0, headers: h }));
+      });
+    });
+    req.on('error', reject);
+    if (opts.headersOnly) {
+      req.flushHeaders();
+      req.on('response', (res) => res.on('end', () => req.destroy()));
+      return;
+    }
+    let off = 0;
+    const step = 16 * 1024;
+    const pump = (): void => {
+      while (off < body.length) {
+        const ok = req.write(body.subarray(off, off + step));
+        off += step;
+        if (!ok) {
+          req.once('drain', pump);
+          return;
+        }
+      }
+      req.end();
+    };
+    pump();
+  });
 }
 
 /** The indexed encoding `extensions[N][name]` / `extensions[N][zip_file]`. */
@@ -159,4 +217,39 @@ export async function watchTargets(d: Daemon): Promise<{ worker(id: string, time
     },
     close: () => cdp.close(),
   };
+}
+
+/** Opens a page through the daemon's CDP and navigates it; returns Page.navigate's errorText (undefined: loaded). */
+export async function navigate(d: Daemon, url: string): Promise<string | undefined> {
+  const ws = new WebSocket(`${d.url.replace(/^http/, 'ws')}/browsers/local/cdp`, { headers: { authorization: `Bearer ${d.token}` } });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  let next = 1;
+  const send = (method: string, params: Record<string, unknown>, sessionId?: string): Promise<Record<string, unknown>> =>
+    new Promise((resolve, reject) => {
+      const id = next++;
+      const onMessage = (data: WebSocket.RawData): void => {
+        const msg = JSON.parse(String(data)) as { id?: number; result?: Record<string, unknown>; error?: { message: string } };
+        if (msg.id !== id) return;
+        ws.off('message', onMessage);
+        if (msg.error) reject(new Error(`${method}: ${msg.error.message}`));
+        else resolve(msg.result ?? {});
+      };
+      ws.on('message', onMessage);
+      ws.send(JSON.stringify(sessionId === undefined ? { id, method, params } : { id, method, params, sessionId }));
+    });
+  try {
+    const { targetId } = (await send('Target.createTarget', { url: 'about:blank' })) as { targetId: string };
+    try {
+      const { sessionId } = (await send('Target.attachToTarget', { targetId, flatten: true })) as { sessionId: string };
+      const nav = (await send('Page.navigate', { url }, sessionId)) as { errorText?: string };
+      return nav.errorText;
+    } finally {
+      await send('Target.closeTarget', { targetId }).catch(() => undefined);
+    }
+  } finally {
+    ws.close();
+  }
 }

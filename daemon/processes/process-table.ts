@@ -1,0 +1,74 @@
+// Every spawned process by id, live and exited, and the count of live children (spawned and exec)
+// against BROWSERD_MAX_PROCESSES. An exited process stays readable for BROWSERD_PROCESS_RETENTION_SEC,
+// then it is forgotten (404).
+import type { Metrics } from '../core/metrics.js';
+import { LimitExceededError, NotFoundError } from '../http/errors.js';
+import type { ManagedProcess } from './managed-process.js';
+
+export interface ProcessTableOptions {
+  maxLive: number;
+  retentionMs: number;
+  metrics: Metrics;
+}
+
+export class ProcessTable {
+  private readonly procs = new Map<string, ManagedProcess>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private live = 0;
+
+  constructor(private readonly opts: ProcessTableOptions) {
+    opts.metrics.processesLive.set(0);
+  }
+
+  get liveCount(): number {
+    return this.live;
+  }
+
+  /**
+   * Takes one live slot before a child is started (429 limit_exceeded when none is free).
+   * Returns the release function (idempotent): call it when the child has exited or did not start.
+   */
+  reserve(): () => void {
+    if (this.live >= this.opts.maxLive) throw new LimitExceededError('live processes', this.opts.maxLive);
+    this.live++;
+    this.opts.metrics.processesLive.set(this.live);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.live--;
+      this.opts.metrics.processesLive.set(this.live);
+    };
+  }
+
+  /** Adds a started process; once it exits it is kept for the retention period, then removed. */
+  add(proc: ManagedProcess): void {
+    this.procs.set(proc.id, proc);
+    void proc.exited.then(() => {
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        this.procs.delete(proc.id);
+      }, this.opts.retentionMs);
+      timer.unref();
+      this.timers.add(timer);
+    });
+  }
+
+  /** The process, or 404 not_found. */
+  get(id: string): ManagedProcess {
+    const proc = this.procs.get(id);
+    if (proc === undefined) throw new NotFoundError(`no process ${id} (unknown, or exited longer ago than the retention period)`);
+    return proc;
+  }
+
+  /** Every known process, oldest first. */
+  list(): ManagedProcess[] {
+    return [...this.procs.values()].sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime());
+  }
+
+  /** Stops the retention timers (shutdown). */
+  close(): void {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+}

@@ -1,0 +1,98 @@
+// Who a child runs as and with which environment. The daemon's own environment (which holds
+// BROWSERD_TOKEN and other secrets) is never passed on: a child starts from a minimal environment
+// (PATH, LANG, TZ of the daemon; HOME, USER, LOGNAME, SHELL of the user it runs as) and the
+// request's `env` is merged over it.
+import { readFileSync, statSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { BadRequestError } from '../http/errors.js';
+
+export interface RunAs {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+  shell: string;
+  /** true when the child must switch uid/gid (a user other than the daemon's). */
+  switchUser: boolean;
+}
+
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** The daemon's own user. */
+function currentUser(): RunAs {
+  const info = userInfo();
+  return {
+    name: info.username,
+    uid: info.uid,
+    gid: info.gid,
+    home: info.homedir,
+    shell: info.shell ?? '/bin/sh',
+    switchUser: false,
+  };
+}
+
+/** One line of /etc/passwd for `name`, or null. */
+function lookupPasswd(name: string, passwdFile: string): RunAs | null {
+  let text: string;
+  try {
+    text = readFileSync(passwdFile, 'utf8');
+  } catch {
+    return null;
+  }
+  for (const line of text.split('\n')) {
+    const f = line.split(':');
+    if (f.length < 7 || f[0] !== name) continue;
+    const uid = Number(f[2]);
+    const gid = Number(f[3]);
+    if (!Number.isInteger(uid) || !Number.isInteger(gid)) return null;
+    return { name, uid, gid, home: f[5] || '/', shell: f[6] || '/bin/sh', switchUser: true };
+  }
+  return null;
+}
+
+/**
+ * The user a child runs as: the daemon's own when `asUser` is undefined, else the named user of
+ * /etc/passwd (400 `as_user: …` when unknown, or when the daemon may not switch users).
+ */
+export function resolveUser(asUser: string | undefined, passwdFile = '/etc/passwd'): RunAs {
+  const me = currentUser();
+  if (asUser === undefined || asUser === me.name) return me;
+  const user = lookupPasswd(asUser, passwdFile);
+  if (user === null) throw BadRequestError.field('as_user', `no user "${asUser}" in ${passwdFile}`);
+  if (user.uid === me.uid && user.gid === me.gid) return { ...user, switchUser: false };
+  if (me.uid !== 0) {
+    throw BadRequestError.field('as_user', `the daemon runs as uid ${me.uid}, not root, and cannot start processes as "${asUser}"`);
+  }
+  return user;
+}
+
+/** The child's environment: the minimal base, then the request's `env` over it. */
+export function childEnv(user: RunAs, extra: Record<string, string> | undefined): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH || DEFAULT_PATH,
+    LANG: process.env.LANG || 'C.UTF-8',
+    HOME: user.home,
+    USER: user.name,
+    LOGNAME: user.name,
+    SHELL: user.shell,
+  };
+  if (process.env.TZ) env.TZ = process.env.TZ;
+  return { ...env, ...extra };
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** The working directory: `cwd` (must be an existing directory), else the user's home, else `/`. */
+export function resolveCwd(cwd: string | undefined, user: RunAs): string {
+  if (cwd !== undefined) {
+    if (!isDirectory(cwd)) throw BadRequestError.field('cwd', `${cwd} is not an existing directory`);
+    return cwd;
+  }
+  return isDirectory(user.home) ? user.home : '/';
+}

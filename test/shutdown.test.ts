@@ -1,0 +1,52 @@
+// Graceful shutdown of the real daemon on SIGTERM: a request in flight is answered, new
+// connections are refused, every spawned process group is ended (SIGKILL for one that ignores
+// SIGTERM), the log says `stopping` then `stopped`, and the exit code is 0.
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { startDaemon, tempDir } from './helpers/daemon.js';
+import { PROC, spawnProcess, waitFile, waitPidGone, type ExecResult } from './helpers/processes.js';
+
+const dir = tempDir('browserd-shutdown-');
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test('SIGTERM drains an exec in flight, refuses new connections and ends every process group', async () => {
+  const d = await startDaemon();
+  try {
+    // A group whose leader waits on a background grandchild, and one that ignores SIGTERM.
+    const pidFile = path.join(dir, 'grandchild.pid');
+    const tree = await spawnProcess(d, { command: 'sh', args: ['-c', 'sleep 300 & echo $! > "$1"; wait', 'sh', pidFile] });
+    const grandchild = Number((await waitFile(pidFile)).trim());
+    const stubbornFile = path.join(dir, 'stubborn.pid');
+    const stubborn = await spawnProcess(d, { command: 'sh', args: ['-c', 'trap "" TERM; echo $$ > "$1"; while :; do sleep 1; done', 'sh', stubbornFile] });
+    await waitFile(stubbornFile);
+
+    const inFlight = d.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'sleep', args: ['1.5'] } });
+    await d.waitLog((l) => l.event === 'process_spawned' && l.kind === 'exec');
+    d.proc.kill('SIGTERM');
+    await d.waitLog((l) => l.event === 'stopping');
+
+    await assert.rejects(fetch(`${d.url}/healthz`, { headers: { connection: 'close' } }), 'a new connection after the signal is not served');
+
+    const res = await inFlight;
+    assert.equal(res.status, 200);
+    const result = (await res.json()) as ExecResult;
+    assert.equal(result.exit_code, 0);
+    assert.equal(result.timed_out, false);
+
+    const exit = await d.waitExit();
+    assert.deepEqual(exit, { code: 0, signal: null });
+    const events = d.logs.map((l) => l.event);
+    const stopping = events.indexOf('stopping');
+    const stopped = events.indexOf('stopped');
+    assert.ok(stopping >= 0 && stopped > stopping, `stopping then stopped: ${events.join(', ')}`);
+    const processesStopped = d.logs.find((l) => l.event === 'processes_stopped');
+    assert.ok(processesStopped, 'the processes module ended its groups');
+    assert.ok(Number(processesStopped.killed) >= 1, 'the group that ignores SIGTERM got SIGKILL');
+
+    for (const pid of [tree.pid, grandchild, stubborn.pid]) await waitPidGone(pid, 5000);
+  } finally {
+    await d.cleanup();
+  }
+});

@@ -121,6 +121,11 @@ export async function benchStdin(): Promise<Row[]> {
   const d = await startDaemon();
   const peer = await startPeer();
   let cat: { id: string; pid: number } | null = null;
+  // The daemon ends its spawned groups when it stops; this is for a daemon that could not.
+  const killCat = (): void => {
+    if (cat !== null && readCmd(cat.pid).includes('cat')) signalGroup(cat.pid, 'SIGKILL');
+  };
+  const unregister = onCleanup(killCat);
   try {
     cat = await spawnCat(d);
     const ours: Target = { url: `${d.url}/browsers/local/process/${cat.id}/stdin`, headers: { authorization: `Bearer ${BENCH_TOKEN}` } };
@@ -156,12 +161,11 @@ export async function benchStdin(): Promise<Row[]> {
       },
     ];
   } finally {
-    if (cat !== null) {
-      await d.fetch(`/browsers/local/process/${cat.id}/kill`, { method: 'POST', json: { signal: 'KILL' } }).catch(() => undefined);
-      if (readCmd(cat.pid).includes('cat')) signalGroup(cat.pid, 'SIGKILL');
-    }
+    if (cat !== null) await d.fetch(`/browsers/local/process/${cat.id}/kill`, { method: 'POST', json: { signal: 'KILL' } }).catch(() => undefined);
     await peer.stop();
     await d.stop();
+    killCat();
+    unregister();
   }
 }
 

@@ -87,12 +87,12 @@ test('policy installs survive a daemon restart: same forcelist, still installed'
   assert.ok(await installed(ids.worker ?? ''));
 });
 
-test('a policy extension is replaced only by a higher version', async () => {
-  const res = await upload(d, indexed([['blocker', fixtureZip('webrequest-blocking')]]));
-  assert.equal(res.status, 422);
-  const body = (await res.json()) as { code: string; inner_error: { code: string } };
-  assert.equal(body.code, 'extension_rejected');
-  assert.equal(body.inner_error.code, 'version_not_newer');
+test('a policy install is replaced, even by a lower version: same id, still blocking', async () => {
+  const body = await expectUploaded(await upload(d, indexed([['blocker', fixtureZip('webrequest-blocking', { manifest: { version: '0.9' } })]])));
+  assert.deepEqual(body.extensions, [{ name: 'blocker', id: ids.blocker, version: '0.9', activation: 'policy' }]);
+  assert.equal((await installedList(d)).find((e) => e.name === 'blocker')?.version, '0.9');
+  assert.ok(await installed(ids.worker ?? ''), 'the other policy install stays');
+  assert.equal(await navigate(d, `${d.url}/healthz?browserd-blocked`), 'net::ERR_BLOCKED_BY_CLIENT');
 });
 
 test('DELETE: out of the forcelist and out of Chromium; the last one removes the policy file', async () => {

@@ -115,7 +115,7 @@ test('close: true sends EOF after the data: the child sees EOF and exits', async
 
 test('a child that does not read: 504 saying how many bytes stay queued; they arrive later, in order', async () => {
   const file = path.join(dir, 'late-reader.bin');
-  const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', 'sleep 4; cat > "$1"', 'sh', file] });
+  const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', 'sleep 6; cat > "$1"', 'sh', file] });
   const first = randomBytes(1536 * 1024); // far more than the pipe (a socket pair, some 200 KiB) holds
   const second = randomBytes(10 * 1024);
   const third = randomBytes(1000);

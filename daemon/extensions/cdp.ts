@@ -141,18 +141,49 @@ export class CdpClient {
   }
 
   /**
-   * Whether chrome-extension://<id>/manifest.json opens in a fresh page: it does for an installed
-   * extension, and fails with net::ERR_BLOCKED_BY_CLIENT otherwise (measured on Chromium 156).
-   * The one check that also works for policy installs, which Extensions.getExtensions does not list.
+   * What Chromium's extensions page knows about every extension, policy installs included (which
+   * Extensions.getExtensions does not list): id → version and state. Opens chrome://extensions in
+   * a background tab and reads chrome.developerPrivate.getExtensionsInfo() there; close() ends it.
    */
-  async probeInstalled(id: string, timeoutMs: number): Promise<boolean> {
-    const { targetId } = await this.send<{ targetId: string }>('Target.createTarget', { url: 'about:blank', background: true }, timeoutMs);
+  async openExtensionsPage(timeoutMs: number): Promise<ExtensionsPage> {
+    const { targetId } = await this.send<{ targetId: string }>('Target.createTarget', { url: 'chrome://extensions', background: true }, timeoutMs);
+    const close = (): Promise<void> => this.closeTarget(targetId, 5000).catch(() => undefined);
     try {
       const { sessionId } = await this.send<{ sessionId: string }>('Target.attachToTarget', { targetId, flatten: true }, timeoutMs);
-      const nav = await this.send<{ errorText?: string }>('Page.navigate', { url: `chrome-extension://${id}/manifest.json` }, timeoutMs, sessionId);
-      return nav.errorText === undefined;
-    } finally {
-      await this.closeTarget(targetId, timeoutMs).catch(() => undefined);
+      const evaluate = async <T>(expression: string, ms: number): Promise<T> => {
+        const r = await this.send<{ result?: { value?: T }; exceptionDetails?: { text?: string } }>(
+          'Runtime.evaluate',
+          { expression, awaitPromise: true, returnByValue: true },
+          ms,
+          sessionId,
+        );
+        if (r.exceptionDetails) throw new CdpError('Runtime.evaluate', r.exceptionDetails.text ?? 'exception');
+        return r.result?.value as T;
+      };
+      const deadline = Date.now() + timeoutMs;
+      while (!(await evaluate<boolean>("typeof chrome === 'object' && typeof chrome.developerPrivate === 'object'", timeoutMs))) {
+        if (Date.now() > deadline) throw new CdpError('chrome://extensions', 'the page did not load in time');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return {
+        info: async (ms) => {
+          const list = await evaluate<{ id: string; version: string; state: string }[]>(
+            'chrome.developerPrivate.getExtensionsInfo({ includeDisabled: true, includeTerminated: true }).then((l) => l.map((e) => ({ id: e.id, version: e.version, state: e.state })))',
+            ms,
+          );
+          return new Map(list.map((e) => [e.id, { version: e.version, state: e.state }]));
+        },
+        close,
+      };
+    } catch (err) {
+      await close();
+      throw err;
     }
   }
+}
+
+export interface ExtensionsPage {
+  /** id → version and state (ENABLED, DISABLED, TERMINATED, BLOCKLISTED) of every installed extension. */
+  info(timeoutMs: number): Promise<Map<string, { version: string; state: string }>>;
+  close(): Promise<void>;
 }

@@ -1,12 +1,14 @@
 // Installs and removes extensions while the caller holds the browser's lifecycle lock.
 //
 // install(): every item gets a mode: `policy` when managed policy forbids unpacked extensions or
-// the manifest asks for webRequestBlocking; else `live` when Chromium runs, `restart` when it does
-// not. The checked trees are renamed into installed/<name> (a replaced version is put aside),
+// the manifest asks for webRequestBlocking; else `live` when Chromium is ready, `restart` when it
+// is not. The checked trees are renamed into installed/<name> (a replaced version is put aside),
 // then: live → Extensions.loadUnpacked and verification; a live failure, or any policy or
-// restart item → one Chromium restart with the whole set at launch, every extension verified.
-// Success commits installed.json; any failure puts everything back (files, policy file, the set)
-// and, when Chromium was touched, relaunches it with the old set: 422 activation_failed.
+// restart item → one Chromium restart with the whole set at launch, every extension verified
+// (a replaced policy install takes one more restart, see takeOutOfPolicy). Success commits
+// installed.json; any failure puts everything back (files, policy file, the set) and, when
+// Chromium was touched, relaunches it with the old set: 422 activation_failed (503 when Chromium
+// does not come up at all).
 import { performance } from 'node:perf_hooks';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -20,7 +22,6 @@ import { idFromPath, idFromPublicKey } from './crx3.js';
 import { unpackedBlockedReason } from './policy.js';
 import type { PreparedItem } from './prepare.js';
 import type { PolicyPublisher } from './publisher.js';
-import { Rejection, rejectedError } from './rejection.js';
 import type { Activation, InstalledEntry, Store } from './store.js';
 import { verifyGone, verifyInstalled, VerifyError, type Expectation } from './verify.js';
 
@@ -47,17 +48,8 @@ interface Plan {
 }
 
 const CONNECT_TIMEOUT_MS = 5000;
-
-/** -1, 0, 1 for Chromium versions (dot-separated integers). */
-export function compareVersions(a: string, b: string): number {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < 4; i++) {
-    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
-    if (d !== 0) return Math.sign(d);
-  }
-  return 0;
-}
+/** The test hook hold-activation lets go by itself after this long. */
+const HOLD_MAX_MS = 120_000;
 
 export class Installer {
   /** What the next Chromium launch applies: the committed set, plus an install in progress. */
@@ -98,20 +90,11 @@ export class Installer {
     const up = browser.snapshot().state === 'ready';
 
     const plans: Plan[] = [];
-    const stale: { label: string; name: string; rejection: Rejection }[] = [];
     for (const item of items) {
       const replaced = store.committed.get(item.name) ?? null;
       let mode: Activation = item.facts.needsPolicy || blocked !== null ? 'policy' : up ? 'live' : 'restart';
       // Leaving policy mode changes the forcelist, which only a restart applies.
       if (mode !== 'policy' && replaced?.activation === 'policy') mode = 'restart';
-      if (mode === 'policy' && replaced?.activation === 'policy' && compareVersions(item.facts.version, replaced.version) <= 0) {
-        stale.push({
-          label: item.label,
-          name: item.name,
-          rejection: new Rejection('version_not_newer', `version ${item.facts.version} is not newer than the installed ${replaced.version}; Chromium updates a policy install only to a higher version`),
-        });
-        continue;
-      }
       const id = mode === 'policy' ? await publisher.idFor(item.name) : this.unpackedId(item);
       const entry: InstalledEntry = {
         name: item.name,
@@ -123,7 +106,6 @@ export class Installer {
       };
       plans.push({ item, mode, entry, replaced, aside: null, placed: false });
     }
-    if (stale.length > 0) throw rejectedError(stale);
     if (plans.some((p) => p.mode !== 'live')) for (const p of plans) if (p.mode === 'live') this.setMode(p, 'restart');
     const policyTouched = plans.some((p) => p.mode === 'policy' || p.replaced?.activation === 'policy');
     log.info({ event: 'extension_activation_started', names: plans.map((p) => p.entry.name), modes: plans.map((p) => p.mode), policy_block: blocked }, 'activating extensions');
@@ -139,6 +121,11 @@ export class Installer {
         this.effective.set(p.entry.name, p.entry);
       }
       for (const p of plans) if (p.mode === 'policy') p.entry.id = await publisher.pack(p.entry.name, p.entry.version);
+      const reinstall = plans.filter((p) => p.mode === 'policy' && p.replaced?.activation === 'policy');
+      if (reinstall.length > 0) {
+        relaunch = true;
+        await this.takeOutOfPolicy(reinstall.map((p) => p.entry));
+      }
       if (policyTouched) await publisher.sync(this.effective.values());
 
       if (plans.every((p) => p.mode === 'live')) {
@@ -182,6 +169,24 @@ export class Installer {
       extensions: plans.map((p) => ({ name: p.entry.name, id: p.entry.id, version: p.entry.version, activation: p.mode })),
       chromium: { restarted: restarted !== null, pid, ready_ms: restarted?.readyMs ?? 0 },
     };
+  }
+
+  /**
+   * Chromium updates a force-installed extension only on its own schedule (not at a restart) and
+   * never to a lower version. A replacement is therefore taken out of the forcelist for one launch,
+   * which uninstalls it, and comes back new with the next one (measured on Chromium 156).
+   */
+  private async takeOutOfPolicy(entries: InstalledEntry[]): Promise<void> {
+    const { browser, config, publisher } = this.deps;
+    const names = new Set(entries.map((e) => e.name));
+    await publisher.sync([...this.effective.values()].filter((e) => !names.has(e.name)));
+    const ep = await browser.restartLocked('policy').then(() => browser.waitReady(config.chromium.readyTimeoutMs));
+    const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
+    try {
+      await verifyGone(cdp, entries.map((e) => e.id), Date.now() + config.extensions.activationTimeoutMs, { policy: true });
+    } finally {
+      cdp.close();
+    }
   }
 
   private setMode(p: Plan, mode: Activation): void {
@@ -250,7 +255,10 @@ export class Installer {
       await store.restore(p.entry.name, p.aside).catch((err: unknown) => log.error({ event: 'extension_rollback_error', name: p.entry.name, err }, 'could not restore the previous files'));
     }
     this.reset();
-    if (policyTouched) await publisher.sync(this.effective.values()).catch((err: unknown) => log.error({ event: 'extension_rollback_error', err }, 'could not restore the policy file'));
+    if (policyTouched) {
+      await publisher.sync(this.effective.values()).catch((err: unknown) => log.error({ event: 'extension_rollback_error', err }, 'could not restore the policy file'));
+      await publisher.prune(this.effective.values()).catch(() => undefined);
+    }
     if (!relaunch) return;
     try {
       const r = await browser.restartLocked('extensions');
@@ -284,7 +292,8 @@ export class Installer {
     if (!held) return;
     const file = path.join(this.deps.store.root, `release-${held.name}`);
     log.info({ event: 'extension_activation_held', name: held.name, release_file: file }, 'held by the test hook hold-activation');
-    while (!(await readdir(this.deps.store.root)).includes(path.basename(file))) await new Promise((r) => setTimeout(r, 50));
+    const until = Date.now() + HOLD_MAX_MS;
+    while (!(await readdir(this.deps.store.root)).includes(path.basename(file)) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     await rm(file, { force: true });
   }
 
@@ -317,8 +326,18 @@ export class Installer {
     if (entry.activation === 'policy') {
       await publisher.sync(this.effective.values());
       if (up) {
+        // Out of the forcelist, Chromium uninstalls it at the next launch.
         await browser.restartLocked('policy');
         how = 'restart';
+        const ep = await browser.waitReady(config.chromium.readyTimeoutMs);
+        const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
+        try {
+          await verifyGone(cdp, [entry.id], Date.now() + config.extensions.activationTimeoutMs, { policy: true });
+        } catch (err) {
+          log.warn({ event: 'extension_uninstall_failed', name, reason: (err as Error).message }, 'the policy install is still present after the restart');
+        } finally {
+          cdp.close();
+        }
       }
     } else if (up) {
       try {

@@ -16,8 +16,7 @@ export type RejectCause =
   | 'too_many_entries'
   | 'size_mismatch' // an entry's real size differs from the size its header declares
   | 'manifest_missing'
-  | 'manifest_invalid'
-  | 'version_not_newer'; // a policy install is replaced only by a higher version (Chromium's update rule)
+  | 'manifest_invalid';
 
 export class Rejection extends Error {
   constructor(

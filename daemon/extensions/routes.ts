@@ -65,13 +65,15 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
     'one detail per rejected item, inner_error the first cause: bad_zip, zip_slip (absolute path or ..), bad_entry_name (backslash, NUL, empty segment), ' +
     'duplicate_entry, symlink, special_file, encrypted, unsupported_compression, too_many_entries, size_mismatch (an entry larger or smaller than it ' +
     'declares), manifest_missing, manifest_invalid (names the file and field: JSON, manifest_version 3 (2 only where Chromium still loads it), name, ' +
-    'version, background.service_worker and other referenced files), version_not_newer (a policy install is replaced only by a higher version). ' +
+    'version, background.service_worker and other referenced files). ' +
     'Nothing is installed then and Chromium keeps running as it was. ' +
     'Activation: live (Extensions.loadUnpacked, verified with Extensions.getExtensions and the service worker target), policy (when managed policy ' +
     'forbids unpacked extensions or the manifest asks for webRequestBlocking: a CRX3 signed with a key kept per name, served on loopback, listed in ' +
     'ExtensionInstallForcelist of browserd-extensions.json in the policy directory, Chromium restarted with background networking allowed), restart ' +
     '(when live activation fails or cannot be verified within BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS, or Chromium was not running: one restart ' +
     'with the whole installed set, each verified). When a request needs a restart, all its items are activated by that restart. ' +
+    'A policy install that is replaced takes one more restart: it is taken out of the forcelist for one launch (Chromium uninstalls it, with ' +
+    'its data) and comes back as the new version, since Chromium updates force-installed extensions only on its own schedule. ' +
     'The answer comes once DevTools is ready and every extension runs; an activation that fails is 422 activation_failed with the previous state ' +
     'restored (a replaced version back, Chromium relaunched with the previous set if it was restarted); 503 browser_unavailable, also with ' +
     'the previous state restored, when Chromium does not become ready (BROWSERD_READY_TIMEOUT_MS).';

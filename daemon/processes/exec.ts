@@ -1,7 +1,7 @@
 // exec: one child run to completion. stdin gets `stdin_b64` then EOF (EOF at once without it);
 // stdout and stderr are kept up to the output limit each, the rest is counted and dropped; at the
 // deadline the whole group gets SIGKILL and the result says `timed_out: true`.
-import { outputSettled, signalGroup, type Launched } from './spawn.js';
+import { outputSettled, trySignalGroup, type Launched } from './spawn.js';
 import { OUTPUT_GRACE_MS } from './managed-process.js';
 
 export interface ExecResult {
@@ -65,7 +65,7 @@ export async function runExec(launched: Launched, opts: ExecOptions): Promise<Ex
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    signalGroup(launched.pgid, 'SIGKILL');
+    trySignalGroup(launched.pgid, 'SIGKILL');
   }, opts.timeoutMs);
   const exit = await launched.exit;
   const durationMs = Number(process.hrtime.bigint() - started) / 1e6;

@@ -5,6 +5,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { groupAlive, signalGroup, type GroupSignal } from './spawn.js';
 
+/** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
+export const PROCESS_STOP_GRACE_MS = 3000;
 const POLL_MS = 50;
 /** After SIGKILL, how long to wait for the kernel to take the groups down. */
 const KILL_WAIT_MS = 2000;

@@ -4,12 +4,9 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
-import { GroupSet } from './groups.js';
+import { GroupSet, PROCESS_STOP_GRACE_MS } from './groups.js';
 import { ProcessTable } from './process-table.js';
 import { processRoutes } from './routes.js';
-
-/** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
-export const PROCESS_STOP_GRACE_MS = 3000;
 
 export interface ProcessesDeps {
   config: Config;

@@ -1,9 +1,13 @@
 // Every spawned process by id, live and exited, and the count of live children (spawned and exec)
 // against BROWSERD_MAX_PROCESSES. An exited process stays readable for BROWSERD_PROCESS_RETENTION_SEC,
-// then it is forgotten (404).
+// then it is forgotten (404); past MAX_RETAINED_EXITED exited processes the oldest is forgotten
+// early, so that retained output buffers cannot grow without bound under many short processes.
 import type { Metrics } from '../core/metrics.js';
 import { LimitExceededError, NotFoundError } from '../http/errors.js';
 import type { ManagedProcess } from './managed-process.js';
+
+/** At most this many exited processes are kept (oldest exit forgotten first). */
+export const MAX_RETAINED_EXITED = 256;
 
 export interface ProcessTableOptions {
   maxLive: number;
@@ -13,7 +17,8 @@ export interface ProcessTableOptions {
 
 export class ProcessTable {
   private readonly procs = new Map<string, ManagedProcess>();
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Exited processes by id, in exit order, with their removal timers. */
+  private readonly exited = new Map<string, NodeJS.Timeout>();
   private live = 0;
 
   constructor(private readonly opts: ProcessTableOptions) {
@@ -45,13 +50,21 @@ export class ProcessTable {
   add(proc: ManagedProcess): void {
     this.procs.set(proc.id, proc);
     void proc.exited.then(() => {
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        this.procs.delete(proc.id);
-      }, this.opts.retentionMs);
+      const timer = setTimeout(() => this.forget(proc.id), this.opts.retentionMs);
       timer.unref();
-      this.timers.add(timer);
+      this.exited.set(proc.id, timer);
+      while (this.exited.size > MAX_RETAINED_EXITED) {
+        const oldest = this.exited.keys().next().value as string;
+        this.forget(oldest);
+      }
     });
+  }
+
+  private forget(id: string): void {
+    const timer = this.exited.get(id);
+    if (timer !== undefined) clearTimeout(timer);
+    this.exited.delete(id);
+    this.procs.delete(id);
   }
 
   /** The process, or 404 not_found. */
@@ -68,7 +81,6 @@ export class ProcessTable {
 
   /** Stops the retention timers (shutdown). */
   close(): void {
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+    for (const t of this.exited.values()) clearTimeout(t);
   }
 }

@@ -6,9 +6,9 @@ import type { Metrics } from '../core/metrics.js';
 import { BadRequestError, PayloadTooLargeError } from '../http/errors.js';
 import type { RequestContext, Route } from '../http/router.js';
 import { runExec } from './exec.js';
-import type { GroupSet } from './groups.js';
+import { PROCESS_STOP_GRACE_MS, type GroupSet } from './groups.js';
 import { ManagedProcess } from './managed-process.js';
-import type { ProcessTable } from './process-table.js';
+import { MAX_RETAINED_EXITED, type ProcessTable } from './process-table.js';
 import {
   EXEC_DEFAULT_TIMEOUT_SEC,
   EXEC_MAX_TIMEOUT_SEC,
@@ -23,7 +23,7 @@ import {
   stdinBody,
   stdinResult,
 } from './schemas.js';
-import { launch, signalGroup, type LaunchSpec, type Launched } from './spawn.js';
+import { launch, trySignalGroup, type LaunchSpec, type Launched } from './spawn.js';
 import { SSE_HEARTBEAT_MS, streamOutput } from './sse.js';
 import { Base64Error, base64Length, decodeStrictBase64 } from './strict-base64.js';
 
@@ -102,7 +102,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const stdin = body.stdin_b64 === undefined ? null : decode('stdin_b64', body.stdin_b64);
         const launched = await start(ctx, body, 'exec');
         const abandon = (): void => {
-          if (!ctx.res.writableFinished) signalGroup(launched.pgid, 'SIGKILL');
+          if (!ctx.res.writableFinished) trySignalGroup(launched.pgid, 'SIGKILL');
         };
         ctx.res.once('close', abandon);
         const result = await runExec(launched, {
@@ -126,8 +126,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
         description:
           'The process leads its own process group. Its stdout and stderr go to a replay buffer of BROWSERD_OUTPUT_BUFFER_BYTES ' +
           '(read with the stdout/stream route); its stdin stays open for the stdin route. Live processes (spawned and exec) are limited ' +
-          'to BROWSERD_MAX_PROCESSES (429 past it). An exited process stays readable for BROWSERD_PROCESS_RETENTION_SEC, then 404. ' +
-          'At daemon shutdown every group gets SIGTERM, then SIGKILL after 3 s.',
+          'to BROWSERD_MAX_PROCESSES (429 past it). An exited process stays readable for BROWSERD_PROCESS_RETENTION_SEC, then 404 ' +
+          `(at most ${MAX_RETAINED_EXITED} exited processes are kept; past that the oldest is forgotten first). ` +
+          `At daemon shutdown every group started gets SIGTERM, then SIGKILL after ${PROCESS_STOP_GRACE_MS / 1000} s.`,
         body: spawnBody,
         responses: { 200: { description: 'started', schema: spawnResult } },
         errors: [429],
@@ -178,6 +179,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
           '`event: exit` with `{"exit_code","signal"}`, then the response ends. A client may resume with the `Last-Event-ID` header ' +
           `(an offset). Idle streams get a comment line every ${SSE_HEARTBEAT_MS / 1000} s. Several readers may read at once.`,
         responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
+        errors: [400],
       },
       handler: async (ctx) => {
         const proc = lookup(ctx);

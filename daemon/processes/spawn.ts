@@ -114,6 +114,15 @@ export function signalGroup(pgid: number, signal: GroupSignal | 0): boolean {
   }
 }
 
+/** signalGroup for timers and event handlers, where an error (EPERM) has nowhere to go. */
+export function trySignalGroup(pgid: number, signal: GroupSignal): void {
+  try {
+    signalGroup(pgid, signal);
+  } catch {
+    // Not ours to signal any more; the group is ended at shutdown if it still runs.
+  }
+}
+
 /** true while any process of the group exists (zombies count until reaped). */
 export function groupAlive(pgid: number): boolean {
   try {

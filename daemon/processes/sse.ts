@@ -56,6 +56,10 @@ export async function streamOutput(res: ServerResponse, buffer: ReplayBuffer, op
     'cache-control': 'no-cache',
     'x-accel-buffering': 'no',
   });
+  if (res.req.method === 'HEAD') {
+    res.end();
+    return;
+  }
   res.flushHeaders();
   const gone = (): boolean => signal.aborted || res.destroyed || res.writableEnded;
 

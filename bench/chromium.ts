@@ -36,7 +36,7 @@ export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[
 export async function startChromium(args: string[], timeoutMs = 60_000): Promise<HandChromium> {
   checkRunning();
   const t0 = performance.now();
-  const proc = spawn(CHROMIUM, args, { env: chromiumEnv(process.env), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(CHROMIUM, args, { env: chromiumEnv(process.env, (args.find((a) => a.startsWith('--user-data-dir=')) ?? '--user-data-dir=/tmp').slice('--user-data-dir='.length)), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   const pid = proc.pid as number;
   const exited = exitOf(proc);
   let stopping: Promise<void> | null = null;

@@ -26,9 +26,10 @@ export function chromiumFlags(i: FlagInputs): string[] {
     // DevTools on IPv4 loopback only (else it may bind [::1]); the outside reaches it only through
     // the authenticated proxy at /browsers/{id}/cdp.
     '--remote-debugging-address=127.0.0.1',
-    // The crashpad handlers run outside Chromium's process group (own session, parent 1), so a
-    // group stop cannot reach them, and on these VMs no crash report is ever uploaded.
-    '--disable-crashpad-for-testing',
+    // Not --disable-crashpad-for-testing: on Chromium 156 it makes the network service crash and
+    // restart ~20 times a second (policy installs never fetch, extension workers die). The two
+    // crashpad handlers run outside the group instead; chromiumEnv() puts their database under
+    // the profile so the post-stop sweep (profile.ts) finds and ends them by their command line.
     // No first-run wizard, welcome page or default-browser question on a fresh profile.
     '--no-first-run',
     '--no-default-browser-check',
@@ -68,12 +69,21 @@ export function chromiumFlags(i: FlagInputs): string[] {
 
 const SYSTEMD_VARS = new Set(['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES']);
 
-/** The environment Chromium gets: the daemon's, without its own settings (a token among them). */
-export function chromiumEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = {};
+/** Where Chromium's XDG config lives: inside the profile, so crashpad's `--database=` names it. */
+export function xdgConfigDirOf(profileDir: string): string {
+  return `${profileDir}/xdg-config`;
+}
+
+/**
+ * The environment Chromium gets: the daemon's, without its own settings (a token among them),
+ * with XDG_CONFIG_HOME inside the profile (crashpad's database, otherwise under $HOME/.config).
+ */
+export function chromiumEnv(env: NodeJS.ProcessEnv, profileDir: string): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = { XDG_CONFIG_HOME: xdgConfigDirOf(profileDir) };
   for (const [k, v] of Object.entries(env)) {
     if (k.startsWith('BROWSERD_')) continue; // settings, tokens: not Chromium's business
     if (SYSTEMD_VARS.has(k)) continue; // systemd's, meant for the daemon only
+    if (k === 'XDG_CONFIG_HOME') continue; // set above
     out[k] = v;
   }
   return out;

@@ -3,6 +3,7 @@
 // crash restarts with exponential backoff, the last exit, and the one lifecycle lock through
 // which every launch and stop goes (start, requested and crash restarts, extension installs,
 // shutdown).
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -13,12 +14,14 @@ import { chromiumEnv, chromiumFlags } from './flags.js';
 import { describeExit, launch, LaunchError, type LaunchedProcess } from './launcher.js';
 import { LifecycleLock } from './lock.js';
 import { LineRateLimiter } from './output.js';
-import { endLeftovers, ensureProfileDir, removeStaleFiles } from './profile.js';
+import { endLeftovers, ensureProfileDir, findProfileProcesses, removeStaleFiles } from './profile.js';
 import { probeReady } from './readiness.js';
 import type { BrowserState, DevToolsEndpoint, LastExit, LaunchExtras, RestartResult } from './types.js';
 
 /** Chromium's own output forwarded to the log, at most this many lines a second. */
 const STDERR_LINES_PER_SECOND = 50;
+/** How long the crashpad handlers get to end on their own after the browser is gone. */
+const CRASHPAD_EXIT_WAIT_MS = 3000;
 const NO_EXTRAS: LaunchExtras = { extensionPaths: [], allowBackgroundNetworking: false };
 
 export interface SupervisorDeps {
@@ -211,7 +214,7 @@ export class Supervisor {
         (line) => log.debug({ event: 'chromium_stderr', pid: pidRef.pid, line }, 'chromium'),
         (n) => log.debug({ event: 'chromium_stderr', pid: pidRef.pid, dropped: n }, `${n} lines of Chromium output dropped (over ${STDERR_LINES_PER_SECOND}/s)`),
       );
-      proc = await launch({ command: c.binary, args, env: chromiumEnv(process.env), cwd: profileDir, onLine: (line) => limiter.push(line) });
+      proc = await launch({ command: c.binary, args, env: chromiumEnv(process.env, profileDir), cwd: profileDir, onLine: (line) => limiter.push(line) });
       const started = proc;
       pidRef.pid = started.pid;
       const run: Run = { proc: started, endpoint: null, version: null, intentional: false };
@@ -259,7 +262,7 @@ export class Supervisor {
     const gist = stderrGist(run.proc.output.lines());
     const message = `Chromium exited unexpectedly ${exit ? describeExit(exit) : ''}${gist === '' ? '' : `; last stderr: ${gist}`}`;
     // The rest of the tree (zygotes, renderers) may still run: stop it before any new launch.
-    this.dying = run.proc.stop(this.deps.config.chromium.stopGraceMs).catch((err: unknown) => {
+    this.dying = this.stopTree(run.proc).catch((err: unknown) => {
       this.deps.log.error({ event: 'chromium_stop_failed', pid: run.proc.pid, err }, 'the crashed Chromium tree did not stop');
     });
     this.onCrash(message, false);
@@ -307,7 +310,7 @@ export class Supervisor {
       this.run = null;
       this.deps.metrics.chromiumReady.set(0);
       this.deps.onRunEnded(run.proc.pid);
-      await run.proc.stop(this.deps.config.chromium.stopGraceMs);
+      await this.stopTree(run.proc);
       const e = run.proc.exitInfo;
       if (e) this.lastExit = { code: e.code, signal: e.signal, at: e.at.toISOString(), reason: why };
     }
@@ -315,6 +318,19 @@ export class Supervisor {
       await this.dying;
       this.dying = null;
     }
+  }
+
+  /**
+   * Stops the process group, then the processes of this run outside it (the crashpad handlers,
+   * own session, parent 1): they end on their own soon after the browser; whatever still names
+   * the profile after CRASHPAD_EXIT_WAIT_MS is ended. No process of the old tree remains.
+   */
+  private async stopTree(proc: LaunchedProcess): Promise<void> {
+    const { profileDir, config, log } = this.deps;
+    await proc.stop(config.chromium.stopGraceMs);
+    const until = Date.now() + CRASHPAD_EXIT_WAIT_MS;
+    while (findProfileProcesses(profileDir).length > 0 && Date.now() < until) await sleep(25);
+    await endLeftovers(profileDir, config.chromium.stopGraceMs, log);
   }
 
   private cancelBackoff(): void {

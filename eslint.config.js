@@ -16,6 +16,11 @@ export default tseslint.config(
   },
   { files: ['daemon/**/*.ts'], rules: { 'no-console': 'error' } },
   {
+    // Extension fixtures run inside Chromium, with the extension and page globals.
+    files: ['fixtures/extensions/**/*.js'],
+    languageOptions: { globals: { chrome: 'readonly', document: 'readonly', self: 'readonly', console: 'readonly' } },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },

@@ -144,3 +144,21 @@ test('HEAD and malformed requests still get the error shape', async () => {
   assert.match(text, /^HTTP\/1.1 400/);
   assert.match(text, /"code":"invalid_request"/);
 });
+
+test('a client that keeps sending a refused body reads the 413, and the connection stays usable', async () => {
+  const big = JSON.stringify({ name: 'x'.repeat(200_000), count: 1 });
+  // Chunked (no declared length): refused past the limit, the rest drained, then answered.
+  const res = await fetch(`${base}/things`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: new Blob([big]).stream(),
+    duplex: 'half',
+  } as RequestInit);
+  await expectError(res, 413, 'payload_too_large');
+  // With a declared length.
+  const res2 = await fetch(`${base}/things`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: big });
+  await expectError(res2, 413, 'payload_too_large');
+  const ok = await fetch(`${base}/things`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'a', count: 2 }) });
+  assert.equal(ok.status, 200);
+  await ok.text();
+});

@@ -8,7 +8,6 @@ import { mkdir } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
-import { UNREAD_BODY } from '../http/body.js';
 import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../http/errors.js';
 import { parseFieldName, type ReceivedPart } from './multipart-pairs.js';
 
@@ -20,10 +19,6 @@ export interface UploadLimits {
 
 /** Longest accepted value of a plain field (names are at most 64 characters). */
 const FIELD_VALUE_LIMIT = 1024;
-
-function markUnread(req: IncomingMessage): void {
-  (req as unknown as Record<symbol, boolean>)[UNREAD_BODY] = true;
-}
 
 class ByteCounter extends Transform {
   private seen = 0;
@@ -44,7 +39,6 @@ export async function receiveMultipart(req: IncomingMessage, dir: string, limits
   }
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limits.maxRequestBytes) {
-    markUnread(req);
     throw new PayloadTooLargeError('the request body', limits.maxRequestBytes);
   }
   let bb: busboy.Busboy;
@@ -75,7 +69,6 @@ export async function receiveMultipart(req: IncomingMessage, dir: string, limits
     let files = 0;
 
     const stopReading = (): void => {
-      markUnread(req);
       req.unpipe(counter);
       req.pause();
     };

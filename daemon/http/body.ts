@@ -4,27 +4,43 @@ import type { IncomingMessage } from 'node:http';
 import type { ZodType, core } from 'zod';
 import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from './errors.js';
 
-/** Marks a request whose body was refused before it was fully read: the server then closes the socket. */
-export const UNREAD_BODY = Symbol('browserd.unreadBody');
-
-export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limitBytes) {
-    (req as unknown as Record<symbol, boolean>)[UNREAD_BODY] = true;
-    throw new PayloadTooLargeError('the request body', limitBytes);
+    return Promise.reject(new PayloadTooLargeError('the request body', limitBytes));
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limitBytes) {
-      (req as unknown as Record<symbol, boolean>)[UNREAD_BODY] = true;
-      req.pause();
-      throw new PayloadTooLargeError('the request body', limitBytes);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks, size);
+  // Listeners, not `for await`: leaving an async iterator early destroys the socket, and the
+  // server still wants to drain the rest and answer.
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = (): void => {
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limitBytes) {
+        cleanup();
+        req.pause();
+        reject(new PayloadTooLargeError('the request body', limitBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error): void => {
+      cleanup();
+      reject(err);
+    };
+    const onClose = (): void => {
+      cleanup();
+      reject(new InvalidRequestError('the client closed the connection before the body was complete'));
+    };
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+  });
 }
 
 export function isJsonContentType(header: string | undefined): boolean {
@@ -72,4 +88,35 @@ export function validate<T>(schema: ZodType<T>, value: unknown): T {
 
 export function issuesToProblems(issues: readonly core.$ZodIssue[]): string[] {
   return issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(body)'}: ${issue.message}`);
+}
+
+/** Past this many unread bytes a refused body is not drained: the answer goes out and the socket closes. */
+export const DRAIN_CAP_BYTES = 64 * 1024 * 1024;
+/** A refused body that stalls this long while being drained: the socket is closed. */
+export const DRAIN_IDLE_MS = 2000;
+
+/**
+ * After an early answer (413, 429, 401 … before the body was read): discard the rest of the
+ * body so that a client still sending reads the answer instead of a reset, and the connection
+ * stays usable (lingering close). Unbounded (no length, or over DRAIN_CAP_BYTES) or stalled for
+ * DRAIN_IDLE_MS: the socket is closed, never left hanging.
+ */
+export function lingerOnRefusedBody(req: IncomingMessage): void {
+  const socket = req.socket;
+  if (req.complete || socket === null) return;
+  const declared = Number(req.headers['content-length'] ?? Number.NaN);
+  if (!Number.isFinite(declared) || declared > DRAIN_CAP_BYTES) {
+    socket.destroySoon();
+    return;
+  }
+  const timer = setTimeout(() => socket.destroy(), DRAIN_IDLE_MS);
+  const onData = (): void => {
+    timer.refresh();
+  };
+  const stop = (): void => {
+    clearTimeout(timer);
+    req.off('data', onData);
+  };
+  req.on('data', onData).once('end', stop).once('close', stop);
+  req.resume();
 }

@@ -8,7 +8,7 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { requireScope, type Identity, type KeyRing } from './auth.js';
-import { readJson, UNREAD_BODY } from './body.js';
+import { lingerOnRefusedBody, readJson } from './body.js';
 import { ApiError, InvalidRequestError, MethodNotAllowedError, NotFoundError, toApiError } from './errors.js';
 import { Router, type RequestContext, type Route } from './router.js';
 
@@ -93,7 +93,11 @@ export class HttpServer {
     });
 
     const abort = new AbortController();
-    const onGone = (): void => abort.abort();
+    const onGone = (): void => {
+      // Once stopping, a reply still to come closes its connection, so close() need not wait out keep-alive.
+      if (this.shutdown.signal.aborted && !res.headersSent) res.setHeader('connection', 'close');
+      abort.abort();
+    };
     res.on('close', onGone);
     this.shutdown.signal.addEventListener('abort', onGone, { once: true });
     res.on('close', () => this.shutdown.signal.removeEventListener('abort', onGone));
@@ -137,14 +141,8 @@ export class HttpServer {
         res.destroy();
         return;
       }
-      const unread = (req as unknown as Record<symbol, boolean>)[UNREAD_BODY] === true;
       for (const [k, v] of Object.entries(apiErr.headers)) res.setHeader(k, v);
-      if (unread || !req.complete) {
-        // Do not read a refused body to its end; close once the error is out.
-        res.setHeader('connection', 'close');
-        const socket = req.socket;
-        res.on('finish', () => socket?.destroySoon());
-      }
+      if (!req.complete) res.on('finish', () => lingerOnRefusedBody(req));
       writeJson(res, apiErr.status, apiErr.toBody());
     }
   }

@@ -13,7 +13,8 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fixtureZip } from '../test/helpers/zip.js';
 import { CdpConnection, daemonFlags, startChromium, type HandChromium } from './chromium.js';
-import { fixtures, median, onCleanup, percentile, progress, startDaemon, tempDir, timed, type BenchDaemon, type Row } from './lib.js';
+import { startDaemon, type BenchDaemon } from './daemon.js';
+import { fixtures, median, onCleanup, percentile, progress, tempDir, timed, type Row } from './lib.js';
 
 const LIVE_N = 50;
 const RESTART_N = 5;

@@ -5,7 +5,8 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkRunning, exitOf, median, onCleanup, progress, startDaemon, type Row } from './lib.js';
+import { startDaemon } from './daemon.js';
+import { checkRunning, exitOf, median, onCleanup, progress, type Row } from './lib.js';
 
 const N = 8;
 const SETTLE_MS = 1500;

@@ -5,7 +5,8 @@ import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { startOrigin, startTinyproxy, type Origin, type Tinyproxy } from '../test/helpers/proxies.js';
-import { checkRunning, median, notInstalled, onCleanup, percentile, progress, skippedRow, startDaemon, timed, which, type BenchDaemon, type Row } from './lib.js';
+import { startDaemon, type BenchDaemon } from './daemon.js';
+import { checkRunning, median, notInstalled, onCleanup, percentile, progress, skippedRow, timed, which, type Row } from './lib.js';
 
 const N = 30;
 const NAME = '6. proxy check via tinyproxy, p50';

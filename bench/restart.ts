@@ -4,7 +4,8 @@
 // Browser.getVersion answer. Interleaved, one warm-up each, N samples each.
 import path from 'node:path';
 import { daemonFlags, startChromium, type HandChromium } from './chromium.js';
-import { median, percentile, progress, startDaemon, tempDir, timed, type LogLine, type Row } from './lib.js';
+import { startDaemon, type LogLine } from './daemon.js';
+import { median, percentile, progress, tempDir, timed, type Row } from './lib.js';
 
 const N = 10;
 

@@ -10,7 +10,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import autocannon from 'autocannon';
-import { BENCH_TOKEN, checkRunning, exitOf, median, onCleanup, progress, signalGroup, startDaemon, tempDir, timed, type BenchDaemon, type Row } from './lib.js';
+import { BENCH_TOKEN, startDaemon, type BenchDaemon } from './daemon.js';
+import { checkRunning, exitOf, median, onCleanup, progress, signalGroup, tempDir, timed, type Row } from './lib.js';
 
 const CONNECTIONS = 16;
 const DURATION_S = 8;

@@ -5,7 +5,7 @@ import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../core/log.js';
 import { loadOrCreateKey, packCrx3, publicKeyDer, idFromPublicKey } from './crx3.js';
-import { writeFileAtomic } from './fsutil.js';
+import { writeFileAtomic } from '../core/fs-atomic.js';
 import { writeForcelist } from './policy.js';
 import type { InstalledEntry, Store } from './store.js';
 import { UpdateServer } from './update-server.js';

@@ -10,7 +10,7 @@ import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '../core/log.js';
-import { exists, syncDir, writeFileAtomic } from './fsutil.js';
+import { exists, syncDir, writeFileAtomic } from '../core/fs-atomic.js';
 
 export const ACTIVATIONS = ['live', 'restart', 'policy'] as const;
 export type Activation = (typeof ACTIVATIONS)[number];

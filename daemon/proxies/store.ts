@@ -8,9 +8,9 @@
 // A file that cannot be read as a store at start is renamed aside (`proxies.json.broken-<time>`)
 // and reported (`proxy_store_broken`), never overwritten.
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { writeFileAtomic } from '../core/fs-atomic.js';
 import type { Logger } from '../core/log.js';
 import type { ProxyType } from './schema.js';
 
@@ -153,31 +153,7 @@ export class ProxyStore {
 
   private write(records: readonly StoredProxy[]): Promise<void> {
     const text = `${JSON.stringify({ version: STORE_VERSION, proxies: records }, null, 1)}\n`;
-    return writeAtomic(this.file, text, `${TEMP_INFIX}${process.pid}-${++this.tempCounter}`);
-  }
-}
-
-/** temp file (0600, same dir, new) → write → fsync → rename over `file` → fsync the dir. */
-export async function writeAtomic(file: string, text: string, tempSuffix: string): Promise<void> {
-  const temp = `${file}${tempSuffix}`;
-  const handle = await open(temp, 'wx', 0o600);
-  try {
-    try {
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temp, file);
-  } catch (err) {
-    await rm(temp, { force: true });
-    throw err;
-  }
-  const dir = await open(path.dirname(file), 'r');
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
+    return writeFileAtomic(this.file, text, 0o600, `${this.file}${TEMP_INFIX}${process.pid}-${++this.tempCounter}`);
   }
 }
 

@@ -1,10 +1,13 @@
-// Small file-system helpers: atomic writes (temp + fsync + rename + fsync of the folder).
+// Atomic file writes for every store of the daemon (proxies, extensions, policy): a temp file in
+// the same folder, fsync, rename over, fsync of the folder. A daemon killed at any point leaves
+// the old content or the new, never a torn file.
 import { randomUUID } from 'node:crypto';
 import { open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 
-export async function writeFileAtomic(file: string, data: string | Buffer, mode = 0o644): Promise<void> {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${randomUUID()}.tmp`);
+/** `tempPath` (same folder) lets a store recognise its own leftovers; default a hidden random name. */
+export async function writeFileAtomic(file: string, data: string | Buffer, mode = 0o644, tempPath?: string): Promise<void> {
+  const tmp = tempPath ?? path.join(path.dirname(file), `.${path.basename(file)}.${randomUUID()}.tmp`);
   try {
     const fh = await open(tmp, 'wx', mode);
     try {

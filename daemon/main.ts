@@ -122,9 +122,13 @@ async function main(): Promise<void> {
   if (config.chromium.autostart) browser.start();
 }
 
-process.on('unhandledRejection', (err) => {
-  createLogger('fatal').fatal({ event: 'crash', err }, 'unhandled rejection');
-  process.exit(1);
-});
+// A bug that escapes every handler: one JSON line for the journal, then exit 1 (systemd restarts;
+// the next start ends whatever this run left on the Chromium profile).
+for (const kind of ['unhandledRejection', 'uncaughtException'] as const) {
+  process.on(kind, (err: unknown) => {
+    createLogger('fatal').fatal({ event: 'crash', kind, err }, kind);
+    process.exit(1);
+  });
+}
 
 await main();

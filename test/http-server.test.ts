@@ -12,6 +12,7 @@ import type { Route } from '../daemon/http/router.js';
 import { tempDir, TEST_TOKEN } from './helpers/daemon.js';
 import { expectError, rawRequest } from './helpers/http.js';
 import { Writable } from 'node:stream';
+import { rmSync } from 'node:fs';
 
 const logLines: Record<string, unknown>[] = [];
 const sink = new Writable({
@@ -43,16 +44,30 @@ const routes: Route[] = [
 
 let server: HttpServer;
 let base = '';
+const stateDir = tempDir();
+
+/** Polls the captured log lines until one matches (no fixed sleeps). */
+async function logLine(pred: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  for (let i = 0; i < 500; i++) {
+    const line = logLines.find(pred);
+    if (line) return line;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('log line not seen');
+}
 const auth = { authorization: `Bearer ${TEST_TOKEN}` };
 
 before(async () => {
-  const config = loadConfig({ BROWSERD_LISTEN: '127.0.0.1:0', BROWSERD_STATE_DIR: tempDir(), BROWSERD_TOKEN: TEST_TOKEN, BROWSERD_BODY_LIMIT_BYTES: '2048', PATH: process.env.PATH });
+  const config = loadConfig({ BROWSERD_LISTEN: '127.0.0.1:0', BROWSERD_STATE_DIR: stateDir, BROWSERD_TOKEN: TEST_TOKEN, BROWSERD_BODY_LIMIT_BYTES: '2048', PATH: process.env.PATH });
   const log = createLogger('info', sink);
   server = new HttpServer({ config, log, metrics: createMetrics(), keyring: KeyRing.create(config, log), routes });
   const addr = await server.listen();
   base = `http://127.0.0.1:${addr.port}`;
 });
-after(() => server.destroy());
+after(() => {
+  server.destroy();
+  rmSync(stateDir, { recursive: true, force: true });
+});
 
 test('unknown route: 404 not_found in the error shape, with x-request-id', async () => {
   const res = await fetch(`${base}/nope`);
@@ -63,9 +78,7 @@ test('x-request-id is taken from the request and logged on the access line', asy
   const res = await fetch(`${base}/nope`, { headers: { 'x-request-id': 'abc-123' } });
   assert.equal(res.headers.get('x-request-id'), 'abc-123');
   await res.text();
-  await new Promise((r) => setTimeout(r, 20));
-  const line = logLines.find((l) => l.req_id === 'abc-123' && l.event === 'request');
-  assert.ok(line, 'access line with the request id');
+  const line = await logLine((l) => l.req_id === 'abc-123' && l.event === 'request');
   assert.equal(line.status, 404);
   assert.equal(typeof line.ms, 'number');
 });
@@ -133,16 +146,45 @@ test('an internal failure is 500 internal_error and says nothing internal', asyn
   const body = await expectError(res, 500, 'internal_error');
   assert.doesNotMatch(JSON.stringify(body), /shadow|secret|Error:/);
   const reqId = res.headers.get('x-request-id');
-  await new Promise((r) => setTimeout(r, 20));
-  const logged = logLines.find((l) => l.req_id === reqId && l.event === 'internal_error');
-  assert.ok(logged, 'the log has the error under the request id');
+  const logged = await logLine((l) => l.req_id === reqId && l.event === 'internal_error');
   assert.match(JSON.stringify(logged), /secret internal detail/);
 });
 
-test('HEAD and malformed requests still get the error shape', async () => {
+test('HEAD of a GET route answers without a body', async () => {
+  const res = await fetch(`${base}/boom`, { method: 'HEAD' });
+  assert.equal(res.status, 500);
+  assert.equal(await res.text(), '');
+});
+
+test('malformed requests get the error shape with a request id, and the daemon keeps serving', async () => {
   const { text } = await rawRequest(base, 'GARBAGE\r\n\r\n');
   assert.match(text, /^HTTP\/1.1 400/);
   assert.match(text, /"code":"invalid_request"/);
+  assert.match(text, /x-request-id: /i);
+  // A request target that is no path (once crashed the daemon).
+  for (const upgrade of ['', 'connection: upgrade\r\nupgrade: websocket\r\n']) {
+    const bad = await rawRequest(base, `GET http://[/ HTTP/1.1\r\nhost: x\r\n${upgrade}\r\n`);
+    assert.match(bad.text, /^HTTP\/1.1 400/, bad.text);
+    assert.match(bad.text, /"code":"invalid_request"/);
+  }
+  const big = await rawRequest(base, `GET /nope HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`);
+  assert.match(big.text, /^HTTP\/1.1 431/);
+  assert.match(big.text, /x-request-id: /i);
+  const res = await fetch(`${base}/nope`);
+  await expectError(res, 404, 'not_found');
+});
+
+test('an Upgrade header on a route that is no WebSocket route is ignored: plain HTTP answers', async () => {
+  const h2c = await rawRequest(base, 'GET /boom HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n');
+  assert.match(h2c.text, /^HTTP\/1.1 500/);
+  assert.match(h2c.text, /"code":"internal_error"/);
+  const ws = await rawRequest(
+    base,
+    `POST /things HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TEST_TOKEN}\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+  );
+  assert.doesNotMatch(ws.text, /^HTTP\/1.1 (404|101)/, ws.text);
+  const wrongMethod = await rawRequest(base, 'DELETE /things HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\n\r\n');
+  assert.match(wrongMethod.text, /^HTTP\/1.1 405/);
 });
 
 test('a client that keeps sending a refused body reads the 413, and the connection stays usable', async () => {

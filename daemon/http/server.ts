@@ -1,8 +1,8 @@
 // The HTTP server: request ids, routing, auth, the session check, one error shape, access logs,
 // metrics, WebSocket upgrades, and a graceful close with a deadline.
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { STATUS_CODES, ServerResponse, createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
@@ -34,9 +34,15 @@ export class HttpServer {
     this.router = new Router(deps.routes);
     this.server = createServer({ keepAliveTimeout: 5000 }, (req, res) => void this.onRequest(req, res));
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
-    this.server.on('clientError', (err, socket) => {
-      if (socket.writable) writeRawError(socket, 400, { code: 'invalid_request', message: `malformed HTTP request: ${err.message}` });
-      else socket.destroy();
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+      if (!socket.writable) return socket.destroy();
+      const [status, body] =
+        err.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, { code: 'invalid_request', message: 'the request headers are too large' }]
+          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? [408, { code: 'timeout', message: 'the request was not received in time' }]
+            : [400, { code: 'invalid_request', message: `malformed HTTP request: ${err.message}` }];
+      writeRawError(socket, status, body, { 'x-request-id': randomUUID() });
     });
   }
 
@@ -81,7 +87,6 @@ export class HttpServer {
     const started = process.hrtime.bigint();
     const reqId = requestId(req);
     const log = this.deps.log.child({ req_id: reqId });
-    const url = new URL(req.url ?? '/', 'http://browserd.invalid');
     let routeName = 'unmatched';
     let keyId: string | undefined;
     res.setHeader('x-request-id', reqId);
@@ -103,6 +108,7 @@ export class HttpServer {
     res.on('close', () => this.shutdown.signal.removeEventListener('abort', onGone));
 
     try {
+      const url = parseTarget(req);
       const match = this.router.match(req.method ?? 'GET', url.pathname);
       if (match.kind === 'none') throw new NotFoundError(`no route for ${url.pathname}`);
       if (match.kind === 'method') throw new MethodNotAllowedError(req.method ?? '', match.allowed);
@@ -163,14 +169,24 @@ export class HttpServer {
   }
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => socket.destroy());
+    const url = URL.canParse(req.url ?? '/', BASE) ? new URL(req.url ?? '/', BASE) : null;
+    const match = url === null ? null : this.router.match(req.method ?? 'GET', url.pathname);
+    const isWebSocket = (req.headers.upgrade ?? '').toLowerCase() === 'websocket';
+    if (url === null || match?.kind !== 'found' || !match.route.upgrade || !isWebSocket) {
+      // Not a WebSocket route (or an h2c or other upgrade): answer as plain HTTP/1.1 on this socket,
+      // ignoring the Upgrade header, then close it (the HTTP parser has let go of it).
+      const res = new ServerResponse(req);
+      res.assignSocket(socket as Socket);
+      res.shouldKeepAlive = false;
+      res.on('finish', () => socket.end());
+      void this.onRequest(req, res);
+      return;
+    }
     const reqId = requestId(req);
     const log = this.deps.log.child({ req_id: reqId });
-    const url = new URL(req.url ?? '/', 'http://browserd.invalid');
-    socket.on('error', () => socket.destroy());
     let routeName = 'unmatched';
     try {
-      const match = this.router.match('GET', url.pathname);
-      if (match.kind !== 'found' || !match.route.upgrade) throw new NotFoundError(`no WebSocket route for ${url.pathname}`);
       routeName = match.route.path;
       const identity = this.authorize(match.route, req, match.params);
       if (identity === null) throw new NotFoundError('WebSocket routes need a token');
@@ -185,6 +201,15 @@ export class HttpServer {
       log.info({ event: 'request', method: 'GET', route: routeName, status: apiErr.status, upgrade: true }, 'request');
     }
   }
+}
+
+const BASE = 'http://browserd.invalid';
+
+/** The request target as a URL; a target that is not one is 400 invalid_request. */
+function parseTarget(req: IncomingMessage): URL {
+  const target = req.url ?? '/';
+  if (!target.startsWith('/') || !URL.canParse(target, BASE)) throw new InvalidRequestError('the request target is not a path');
+  return new URL(target, BASE);
 }
 
 function requestId(req: IncomingMessage): string {

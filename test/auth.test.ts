@@ -1,7 +1,7 @@
 // The 401/403 matrix, whoami, project-scoped keys and SIGHUP reload, through the real daemon.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
@@ -30,6 +30,7 @@ before(async () => {
 });
 after(async () => {
   await d.cleanup();
+  rmSync(keysDir, { recursive: true, force: true });
 });
 
 const as = (token: string | null, extra: Record<string, string> = {}): RequestInit => ({

@@ -1,7 +1,7 @@
 // Settings: a bad value stops the start with one log line naming it and exit code 2;
 // the first start without a token writes <state>/token with mode 0600.
 import assert from 'node:assert/strict';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../daemon/core/config.js';
@@ -45,6 +45,7 @@ test('a broken keys file stops the start with exit 2', async () => {
   const d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: file }, waitListening: false });
   assert.equal((await d.waitExit()).code, 2);
   await d.cleanup();
+  rmSync(dir, { recursive: true, force: true });
   assert.match(String(d.logs.find((l) => l.level === 60)?.msg), /^BROWSERD_KEYS_FILE: .*sha256/);
 });
 
@@ -74,6 +75,7 @@ test('listen address: `:0` picks a free port on 127.0.0.1; [::1] is accepted', (
   const base = { PATH: process.env.PATH, BROWSERD_STATE_DIR: tempDir() };
   assert.deepEqual(loadConfig({ ...base, BROWSERD_LISTEN: ':0' }).listen, { host: '127.0.0.1', port: 0 });
   assert.deepEqual(loadConfig({ ...base, BROWSERD_LISTEN: '[::1]:8080' }).listen, { host: '::1', port: 8080 });
+  rmSync(base.BROWSERD_STATE_DIR, { recursive: true, force: true });
 });
 
 test('BROWSERD_CHROMIUM_FLAGS splits on spaces and keeps quoted values whole', () => {
@@ -83,4 +85,23 @@ test('BROWSERD_CHROMIUM_FLAGS splits on spaces and keeps quoted values whole', (
     '--b=x y',
   ]);
   assert.throws(() => splitFlags('--a="x'), /unterminated/);
+});
+
+test('a state dir that cannot be a writable folder: exit 2 naming BROWSERD_STATE_DIR', async () => {
+  const dir = tempDir();
+  const file = path.join(dir, 'a-file');
+  writeFileSync(file, 'not a folder');
+  const d = await startDaemon({ env: { BROWSERD_STATE_DIR: file }, waitListening: false });
+  assert.equal((await d.waitExit()).code, 2);
+  assert.match(String(d.logs.find((l) => l.level === 60)?.msg), /^BROWSERD_STATE_DIR: cannot use/);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('a state dir behind a symlink is used by its real path (extension ids derive from it)', () => {
+  const dir = tempDir();
+  mkdirSync(path.join(dir, 'real'));
+  symlinkSync(path.join(dir, 'real'), path.join(dir, 'link'));
+  const config = loadConfig({ PATH: process.env.PATH, BROWSERD_STATE_DIR: path.join(dir, 'link') });
+  assert.equal(config.stateDir, path.join(realpathSync(dir), 'real'));
+  rmSync(dir, { recursive: true, force: true });
 });

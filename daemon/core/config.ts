@@ -1,6 +1,6 @@
 // Settings: read once from the environment, validated here and nowhere else.
 // A bad value throws ConfigError naming the setting; main logs it in one line and exits 2.
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { splitFlags } from './flags-parse.js';
@@ -108,7 +108,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     throw new ConfigError(name, `must be true or false, got "${raw}"`);
   };
 
-  const stateDir = path.resolve(cwd, get('BROWSERD_STATE_DIR') ?? get('STATE_DIRECTORY') ?? '.browserd');
+  const stateDir = prepareStateDir(path.resolve(cwd, get('BROWSERD_STATE_DIR') ?? get('STATE_DIRECTORY') ?? '.browserd'));
   const sessionId = get('BROWSERD_SESSION_ID') ?? 'local';
   if (!SESSION_RE.test(sessionId)) throw new ConfigError('BROWSERD_SESSION_ID', 'must match ^[A-Za-z0-9._-]{1,128}$');
   const projectId = get('BROWSERD_PROJECT_ID') ?? null;
@@ -204,6 +204,20 @@ function parseExtraFlags(raw: string | undefined): string[] {
     }
   }
   return flags;
+}
+
+/**
+ * Created (0700) when missing, writable, and resolved to its real path: Chromium derives an
+ * unpacked extension's id from the real path, so a state dir behind a symlink must not differ.
+ */
+function prepareStateDir(dir: string): string {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    accessSync(dir, constants.W_OK | constants.X_OK);
+    return realpathSync(dir);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_STATE_DIR', `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
+  }
 }
 
 function isExecutable(file: string): boolean {

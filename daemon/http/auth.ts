@@ -154,6 +154,7 @@ function loadOrCreateTokenFile(stateDir: string, log: Logger): string {
       log.info({ event: 'token_file', path: file, created: false }, 'using the bearer token in the token file');
       return token;
     }
+    log.warn({ event: 'token_file', path: file, replaced: true }, 'the token file holds fewer than 16 characters: writing a new token');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
       throw new ConfigError('BROWSERD_STATE_DIR', `cannot read ${file}: ${(err as Error).message}`);

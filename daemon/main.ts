@@ -14,6 +14,8 @@ import { HttpServer } from './http/server.js';
 import { systemRoutes } from './http/system-routes.js';
 
 const EXIT_BAD_SETTING = 2;
+/** Restartable (the unit's RestartPreventExitStatus is 2): e.g. the port is still held by the previous instance. */
+const EXIT_RETRY = 1;
 
 interface Closable {
   close(): Promise<void>;
@@ -54,6 +56,7 @@ async function main(): Promise<void> {
 
   const browser = createBrowser({ config, log, metrics });
   systemd.watchBrowser(browser);
+  await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
   try {
     proxies = createProxies({ config, log, metrics });
@@ -113,7 +116,7 @@ async function main(): Promise<void> {
     address = await server.listen();
   } catch (err) {
     log.fatal({ event: 'listen_failed', setting: 'BROWSERD_LISTEN', err }, `BROWSERD_LISTEN: cannot listen: ${(err as Error).message}`);
-    process.exit(EXIT_BAD_SETTING);
+    process.exit((err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? EXIT_RETRY : EXIT_BAD_SETTING);
   }
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, state_dir: config.stateDir }, 'listening');

@@ -75,17 +75,31 @@ test('a browser that is not started: 503 browser_unavailable at once', async () 
   assert.match(String(r.body.message), /not started/);
 });
 
-test('POST /restart closes live sockets with 1012; the same URL works again', async () => {
+test('POST /restart closes live sockets with 1012; a client connecting during the restart waits and gets the new browser on the same URL', async () => {
+  const before = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
   const old = await cdpConnect(cdpUrl, FULL);
   await old.call('Browser.getVersion');
-  const res = await d.fetch('/browsers/local/restart', { method: 'POST' });
+  const logStart = d.logs.length;
+  const since = (pred: (l: Record<string, unknown>) => boolean): number => d.logs.findIndex((l, i) => i >= logStart && pred(l));
+  const restart = d.fetch('/browsers/local/restart', { method: 'POST' });
+  assert.equal((await old.closed).code, 1012);
+  // The old Chromium is gone from the proxy: from here until the new one is ready, the browser is restarting.
+  const during = cdpConnect(cdpUrl, FULL);
+  const res = await restart;
   assert.equal(res.status, 200);
-  await res.text();
-  const closed = await old.closed;
-  assert.equal(closed.code, 1012);
-  const again = await cdpConnect(cdpUrl, FULL);
-  assert.match((await again.call<{ product: string }>('Browser.getVersion')).product, /Chrome\//);
-  again.ws.close();
+  const after = (await res.json()) as { chromium: { pid: number } };
+  assert.notEqual(after.chromium.pid, before.chromium.pid);
+  const c = await during;
+  assert.match((await c.call<{ product: string }>('Browser.getVersion')).product, /Chrome\//);
+  // It arrived while the browser was restarting (it had to wait), and is connected to the new Chromium.
+  const waited = since((l) => l.event === 'cdp_wait');
+  const newReady = since((l) => l.event === 'chromium_ready' && l.pid === after.chromium.pid);
+  const connected = since((l) => l.event === 'cdp_connected' && l.pid === after.chromium.pid);
+  assert.ok(waited >= 0, 'the client waited for the restart');
+  assert.ok(waited < newReady && newReady < connected, `waited at ${waited}, new Chromium ready at ${newReady}, connected at ${connected}`);
+  assert.equal(d.logs.filter((l, i) => i >= logStart && l.event === 'cdp_connected').length, 1, 'one connection: this one, to the new pid');
+  c.ws.close();
+  await c.closed;
 });
 
 test('a crash closes live sockets with 1012; a client connecting meanwhile waits for the restart', async () => {

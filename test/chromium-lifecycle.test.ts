@@ -1,14 +1,20 @@
 // The Chromium supervisor with the real Chromium, through the real daemon: start → ready, a
 // crash (kill -9) → restarted with the exit recorded, requested restarts queueing in order and
 // `?wait=false` → 409, the whole tree in one group, a daemon killed with SIGKILL whose Chromium
-// is ended by the next daemon, and SIGTERM leaving no process behind. One state dir, two daemons.
+// is ended by the next daemon (even one that does not start Chromium), SIGTERM leaving no process
+// behind even while an extension install holds the lifecycle lock, and a caller's own process
+// naming the profile left alone throughout. One state dir, two daemons.
 import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { indexed, upload } from './helpers/extensions.js';
 import { expectError } from './helpers/http.js';
-import { isAlive, pgidOf, processesNaming, processesWithEnv, profileDir, waitBrowser, waitUntil, type Snapshot } from './helpers/chromium.js';
+import { fixtureZip } from './helpers/zip.js';
+import { browser, groupMembers, isAlive, pgidOf, processesNaming, processesWithEnv, profileDir, waitBrowser, waitUntil, type Snapshot } from './helpers/chromium.js';
 
 const stateDir = tempDir();
 /** Inherited by the daemon, Chromium and everything Chromium starts: finds the whole tree. */
@@ -16,17 +22,39 @@ const marker = `CHROMIUM_TEST_MARKER=${randomUUID()}`;
 const env = { [marker.split('=')[0] as string]: marker.split('=')[1] };
 let d: Daemon;
 let second: Daemon | null = null;
+/** A caller's own process on the profile (as the processes API may start): sh, its sleep and tail. */
+let foreign: ChildProcess;
+let foreignPids: number[] = [];
 
 before(async () => {
   d = await startDaemon({ noBrowser: false, stateDir, env });
+  await waitBrowser(d, ready, 'ready');
+  const profile = path.join(stateDir, 'chromium-profile');
+  await waitUntil(() => existsSync(path.join(profile, 'Local State')), 'Local State written');
+  // Its own process group (as the processes API gives every process), no marker: not Chromium's.
+  foreign = spawn('sh', ['-c', 'sleep 600 & tail -f "$0/Local State"', profile], { detached: true, stdio: 'ignore' });
+  await waitUntil(() => groupMembers(foreign.pid as number).length === 3, 'sh, sleep and tail running');
+  foreignPids = groupMembers(foreign.pid as number);
 });
 after(async () => {
   await d.cleanup();
   await second?.cleanup();
+  try {
+    process.kill(-(foreign.pid as number), 'SIGKILL');
+  } catch {
+    // gone already
+  }
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-const ready = (s: Snapshot): boolean => s.state === 'ready';
+function ready(s: Snapshot): boolean {
+  return s.state === 'ready';
+}
+
+/** Processes naming the profile, but for the caller's own. */
+const chromiumOnProfile = (dir: string): number[] => processesNaming(dir).filter((pid) => !foreignPids.includes(pid));
+/** Every pid a `chromium_leftover` line of `daemon` named. */
+const leftoverPids = (daemon: Daemon): number[] => daemon.logs.filter((l) => l.event === 'chromium_leftover').flatMap((l) => l.pids as number[]);
 
 test('start → ready: pid, version, the stable CDP URL, /readyz 200, lifecycle logs', async () => {
   const s = await waitBrowser(d, ready, 'ready');
@@ -59,7 +87,7 @@ test('the whole tree is in one process group, but for crashpad, whose command li
   // Processes started by exec (crashpad handlers among them) show the inherited marker; zygote
   // children rewrite their environ area with their title but name the profile dir.
   const byEnv = processesWithEnv(marker, [d.pid]);
-  const byProfile = processesNaming(profileDir(d));
+  const byProfile = chromiumOnProfile(profileDir(d));
   assert.ok(byEnv.some((p) => p.pid === s.chromium.pid), 'the marker reaches Chromium');
   assert.ok(byProfile.length >= 3, `Chromium runs several processes: ${JSON.stringify(byProfile)}`);
   const outside = [...new Set([...byEnv.map((p) => p.pid), ...byProfile])].filter((pid) => pgidOf(pid) !== s.chromium.pid && pgidOf(pid) !== null);
@@ -125,12 +153,19 @@ test('POST /restart queues behind a running restart (each restarts again, in ord
   assert.ok(!isAlive(s1.chromium.pid as number));
 });
 
+test("a caller's process naming the profile is no Chromium: restarts neither wait for it nor end it, nor its group", async () => {
+  await waitBrowser(d, ready, 'ready');
+  assert.ok(d.logs.some((l) => l.event === 'chromium_restart'), 'the tests before restarted Chromium');
+  assert.deepEqual(foreignPids.filter((pid) => !isAlive(pid)), [], 'sh, sleep and tail all live');
+  assert.deepEqual(leftoverPids(d).filter((pid) => foreignPids.includes(pid)), [], 'never swept as a leftover');
+});
+
 test('POST /restart?wait=junk is 400 bad_request naming the parameter', async () => {
   const body = await expectError(await d.fetch('/browsers/local/restart?wait=maybe', { method: 'POST' }), 400, 'bad_request');
   assert.match(String((body.details as { message: string }[])[0]?.message), /^wait: /);
 });
 
-test('SIGKILL to the daemon leaves Chromium; the next daemon on the state dir ends it first and becomes ready', async () => {
+test('SIGKILL to the daemon leaves Chromium; the next daemon ends it before it listens, even with autostart off', async () => {
   const s = await waitBrowser(d, ready, 'ready');
   const oldPid = s.chromium.pid as number;
   const oldTree = processesWithEnv(marker, [d.pid]).map((p) => p.pid);
@@ -138,23 +173,48 @@ test('SIGKILL to the daemon leaves Chromium; the next daemon on the state dir en
   d.proc.kill('SIGKILL');
   await d.waitExit();
   assert.ok(isAlive(oldPid), 'a Chromium with a DevTools port outlives its daemon');
-  second = await startDaemon({ noBrowser: false, stateDir, env });
-  const leftover = await second.waitLog((l) => l.event === 'chromium_leftover');
+  second = await startDaemon({
+    noBrowser: true, // BROWSERD_BROWSER_AUTOSTART=false: no launch, yet the profile is swept
+    stateDir,
+    env: { ...env, BROWSERD_TEST_HOOKS: 'hold-activation=held', BROWSERD_SHUTDOWN_TIMEOUT_MS: '1000' },
+  });
+  // startDaemon returned at `listening`: the sweep came before it.
+  const at = (event: string): number => (second as Daemon).logs.findIndex((l) => l.event === event);
+  const leftover = second.logs[at('chromium_leftover')];
+  assert.ok(leftover, 'the old tree was found');
   assert.ok((leftover.pids as number[]).includes(oldPid));
-  const s2 = await waitBrowser(second, ready, 'ready');
-  assert.notEqual(s2.chromium.pid, oldPid);
-  assert.equal(isAlive(oldPid), false);
-  // Every process of the old tree (its crashpad handlers included) is gone once the new one is ready.
+  assert.ok(at('chromium_leftover_ended') >= 0 && at('chromium_leftover_ended') < at('listening'), 'ended before listening');
+  // Every process of the old tree (its crashpad handlers included) is gone; the caller's is not.
   assert.deepEqual(oldTree.filter((pid) => isAlive(pid)), [], 'no process of the old tree remains');
+  assert.deepEqual(foreignPids.filter((pid) => !isAlive(pid)), [], "the caller's processes live on");
+  assert.equal((await browser(second)).state, 'stopped');
+
+  const res = await second.fetch('/browsers/local/restart', { method: 'POST' });
+  assert.equal(res.status, 200);
+  const s2 = (await res.json()) as Snapshot;
+  assert.equal(s2.state, 'ready');
+  assert.notEqual(s2.chromium.pid, oldPid);
 });
 
-test('SIGTERM to the daemon: exit code 0 and no process naming the profile dir is left', async () => {
+test('SIGTERM while an extension install holds the lifecycle lock: the wait ends at the shutdown deadline, exit 0, no process of the tree left', async () => {
   assert.ok(second, 'the previous test started the second daemon');
-  await waitBrowser(second, ready, 'ready');
-  assert.ok(processesNaming(profileDir(second)).length > 0);
-  const exit = await second.stop();
-  assert.equal(exit.code, 0);
-  assert.deepEqual(processesNaming(profileDir(second)), []);
+  const daemon = second;
+  await waitBrowser(daemon, ready, 'ready');
+  assert.ok(chromiumOnProfile(profileDir(daemon)).length > 0);
+  // The hook holds the lock until a release file appears (it never does here): like a long install and rollback.
+  const install = upload(daemon, indexed([['held', fixtureZip('content-script')]])).catch((err: unknown) => err);
+  await daemon.waitLog((l) => l.event === 'extension_activation_held');
+  const exit = daemon.stop();
+  const forced = await daemon.waitLog((l) => l.event === 'chromium_stop_forced', 30_000);
+  assert.equal(forced.held_by, 'extensions');
+  assert.equal((await exit).code, 0);
+  await install;
+  assert.deepEqual(chromiumOnProfile(profileDir(daemon)), []);
   await waitUntil(() => processesWithEnv(marker).length === 0, 'free of processes of this test');
-  assert.ok(second.logs.some((l) => l.event === 'chromium_stopped'));
+  assert.ok(daemon.logs.some((l) => l.event === 'chromium_stopped'));
+});
+
+test("the caller's processes naming the profile outlived restarts, the next daemon's sweep and the stop; none was ever swept", () => {
+  assert.deepEqual(foreignPids.filter((pid) => !isAlive(pid)), [], 'sh, sleep and tail all live');
+  assert.deepEqual([...leftoverPids(d), ...leftoverPids(second as Daemon)].filter((pid) => foreignPids.includes(pid)), []);
 });

@@ -3,20 +3,26 @@
 // failure diagnosis, the policy check, the lifecycle lock and the CDP relay's backpressure.
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, copyFileSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../daemon/core/log.js';
 import { forward, HIGH_WATER_BYTES, type RelaySocket } from '../daemon/chromium/cdp-proxy.js';
 import { backoffFor, CrashLoop } from '../daemon/chromium/crash-loop.js';
 import { blockingPolicy, explainLaunchFailure, stderrGist } from '../daemon/chromium/diagnose.js';
 import { chromiumEnv, chromiumFlags, type FlagInputs } from '../daemon/chromium/flags.js';
-import { LaunchError } from '../daemon/chromium/launcher.js';
+import { LaunchError, listProcesses } from '../daemon/chromium/launcher.js';
 import { LifecycleLock } from '../daemon/chromium/lock.js';
 import { LineRateLimiter, LineSplitter, RingBuffer } from '../daemon/chromium/output.js';
+import { ChromiumIdentity, exeOf } from '../daemon/chromium/identity.js';
 import { namesDir } from '../daemon/chromium/profile.js';
 import { parseDevToolsLine } from '../daemon/chromium/readiness.js';
 import { ApiError } from '../daemon/http/errors.js';
 import { tempDir } from './helpers/daemon.js';
+
+const silent = createLogger('silent');
 
 const base: FlagInputs = {
   profileDir: '/state/chromium-profile',
@@ -102,6 +108,17 @@ test('line splitter: whole lines across chunks, CRLF, long lines cut, the rest a
   s.write('m');
   s.end();
   assert.deepEqual(lines, ['abc', 'de', 'fghi', 'jklm']);
+});
+
+test('line splitter: a multi-byte character split across chunks is decoded whole', () => {
+  const lines: string[] = [];
+  const s = new LineSplitter((l) => lines.push(l));
+  const bytes = Buffer.from('prix 5 € ✓ 😀\nfin é', 'utf8');
+  // One byte at a time: every multi-byte character (2, 3 and 4 bytes) is split.
+  for (let i = 0; i < bytes.length; i++) s.write(bytes.subarray(i, i + 1));
+  s.end();
+  assert.deepEqual(lines, ['prix 5 € ✓ 😀', 'fin é']);
+  assert.ok(!lines.join('').includes('\uFFFD'), 'no replacement characters');
 });
 
 test('rate limiter: at most N lines a second, then one report of the dropped count', () => {
@@ -228,6 +245,55 @@ test('profile match: a flag value or argument naming the dir, in NUL- or space-s
   assert.ok(namesDir(`x\0--log-file=${dir}/log.txt`, dir));
   assert.ok(!namesDir(`x\0--user-data-dir=${dir}2`, dir));
   assert.ok(!namesDir(`x\0--user-data-dir=/other${dir}`, dir));
+});
+
+test('Chromium identity: the binary, learned executables, helpers beside them, a wrapper; not a shell or tail naming the profile', () => {
+  const id = new ChromiumIdentity('/usr/lib/chromium/chromium', null, silent);
+  const zygote = { exe: '/usr/lib/chromium/chromium', argv: ['/usr/lib/chromium/chromium --type=zygote --user-data-dir=/p'] };
+  assert.ok(id.matches(zygote));
+  assert.ok(id.matches({ exe: '/usr/lib/chromium/chrome_crashpad_handler', argv: ['/usr/lib/chromium/chrome_crashpad_handler', '--database=/p/xdg-config/chromium/Crash Reports'] }));
+  // What a caller may run on the profile: sh -c 'sleep 600 & tail -f "$0/Local State"' <profile>.
+  assert.ok(!id.matches({ exe: '/usr/bin/dash', argv: ['sh', '-c', 'sleep 600 & tail -f "$0/Local State"', '/p'] }));
+  assert.ok(!id.matches({ exe: '/usr/bin/tail', argv: ['tail', '-f', '/p/Local State'] }));
+  assert.ok(!id.matches({ exe: '/opt/other/chrome_crashpad_handler', argv: ['x'] }), 'a helper only beside a Chromium executable');
+  assert.ok(!id.matches({ exe: null, argv: ['python3', '/p/x.py'] }));
+
+  // A wrapper script in /usr/bin: the interpreter runs it (argv[1]); what it execs is learned.
+  const wrapper = new ChromiumIdentity('/usr/bin/chromium-wrapper', null, silent);
+  assert.ok(wrapper.matches({ exe: '/usr/bin/dash', argv: ['/bin/sh', '/usr/bin/chromium-wrapper', '--user-data-dir=/p'] }));
+  assert.ok(!wrapper.matches({ exe: '/usr/bin/dash', argv: ['sh', '-c', 'tail -f "$0/Local State"', '/p'] }));
+  assert.ok(!wrapper.matches({ exe: '/usr/bin/tail', argv: ['tail', '-f', '/p/Local State'] }), 'not every file beside the binary (/usr/bin)');
+  assert.ok(!wrapper.matches(zygote), 'the real binary is not known before it is learned');
+});
+
+test('Chromium identity: executables learned from a run (its --type= children) are kept for the next daemon', async () => {
+  const dir = tempDir();
+  try {
+    const file = path.join(dir, 'chromium-executables.json');
+    const real = path.join(dir, 'chromium-real');
+    copyFileSync('/bin/dash', real);
+    chmodSync(real, 0o755);
+    // A "Chromium" (a copy of dash) leading its own group, whose child runs with --type=renderer.
+    const leader = spawn(real, ['-c', '"$0" -c "sleep 60; :" --type=renderer & sleep 60; :', real], { detached: true, stdio: 'ignore' });
+    try {
+      const id = new ChromiumIdentity('/nonexistent/wrapper.sh', file, silent);
+      const child = (): boolean => listProcesses().some((p) => p.pgid === leader.pid && p.pid !== leader.pid);
+      for (let i = 0; i < 200 && !child(); i++) await sleep(25);
+      await id.learnFrom(leader.pid as number);
+      assert.ok(id.executables().has(real));
+      assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), [real]);
+      const next = new ChromiumIdentity('/nonexistent/wrapper.sh', file, silent);
+      assert.ok(next.matches({ exe: real, argv: ['x'] }), 'the next daemon knows it');
+      // The kernel marks an executable replaced on disk (a package upgrade) " (deleted)".
+      rmSync(real);
+      assert.ok(readlinkSync(`/proc/${leader.pid}/exe`).endsWith(' (deleted)'));
+      assert.equal(exeOf(leader.pid as number), real);
+    } finally {
+      process.kill(-(leader.pid as number), 'SIGKILL');
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('lock: one holder at a time, waiters in arrival order, wait=false is 409 busy', async () => {

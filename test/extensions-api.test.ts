@@ -1,16 +1,16 @@
 // The upload API against one daemon with the real Chromium: every client encoding, the 400
 // table, size limits (413), malicious and broken archives (4xx, nothing written outside the
-// state dir, extension list and Chromium pid unchanged), all or nothing, concurrent uploads,
-// ?wait=false (409), the upload limit (429) and scopes.
+// state dir, extension list and Chromium pid unchanged), all or nothing, id conflicts,
+// concurrent uploads, ?wait=false (409 before the body), the upload limit (429) and scopes.
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { browser, expectUploaded, indexed, installedList, multipartBody, rawUpload, upload, waitBrowser, type Part } from './helpers/extensions.js';
+import { browser, chromiumExtensions, expectUploaded, indexed, installedList, multipartBody, rawUpload, upload, waitBrowser, type Part } from './helpers/extensions.js';
 import { buildZip, fixtureZip, treeEntries, fixtureDir } from './helpers/zip.js';
 
 const READER = 'reader-token-0123456789abcdef';
@@ -86,6 +86,12 @@ describe('encodings', () => {
       assert.equal(body.chromium.pid, pid);
     });
   }
+  test('an archive made with `bsdtar -C dir .`: entries start with ./', async () => {
+    const dotted = buildZip([{ name: './' }, ...treeEntries(fixtureDir('content-script'), './')]);
+    const body = await expectUploaded(await upload(d, indexed([['dotted', dotted]])));
+    assert.deepEqual(body.extensions.map((e) => [e.name, e.version, e.activation]), [['dotted', '2.1', 'live']]);
+    assert.equal((await d.fetch('/browsers/local/extensions/dotted', { method: 'DELETE' })).status, 204);
+  });
   test('two items in one request, repeated pairs matched k-th to k-th', async () => {
     const other = fixtureZip('mv3-worker');
     const body = await expectUploaded(
@@ -220,12 +226,45 @@ describe('422: malicious and broken archives are rejected, nothing written outsi
   });
 });
 
+describe('ids', () => {
+  // A manifest `key` fixes the id: the same key in two extensions gives them the same id.
+  const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
+  test('an item with the id of an installed extension of another name: 422 id_conflict, the installed one still runs', async () => {
+    const first = await expectUploaded(await upload(d, indexed([['keyed-a', fixtureZip('content-script', { manifest: { key } })]])));
+    const id = first.extensions[0]?.id ?? '';
+    assert.equal((await chromiumExtensions(d)).get(id), '2.1');
+    const err = await expectError(await upload(d, indexed([['keyed-b', fixtureZip('mv3-worker', { manifest: { key } })]])), 422, 'extension_rejected');
+    const inner = err.inner_error as { code: string; message: string };
+    assert.equal(inner.code, 'id_conflict');
+    assert.match(inner.message, new RegExp(`its id ${id} is the id of the installed extension keyed-a`));
+    await unchanged(['base', 'keyed-a']);
+    assert.equal((await chromiumExtensions(d)).get(id), '2.1', 'keyed-a was not replaced in Chromium');
+    // The same name with the same key is a replacement, not a conflict.
+    const again = await expectUploaded(await upload(d, indexed([['keyed-a', fixtureZip('content-script', { manifest: { key, version: '2.2' } })]])));
+    assert.deepEqual(again.extensions.map((e) => [e.id, e.version]), [[id, '2.2']]);
+    assert.equal((await d.fetch('/browsers/local/extensions/keyed-a', { method: 'DELETE' })).status, 204);
+  });
+  test('two items of one request with the same id: 422 id_conflict, nothing installed', async () => {
+    const err = await expectError(
+      await upload(d, indexed([['twin-a', fixtureZip('content-script', { manifest: { key } })], ['twin-b', fixtureZip('mv3-worker', { manifest: { key } })]])),
+      422,
+      'extension_rejected',
+    );
+    const details = err.details as { code: string; message: string }[];
+    assert.deepEqual(details.map((x) => x.code), ['id_conflict']);
+    assert.match(details[0]?.message ?? '', /^extensions\[1\] \(twin-b\): its id [a-p]{32} is also the id of extensions\[0\] \(twin-a\)/);
+    await unchanged(['base']);
+  });
+});
+
 describe('concurrency', () => {
-  test('two uploads at once both land; ?wait=false meets 409 busy; past the upload limit 429', async () => {
+  test('two uploads at once both land; ?wait=false meets 409 busy; past the upload limit 429', { timeout: 120_000 }, async () => {
     const release = path.join(d.stateDir, 'extensions', 'release-held');
     const held = upload(d, indexed([['held', fixtureZip('content-script')]]));
     await d.waitLog((l) => l.event === 'extension_activation_held');
     await expectError(await upload(d, indexed([['no-wait', fixtureZip('content-script')]]), '?wait=false'), 409, 'busy');
+    // Answered before the body is read: the client sends only its headers.
+    await expectError(await rawUpload(d, indexed([['no-wait', fixtureZip('content-script')]]), { query: '?wait=false', headersOnly: true }), 409, 'busy');
     const seen = d.logs.length;
     const queued = upload(d, indexed([['queued', fixtureZip('mv3-worker')]]));
     await d.waitLog((l) => l.event === 'browser_lock_wait' && d.logs.indexOf(l) >= seen);

@@ -1,8 +1,9 @@
 // Live activation with the real Chromium: upload → `live`, the worker visible through the
-// daemon's CDP endpoint; the set survives a kill -9 of Chromium and a daemon restart; a live
-// failure (test hook) → `restart`; a failed activation puts the previous version back; DELETE.
+// daemon's CDP endpoint; a manifest Chromium refuses is a rejection (the request's other items
+// taken out again, no restart); the set survives a kill -9 of Chromium and a daemon restart; a
+// live failure (test hook) → `restart`; a failed activation puts the previous version back; DELETE.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
@@ -54,6 +55,51 @@ test('an upload activates live: 200, same Chromium, the worker target visible th
   assert.ok(d.logs.some((l) => l.event === 'extension_activated' && l.name === 'worker' && l.mode === 'live' && l.id === workerId && typeof l.ms === 'number'));
   const metrics = await (await d.fetch('/metrics')).text();
   assert.match(metrics, /browserd_extension_activations_total\{mode="live",outcome="ok"\} 1/);
+});
+
+/** Nothing of a rejected request stayed: same Chromium, same set, same extensions running, same files. */
+async function unchangedBy(run: () => Promise<void>): Promise<void> {
+  const before = await browser(d);
+  const list = await installedList(d);
+  const running = await chromiumExtensions(d);
+  const mark = d.logs.length;
+  await run();
+  assert.equal((await browser(d)).chromium.pid, before.chromium.pid, 'Chromium kept running as it was');
+  assert.deepEqual(d.logs.slice(mark).filter((l) => l.event === 'chromium_restart'), [], 'no restart');
+  assert.deepEqual(await installedList(d), list);
+  assert.deepEqual(await chromiumExtensions(d), running, 'the same extensions, at the same versions, run in Chromium');
+  assert.deepEqual(readdirSync(path.join(stateDir, 'extensions', 'installed')).sort(), list.map((e) => e.name).sort());
+  assert.deepEqual(readdirSync(path.join(stateDir, 'extensions', 'previous')), []);
+}
+
+test('default_locale without _locales is rejected before Chromium: 422 extension_rejected, the good item not loaded', async () => {
+  await unchangedBy(async () => {
+    const res = await upload(d, indexed([['good', fixtureZip('content-script')], ['locale', fixtureZip('broken-default-locale')]]));
+    const err = await expectError(res, 422, 'extension_rejected');
+    assert.deepEqual(err.inner_error, { code: 'manifest_invalid', message: 'manifest.json: default_locale: is "en", but the archive has no _locales folder' });
+    assert.deepEqual((err.details as { message: string }[]).map((x) => x.message), ['extensions[1] (locale): manifest.json: default_locale: is "en", but the archive has no _locales folder']);
+  });
+});
+
+test('a manifest Chromium refuses: 422 extension_rejected (chromium_refused), the items loaded before it taken out, no restart', async () => {
+  await unchangedBy(async () => {
+    const res = await upload(
+      d,
+      indexed([
+        ['worker', fixtureZip('mv3-worker', { manifest: { version: '1.1' } })],
+        ['good', fixtureZip('content-script')],
+        ['refused', fixtureZip('refused-by-chromium')],
+      ]),
+    );
+    const err = await expectError(res, 422, 'extension_rejected');
+    const inner = err.inner_error as { code: string; message: string };
+    assert.equal(inner.code, 'chromium_refused');
+    assert.match(inner.message, /^Chromium refused to load it: .*Insecure CSP value "'unsafe-eval'"/);
+    assert.deepEqual((err.details as { code: string }[]).map((x) => x.code), ['chromium_refused']);
+    assert.match((err.details as { message: string }[])[0]?.message ?? '', /^extensions\[2\] \(refused\): /);
+  });
+  assert.equal((await chromiumExtensions(d)).get(workerId), '1.0.0', 'the replaced extension is back at its previous version');
+  assert.ok(d.logs.some((l) => l.event === 'extension_rollback' && l.how === 'cdp'));
 });
 
 test('the extension comes back after a kill -9 of Chromium', async () => {

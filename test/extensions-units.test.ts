@@ -1,24 +1,18 @@
 // Unit tests of the extension pieces that need no Chromium: safe unzip, manifest checks, the
-// multipart pairing, CRX3 packing (parsed back and verified), ids, policy files, the store.
+// multipart pairing, policy files. (CRX packing: extensions-packing; the store: extensions-store.)
 import assert from 'node:assert/strict';
-import { createHash, createPublicKey, verify } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { loadOrCreateKey, idFromPath, idFromPublicKey, packCrx3, publicKeyDer } from '../daemon/extensions/crx3.js';
 import { isChromiumVersion, readManifest } from '../daemon/extensions/manifest.js';
 import { pairParts, parseFieldName, type ReceivedPart } from '../daemon/extensions/multipart-pairs.js';
 import { POLICY_FILE, unpackedBlockedReason, writeForcelist } from '../daemon/extensions/policy.js';
 import { extensionRoot } from '../daemon/extensions/prepare.js';
 import { Rejection } from '../daemon/extensions/rejection.js';
-import { Store } from '../daemon/extensions/store.js';
 import { safeUnzip } from '../daemon/extensions/unzip.js';
-import { updateManifest } from '../daemon/extensions/update-server.js';
-import { zipDirectory } from '../daemon/extensions/zip-write.js';
-import { createLogger } from '../daemon/core/log.js';
 import { BadRequestError, PayloadTooLargeError } from '../daemon/http/errors.js';
 import { tempDir } from './helpers/daemon.js';
-import { buildZip, fixtureDir, fixtureZip, type ZipEntry } from './helpers/zip.js';
+import { buildZip, fixtureDir, fixtureZip, treeEntries, type ZipEntry } from './helpers/zip.js';
 
 const root = tempDir('browserd-ext-units-');
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -134,11 +128,18 @@ describe('safe unzip', () => {
     await assert.rejects(extensionRoot(two), (e: unknown) => e instanceof Rejection && e.causeCode === 'manifest_missing');
   });
 
-  test("the daemon's zip writer round-trips through the unzip", async () => {
-    const zip = await zipDirectory(fixtureDir('content-script'));
-    const out = await unzip(zip);
-    assert.deepEqual(readdirSync(out).sort(), ['content.js', 'manifest.json']);
-    assert.deepEqual(readFileSync(path.join(out, 'manifest.json')), readFileSync(path.join(fixtureDir('content-script'), 'manifest.json')));
+  test('"./" is the root: archives made with `bsdtar -C dir .`', async () => {
+    const entries = [{ name: './' }, ...treeEntries(fixtureDir('mv3-worker'), './'), { name: './sub/' }, { name: './sub/a.txt', data: 'a' }, { name: '././b.txt', data: 'b' }];
+    const out = await unzip(entries);
+    assert.equal(await extensionRoot(out), out);
+    assert.deepEqual(readdirSync(out).sort(), ['b.txt', 'manifest.json', 'sub', 'worker.js']);
+    assert.equal(readFileSync(path.join(out, 'sub/a.txt'), 'utf8'), 'a');
+    assert.equal((await readManifest(out, { allowV2: false })).serviceWorker, 'worker.js');
+    const top = await unzip([{ name: './' }, { name: './my-ext/' }, ...treeEntries(fixtureDir('mv3-worker'), './my-ext/')]);
+    assert.equal(await extensionRoot(top), path.join(top, 'my-ext'));
+    await rejects([{ name: './manifest.json', data: '{}' }, { name: 'manifest.json', data: '{}' }], 'duplicate_entry');
+    await rejects([{ name: './../evil.txt', data: 'x' }], 'zip_slip');
+    await rejects([{ name: '.', data: 'x' }], 'bad_entry_name');
   });
 });
 
@@ -187,6 +188,17 @@ describe('manifest', () => {
     await invalid(dirWith({ manifest_version: 3, name: 'x', version: '1', background: { service_worker: 'sub' } }, { 'sub/a.js': '' }), /background\.service_worker: names "sub"/);
     await invalid(dirWith({ manifest_version: 3, name: 'x', version: '1', background: { service_worker: '../x.js' } }), /points outside/);
     await invalid(dirWith({ manifest_version: 3, name: 'x', version: '1', content_scripts: [{ js: ['a.js', 'b.js'] }] }, { 'a.js': '' }), /content_scripts\[0\]\.js\[1\]: names "b\.js"/);
+  });
+
+  test('default_locale and _locales go together (Chromium refuses one without the other)', async () => {
+    const base = { manifest_version: 3, name: 'x', version: '1' };
+    await invalid(fixtureDir('broken-default-locale'), /^manifest\.json: default_locale: is "en", but the archive has no _locales folder/);
+    await invalid(dirWith(base, { '_locales/en/messages.json': '{}' }), /^manifest\.json: default_locale: is missing, but the archive has a _locales folder/);
+    await invalid(dirWith({ ...base, default_locale: 'de' }, { '_locales/en/messages.json': '{}' }), /default_locale: is "de", but _locales\/de\/messages\.json is missing/);
+    await invalid(dirWith({ ...base, default_locale: '../en' }, { '_locales/en/messages.json': '{}' }), /default_locale: must be a locale folder name/);
+    await invalid(dirWith({ ...base, default_locale: 'en' }, { '_locales/en/messages.json': '{nope' }), /^_locales\/en\/messages\.json: not JSON/);
+    const ok = dirWith({ ...base, name: '__MSG_name__', default_locale: 'en_US' }, { '_locales/en_US/messages.json': '{"name": {"message": "X"}}' });
+    assert.equal((await readManifest(ok, { allowV2: false })).version, '1');
   });
 
   test('a missing manifest', async () => {
@@ -257,87 +269,6 @@ describe('multipart pairing', () => {
   });
 });
 
-/** A minimal protobuf reader for the test: field number → list of length-delimited values. */
-function readFields(buf: Buffer): Map<number, Buffer[]> {
-  const out = new Map<number, Buffer[]>();
-  let i = 0;
-  const varint = (): number => {
-    let v = 0;
-    let mul = 1;
-    for (;;) {
-      const b = buf[i++] as number;
-      v += (b & 0x7f) * mul;
-      mul *= 128;
-      if (b < 0x80) return v;
-    }
-  };
-  while (i < buf.length) {
-    const tag = varint();
-    assert.equal(tag & 7, 2, 'only length-delimited fields');
-    const len = varint();
-    const field = Math.floor(tag / 8);
-    out.set(field, [...(out.get(field) ?? []), buf.subarray(i, i + len)]);
-    i += len;
-  }
-  return out;
-}
-
-describe('CRX3 and ids', () => {
-  test('a packed CRX parses back: header, id from the key, a signature that verifies', async () => {
-    const keys = fresh();
-    const key = await loadOrCreateKey(keys, 'my-ext');
-    const zip = await zipDirectory(fixtureDir('mv3-worker'));
-    const { crx, id } = packCrx3(zip, key);
-
-    assert.equal(crx.subarray(0, 4).toString('latin1'), 'Cr24');
-    assert.equal(crx.readUInt32LE(4), 3);
-    const headerLen = crx.readUInt32LE(8);
-    const header = crx.subarray(12, 12 + headerLen);
-    assert.deepEqual(crx.subarray(12 + headerLen), zip, 'the zip follows the header unchanged');
-
-    const fields = readFields(header);
-    const proofs = fields.get(2) ?? [];
-    assert.equal(proofs.length, 1, 'one sha256_with_rsa proof');
-    const proof = readFields(proofs[0] as Buffer);
-    const pub = (proof.get(1) ?? [])[0] as Buffer;
-    const sig = (proof.get(2) ?? [])[0] as Buffer;
-    const signedHeader = (fields.get(10000) ?? [])[0] as Buffer;
-    const crxId = (readFields(signedHeader).get(1) ?? [])[0] as Buffer;
-
-    assert.deepEqual(pub, publicKeyDer(key));
-    assert.deepEqual(crxId, createHash('sha256').update(pub).digest().subarray(0, 16));
-    const hex = crxId.toString('hex');
-    assert.equal(id, [...hex].map((c) => String.fromCharCode(97 + parseInt(c, 16))).join(''));
-    assert.equal(id, idFromPublicKey(pub));
-    assert.match(id, /^[a-p]{32}$/);
-
-    const len = Buffer.alloc(4);
-    len.writeUInt32LE(signedHeader.length);
-    const signed = Buffer.concat([Buffer.from('CRX3 SignedData\x00', 'latin1'), len, signedHeader, zip]);
-    assert.ok(verify('sha256', signed, createPublicKey({ key: pub, format: 'der', type: 'spki' }), sig), 'RSA-SHA256 signature verifies');
-  });
-
-  test('the key of a name is kept (0600), so its id stays the same', async () => {
-    const keys = fresh();
-    const a = await loadOrCreateKey(keys, 'same');
-    const b = await loadOrCreateKey(keys, 'same');
-    assert.equal(idFromPublicKey(publicKeyDer(a)), idFromPublicKey(publicKeyDer(b)));
-    assert.equal(statSync(path.join(keys, 'same.pem')).mode & 0o777, 0o600);
-    const other = await loadOrCreateKey(keys, 'other');
-    assert.notEqual(idFromPublicKey(publicKeyDer(other)), idFromPublicKey(publicKeyDer(a)));
-  });
-
-  test('the id of an unpacked extension comes from its path (as Chromium 156 computed it)', () => {
-    assert.equal(idFromPath('/tmp/exp5/ext3'), 'goagkaolfmanfdljcpdodfcbpbnobflb');
-  });
-
-  test('the update manifest', () => {
-    const xml = updateManifest({ id: 'a'.repeat(32), version: '1.2', crxFile: '/x' }, 4567);
-    assert.match(xml, /<gupdate xmlns='http:\/\/www\.google\.com\/update2\/response' protocol='2\.0'>/);
-    assert.match(xml, /<app appid='a{32}'><updatecheck codebase='http:\/\/127\.0\.0\.1:4567\/a{32}\/1\.2\.crx' version='1\.2'\/><\/app>/);
-  });
-});
-
 describe('policy files', () => {
   test('what blocks unpacked extensions', async () => {
     const dir = fresh();
@@ -373,45 +304,3 @@ describe('policy files', () => {
   });
 });
 
-describe('store', () => {
-  const log = createLogger('silent');
-  test('after a crash mid-install, installed.json is the truth', async () => {
-    const state = fresh();
-    const s1 = new Store(state, log);
-    await s1.open();
-    for (const name of ['kept', 'replaced']) {
-      mkdirSync(s1.installedPath(name));
-      writeFileSync(path.join(s1.installedPath(name), 'manifest.json'), `{"v": "old-${name}"}`);
-      s1.committed.set(name, { name, id: 'a'.repeat(32), version: '1', activation: 'live', installed_at: new Date().toISOString(), service_worker: null });
-    }
-    await s1.save();
-    // An install of a new version of `replaced` and a new `fresh` one, interrupted before its commit:
-    const aside = await s1.putAside('replaced');
-    assert.ok(aside !== null);
-    for (const name of ['replaced', 'newcomer']) {
-      const tree = path.join(state, `tree-${name}`);
-      mkdirSync(tree);
-      writeFileSync(path.join(tree, 'manifest.json'), '{"v": "new"}');
-      await s1.place(name, tree);
-    }
-    mkdirSync(path.join(s1.stagingDir, 'leftover'));
-
-    const s2 = new Store(state, log);
-    await s2.open();
-    assert.deepEqual([...s2.committed.keys()], ['kept', 'replaced']);
-    assert.equal(readFileSync(path.join(s2.installedPath('replaced'), 'manifest.json'), 'utf8'), '{"v": "old-replaced"}');
-    assert.equal(existsSync(s2.installedPath('newcomer')), false);
-    assert.deepEqual(readdirSync(s2.previousDir), []);
-    assert.deepEqual(readdirSync(s2.stagingDir), []);
-  });
-
-  test('an unreadable installed.json is set aside, not fatal', async () => {
-    const state = fresh();
-    mkdirSync(path.join(state, 'extensions'), { recursive: true });
-    writeFileSync(path.join(state, 'extensions', 'installed.json'), '{broken');
-    const s = new Store(state, log);
-    await s.open();
-    assert.equal(s.committed.size, 0);
-    assert.ok(readdirSync(path.join(state, 'extensions')).some((f) => f.startsWith('installed.json.unreadable-')));
-  });
-});

@@ -1,12 +1,13 @@
 // exec through the HTTP API of the real daemon: exit and output, stdin, the deadline (the whole
-// group is killed), the output limit, the environment, and a client that goes away.
+// group is killed), what a command leaves in its group (killed when it exits), the output limit,
+// the environment, and a client that goes away.
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { b64, execProcess, PROC, waitFile, waitPidGone } from './helpers/processes.js';
+import { b64, execProcess, groupMembers, killGroup, PROC, waitFile, waitPidGone } from './helpers/processes.js';
 
 const OUTPUT_LIMIT = 4096;
 const dir = tempDir('browserd-exec-');
@@ -54,6 +55,23 @@ test('exec timeout kills the whole group and reports timed_out', async () => {
   await waitPidGone(grandchild);
   for (const bad of [0, -1, 3601, 'ten']) {
     await expectError(await d.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'true', timeout_sec: bad } }), 400, 'bad_request');
+  }
+});
+
+test('exec runs a command to completion: what it leaves in its process group is killed when it exits', async () => {
+  for (const timeout_sec of [undefined, 1]) {
+    const r = await execProcess(d, { command: 'sh', args: ['-c', 'sleep 301 & echo $!; exit 0'], ...(timeout_sec === undefined ? {} : { timeout_sec }) });
+    const grandchild = Number(text(r.stdout_b64).trim());
+    assert.ok(grandchild > 0, text(r.stdout_b64));
+    try {
+      assert.equal(r.exit_code, 0);
+      assert.equal(r.timed_out, false);
+      await waitPidGone(grandchild, 5000);
+      assert.deepEqual(groupMembers(r.pid), [], 'nothing of the group is left');
+      await d.waitLog((l) => l.event === 'process_exited' && l.kind === 'exec' && l.pid === r.pid && l.group_killed === true);
+    } finally {
+      killGroup(r.pid);
+    }
   }
 });
 

@@ -1,24 +1,29 @@
-// spawn, status, list, kill, output streams, the live limit, retention and scopes, through the
-// HTTP API of the real daemon with real children.
+// spawn, status, list, kill, output streams, the live limit (also for a group that outlives its
+// leader), retention, the working directory and scopes, through the HTTP API of the real daemon
+// with real children.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import {
   decodeEvents,
+  execProcess,
   kill,
+  killGroup,
   openStream,
   parseSse,
   PROC,
   readOutput,
   spawnProcess,
+  startDaemonUnder,
   status,
   until,
   waitExited,
   waitFile,
+  waitGroupGone,
   waitPidGone,
   writeStdin,
   type Status,
@@ -180,6 +185,53 @@ test(`more than ${MAX_LIVE} live processes: 429 limit_exceeded naming the limit 
   });
 });
 
+test('a group that outlives its leader counts toward the limit, can be killed, and is 409 only once gone', async () => {
+  const procs: { process_id: string; pid: number; orphan: number }[] = [];
+  try {
+    for (let i = 0; i < MAX_LIVE; i++) {
+      const file = path.join(dir, `orphan-${i}.pid`);
+      const p = await spawnProcess(d, { command: 'sh', args: ['-c', 'sleep 300 & echo $! > "$1"; exit 0', 'sh', file] });
+      procs.push({ ...p, orphan: Number((await waitFile(file)).trim()) });
+    }
+    for (const p of procs) {
+      const s = await waitExited(d, p.process_id);
+      assert.equal(s.exit_code, 0);
+      assert.equal(s.group_alive, true, 'the leader exited, its background child lives on');
+    }
+    // Every leader has exited, yet their groups hold every live slot.
+    const body = await expectError(await d.fetch(`${PROC}/spawn`, { method: 'POST', json: { command: 'true' } }), 429, 'limit_exceeded');
+    assert.match(String(body.message), new RegExp(`limit ${MAX_LIVE}\\b`));
+    await expectError(await d.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'true' } }), 429, 'limit_exceeded');
+    const list = (await (await d.fetch(PROC)).json()) as { processes: Status[] };
+    for (const p of procs) {
+      const s = list.processes.find((x) => x.process_id === p.process_id);
+      assert.equal(s?.state, 'exited');
+      assert.equal(s?.group_alive, true);
+    }
+
+    // kill still reaches the group after the leader's exit; once nothing is left, 409.
+    const [first, ...rest] = procs as [(typeof procs)[0], ...typeof procs];
+    assert.deepEqual(await (await kill(d, first.process_id)).json(), { ok: true });
+    await waitPidGone(first.orphan);
+    await expectError(await kill(d, first.process_id), 409, 'process_exited');
+    const after = await status(d, first.process_id);
+    assert.equal(after.state, 'exited');
+    assert.equal(after.group_alive, false);
+    // Its slot is free again.
+    const again = await spawnProcess(d, { command: 'true' });
+    await waitExited(d, again.process_id);
+
+    for (const p of rest) assert.equal((await kill(d, p.process_id, 'KILL')).status, 200);
+    for (const p of rest) await waitGroupGone(p.pid);
+    await until('no live processes', async () => {
+      const text = await (await d.fetch('/metrics')).text();
+      return /^browserd_processes_live 0$/m.test(text) ? true : undefined;
+    });
+  } finally {
+    for (const p of procs) killGroup(p.pid);
+  }
+});
+
 test('as_user runs as that user with its HOME; an unknown user is 400', async () => {
   const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', 'echo "$(id -u) $HOME $USER"'], as_user: 'nobody' });
   const out = await readOutput(d, process_id);
@@ -207,6 +259,31 @@ test('spawn refuses what cannot start: 400 naming the field', async () => {
   }
 });
 
+test('a working directory the daemon cannot enter is 400 cwd: …, not blamed on the command', async () => {
+  // Without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, root cannot enter another user's directory of
+  // mode 700, as the daemon (User=browserd) cannot under systemd. The child enters its cwd before
+  // it switches to as_user, so a failed chdir came back as the exec's EACCES ("command: permission denied").
+  const locked = path.join(dir, 'locked');
+  mkdirSync(locked, { mode: 0o700 });
+  chownSync(locked, 1, 1);
+  const limited = await startDaemonUnder(['setpriv', '--bounding-set', '-dac_override,-dac_read_search']);
+  try {
+    for (const route of ['spawn', 'exec']) {
+      for (const asUser of [{ as_user: 'nobody' }, {}]) {
+        const res = await limited.fetch(`${PROC}/${route}`, { method: 'POST', json: { command: 'sh', args: ['-c', 'pwd'], cwd: locked, ...asUser } });
+        const err = await expectError(res, 400, 'bad_request');
+        const details = err.details as { message: string }[];
+        assert.match(details[0]?.message ?? '', new RegExp(`^cwd: permission denied: ${locked} cannot be entered`), `${route} ${JSON.stringify(asUser)}`);
+      }
+    }
+    // The same request without cwd runs (as nobody, in /: its home does not exist).
+    const ok = await execProcess(limited, { command: 'sh', args: ['-c', 'id -u; pwd'], as_user: 'nobody' });
+    assert.equal(Buffer.from(ok.stdout_b64, 'base64').toString(), '65534\n/\n');
+  } finally {
+    await limited.cleanup();
+  }
+});
+
 test('scopes: browser:read reads but cannot spawn, write or kill; processes:exec spawns but cannot read', async () => {
   const as = (token: string, init: RequestInit & { json?: unknown } = {}): RequestInit & { json?: unknown } => ({
     ...init,
@@ -231,10 +308,25 @@ test('scopes: browser:read reads but cannot spawn, write or kill; processes:exec
   await waitExited(d, process_id);
 });
 
-test('an exited process is forgotten after the retention period: then 404', async () => {
-  const short = await startDaemon({ env: { BROWSERD_PROCESS_RETENTION_SEC: '1' } });
+test('an exited process stays readable (status, output replay), then after the retention period it is 404', async () => {
+  const short = await startDaemon({ env: { BROWSERD_PROCESS_RETENTION_SEC: '2' } });
   try {
-    const { process_id } = await spawnProcess(short, { command: 'true' });
+    const { process_id } = await spawnProcess(short, { command: 'sh', args: ['-c', 'read x; printf bye; exit 4'] });
+    const stream = await openStream(short, process_id);
+    assert.equal((await writeStdin(short, process_id, 'go\n')).status, 200);
+    const live = decodeEvents(parseSse(await stream.text()));
+    assert.deepEqual(live.exit, { exit_code: 4, signal: null });
+    // Read right after the exit event (milliseconds, against a retention of 2 s): still there.
+    const s = await status(short, process_id);
+    assert.equal(s.state, 'exited');
+    assert.equal(s.exit_code, 4);
+    assert.equal(s.group_alive, false);
+    const replay = await readOutput(short, process_id);
+    assert.equal(replay.stdout.toString(), 'bye');
+    assert.deepEqual(replay.exit, { exit_code: 4, signal: null });
+    const list = (await (await short.fetch(PROC)).json()) as { processes: Status[] };
+    assert.deepEqual(list.processes.map((p) => p.process_id), [process_id]);
+
     await until('the exited process to be forgotten', async () => {
       const res = await short.fetch(`${PROC}/${process_id}/status`);
       const text = await res.text();

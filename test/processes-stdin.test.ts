@@ -1,9 +1,11 @@
 // stdin through the HTTP API of the real daemon with real children: integrity, order under
 // concurrency, strict base64, EOF, the 504 of a child that does not read (and its bytes arriving
-// later, in order), the 409s, the 413, and EPIPE not hurting the daemon.
+// later, in order), the cap on queued bytes (429), the 409s, the 413, and EPIPE not hurting the
+// daemon. A child that must not read yet waits for a file the test creates: no assertion depends
+// on how long anything takes.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
@@ -34,6 +36,18 @@ after(async () => {
 
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
+/** A shell script that reads nothing until the file $1 exists, then copies its stdin to the file $2. */
+const READ_WHEN_TOLD = 'while [ ! -e "$1" ]; do sleep 0.05; done; cat > "$2"';
+
+const QUEUED_RE = /(\d+) of (\d+) bytes of this request stay queued \(behind (\d+) bytes of earlier requests\)/;
+
+/** The 504's counts: bytes of the request still queued, its size, and the bytes queued ahead of it. */
+function queuedCounts(message: unknown): { queued: number; size: number; behind: number } {
+  const m = QUEUED_RE.exec(String(message));
+  assert.ok(m, String(message));
+  return { queued: Number(m[1]), size: Number(m[2]), behind: Number(m[3]) };
+}
+
 async function okWritten(res: Response, bytes: number): Promise<void> {
   const text = await res.text();
   assert.equal(res.status, 200, text);
@@ -53,11 +67,12 @@ test('1 MiB of random bytes in 64 requests through sha256sum matches the local d
   assert.equal(out.events.at(-1)?.event, 'exit');
 });
 
-test('16 concurrent writers: the child receives every byte, each request contiguous', async () => {
+test('16 concurrent writers of 100-300 KiB: the child receives every byte, each request contiguous', async () => {
   const file = path.join(dir, 'concurrent.bin');
   const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', 'cat > "$1"', 'sh', file] });
-  // Request i is (40 KiB + i * 1000) bytes of the single value 0x41 + i: any interleaving splits a run.
-  const payloads = Array.from({ length: 16 }, (_, i) => Buffer.alloc(40 * 1024 + i * 1000, 0x41 + i));
+  // Distinct random payloads, each several of the writer's 64 KiB slices: interleaving between
+  // slices of different requests would break a payload apart.
+  const payloads = Array.from({ length: 16 }, (_, i) => randomBytes(100 * 1024 + i * 13_000 + 7));
   const answers = await Promise.all(payloads.map((p) => writeStdin(d, process_id, p)));
   for (const [i, res] of answers.entries()) await okWritten(res, payloads[i]?.length ?? -1);
   await okWritten(await writeStdin(d, process_id, '', true), 0);
@@ -65,18 +80,15 @@ test('16 concurrent writers: the child receives every byte, each request contigu
 
   const got = readFileSync(file);
   assert.equal(got.length, payloads.reduce((n, p) => n + p.length, 0));
-  const runs: [number, number][] = [];
-  for (let i = 0; i < got.length; ) {
-    let j = i;
-    while (j < got.length && got[j] === got[i]) j++;
-    runs.push([got[i] as number, j - i]);
-    i = j;
+  // Each payload appears whole at some offset, and the payloads tile what the child received.
+  const placed = payloads.map((p, i) => ({ i, at: got.indexOf(p), len: p.length })).sort((a, b) => a.at - b.at);
+  for (const p of placed) assert.ok(p.at >= 0, `request ${p.i} arrived contiguous`);
+  let offset = 0;
+  for (const p of placed) {
+    assert.equal(p.at, offset, `request ${p.i} starts where the one before it ended`);
+    offset += p.len;
   }
-  assert.equal(runs.length, 16, 'one run per request: no request was split');
-  assert.deepEqual(
-    runs.map(([v, n]) => [v, n]).sort((a, b) => a[0] - b[0]),
-    payloads.map((p, i) => [0x41 + i, p.length]),
-  );
+  assert.equal(offset, got.length);
 });
 
 test('invalid base64 is 400 bad_request naming data_b64, and nothing of it is written', async () => {
@@ -114,32 +126,82 @@ test('close: true sends EOF after the data: the child sees EOF and exits', async
 });
 
 test('a child that does not read: 504 saying how many bytes stay queued; they arrive later, in order', async () => {
+  const go = path.join(dir, 'late-reader.go');
   const file = path.join(dir, 'late-reader.bin');
-  const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', 'sleep 6; cat > "$1"', 'sh', file] });
+  const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', READ_WHEN_TOLD, 'sh', go, file] });
   const first = randomBytes(1536 * 1024); // far more than the pipe (a socket pair, some 200 KiB) holds
   const second = randomBytes(10 * 1024);
   const third = randomBytes(1000);
 
-  const r1 = await expectError(await writeStdin(d, process_id, first), 504, 'timeout');
-  const m1 = /(\d+) of (\d+) bytes of this request stay queued \(behind (\d+) bytes of earlier requests\)/.exec(String(r1.message));
-  assert.ok(m1, String(r1.message));
-  assert.equal(Number(m1[2]), first.length);
-  assert.ok(Number(m1[1]) > 0 && Number(m1[1]) <= first.length, String(r1.message));
-  assert.equal(Number(m1[3]), 0);
+  const r1 = queuedCounts((await expectError(await writeStdin(d, process_id, first), 504, 'timeout')).message);
+  assert.equal(r1.size, first.length);
+  assert.ok(r1.queued > 0 && r1.queued <= first.length, 'the pipe cannot hold it all');
+  assert.equal(r1.behind, 0);
 
-  const r2 = await expectError(await writeStdin(d, process_id, second), 504, 'timeout');
-  const m2 = /(\d+) of (\d+) bytes of this request stay queued \(behind (\d+) bytes of earlier requests\)/.exec(String(r2.message));
-  assert.ok(m2, String(r2.message));
-  assert.equal(Number(m2[1]), second.length, 'nothing of the second request can be in the pipe yet');
-  assert.ok(Number(m2[3]) > 0, 'the first request is still ahead of it');
+  const r2 = queuedCounts((await expectError(await writeStdin(d, process_id, second), 504, 'timeout')).message);
+  assert.equal(r2.queued, second.length, 'nothing of the second request can be in the pipe yet');
+  assert.equal(r2.behind, r1.queued, 'the rest of the first request is ahead of it');
 
-  // The last one may be answered 200 (the child reads by then) or 504; either way its bytes come last.
-  const r3 = await writeStdin(d, process_id, third, true);
-  assert.ok(r3.status === 200 || r3.status === 504, `status ${r3.status}`);
-  await r3.text();
+  // The child still does not read: the last one (with EOF after it) is queued too.
+  const r3 = await expectError(await writeStdin(d, process_id, third, true), 504, 'timeout');
+  assert.match(String(r3.message), /stdin will be closed after them/);
+  assert.deepEqual(queuedCounts(r3.message), { queued: third.length, size: third.length, behind: r1.queued + second.length });
+  await expectError(await writeStdin(d, process_id, 'too late'), 409, 'stdin_closed');
 
-  assert.equal((await waitExited(d, process_id)).exit_code, 0);
+  writeFileSync(go, '');
+  assert.equal((await waitExited(d, process_id)).exit_code, 0, 'the child read everything and saw EOF');
   assert.equal(sha256(readFileSync(file)), sha256(Buffer.concat([first, second, third])));
+});
+
+test('the bytes queued for one process are capped at 4 x the stdin limit: past it 429, nothing of it queued', async () => {
+  const limit = 64 * 1024;
+  const cap = 4 * limit;
+  const small = await startDaemon({ env: { BROWSERD_STDIN_LIMIT_BYTES: String(limit), BROWSERD_STDIN_TIMEOUT_MS: '100' } });
+  try {
+    const go = path.join(dir, 'capped.go');
+    const file = path.join(dir, 'capped.bin');
+    const { process_id } = await spawnProcess(small, { command: 'sh', args: ['-c', READ_WHEN_TOLD, 'sh', go, file] });
+    const accepted: Buffer[] = [];
+    // Fill the pipe: requests of the full size until one cannot get all its bytes in.
+    let queued = 0;
+    for (let i = 0; queued === 0; i++) {
+      assert.ok(i < 64, 'the pipe filled up');
+      const data = randomBytes(limit);
+      const res = await writeStdin(small, process_id, data);
+      accepted.push(data);
+      if (res.status === 200) {
+        await okWritten(res, limit);
+        continue;
+      }
+      const r = queuedCounts((await expectError(res, 504, 'timeout')).message);
+      assert.equal(r.behind, 0);
+      queued = r.queued;
+    }
+    // From now on nothing reaches the pipe: each request queues all of its bytes, until the cap.
+    for (;;) {
+      const data = randomBytes(limit);
+      const res = await writeStdin(small, process_id, data);
+      if (queued + limit > cap) {
+        const body = await expectError(res, 429, 'limit_exceeded');
+        assert.match(String(body.message), new RegExp(`${queued} bytes of earlier requests are not yet in the pipe`));
+        assert.match(String(body.message), new RegExp(`limit of ${cap} bytes queued per process \\(4 × BROWSERD_STDIN_LIMIT_BYTES\\)`));
+        break;
+      }
+      const r = queuedCounts((await expectError(res, 504, 'timeout')).message);
+      assert.deepEqual(r, { queued: limit, size: limit, behind: queued });
+      accepted.push(data);
+      queued += limit;
+    }
+    // Nothing of the refused request was queued: EOF queues right behind the same bytes.
+    const eof = queuedCounts((await expectError(await writeStdin(small, process_id, '', true), 504, 'timeout')).message);
+    assert.deepEqual(eof, { queued: 0, size: 0, behind: queued });
+
+    writeFileSync(go, '');
+    assert.equal((await waitExited(small, process_id)).exit_code, 0);
+    assert.equal(sha256(readFileSync(file)), sha256(Buffer.concat(accepted)), 'the child got exactly the accepted requests, in order');
+  } finally {
+    await small.cleanup();
+  }
 });
 
 test('stdin after exit: 409 process_exited', async () => {

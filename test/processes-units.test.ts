@@ -1,10 +1,30 @@
-// Unit tests of the strict base64 decoder and the replay buffer (the HTTP behaviour they give is
-// tested through the daemon in the other processes-*.test.ts files).
+// Unit tests of the strict base64 decoder, the replay buffer, the stdin writer and the set of
+// process groups (the HTTP behaviour they give is tested through the daemon in the other
+// processes-*.test.ts files).
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { describe, test } from 'node:test';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { ApiError } from '../daemon/http/errors.js';
+import { GroupSet } from '../daemon/processes/groups.js';
 import { ReplayBuffer } from '../daemon/processes/replay-buffer.js';
+import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../daemon/processes/stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../daemon/processes/strict-base64.js';
+import { tempDir } from './helpers/daemon.js';
+import { groupMembers, killGroup, waitFile, waitGroupGone } from './helpers/processes.js';
+
+const dir = tempDir('browserd-units-');
+// The timers of the stdin writer and of the group set are unref'd (in the daemon its server keeps
+// the event loop alive): this one does it here.
+let keepAlive: NodeJS.Timeout;
+before(() => (keepAlive = setInterval(() => {}, 60_000)));
+after(() => {
+  clearInterval(keepAlive);
+  rmSync(dir, { recursive: true, force: true });
+});
 
 describe('strict base64', () => {
   test('decodes every length of random bytes exactly like the standard encoder produced them', () => {
@@ -144,5 +164,200 @@ describe('replay buffer', () => {
     assert.equal(b.endOffset, 1);
     b.finish({ exit_code: 1, signal: null });
     assert.deepEqual(b.exit, { exit_code: 0, signal: null }, 'finish is idempotent');
+  });
+});
+
+/** A stand-in for a pipe: records every chunk; while `holding`, write callbacks wait for release(). */
+class FakePipe extends Writable {
+  readonly chunks: Buffer[] = [];
+  private held: (() => void)[] = [];
+  holding = false;
+  failWith: Error | null = null;
+
+  constructor() {
+    super({ highWaterMark: 1 });
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, cb: (err?: Error | null) => void): void {
+    if (this.failWith !== null) return cb(this.failWith);
+    this.chunks.push(chunk);
+    if (this.holding) this.held.push(() => cb());
+    else setImmediate(cb);
+  }
+
+  release(): void {
+    this.holding = false;
+    for (const f of this.held.splice(0)) f();
+  }
+
+  get received(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+}
+
+function writer(pipe: Writable, opts: Partial<StdinWriterOptions> = {}): StdinWriter {
+  return new StdinWriter(pipe, { processId: 'p1', timeoutMs: 60_000, maxQueuedBytes: 64 * 1024 * 1024, exited: new Promise(() => {}), onWritten: () => {}, ...opts });
+}
+
+const apiError = (status: number, code: string, message?: RegExp) => (err: unknown): boolean => {
+  assert.ok(err instanceof ApiError, String(err));
+  assert.equal(err.status, status);
+  assert.equal(err.code, code);
+  if (message) assert.match(err.message, message);
+  return true;
+};
+
+describe('stdin writer', () => {
+  test('requests land in the order accepted, each contiguous across its slices; close ends the stream after them', async () => {
+    const pipe = new FakePipe();
+    let counted = 0;
+    const w = writer(pipe, { onWritten: (n) => (counted += n) });
+    const payloads = [randomBytes(3 * SLICE_BYTES + 5), randomBytes(2 * SLICE_BYTES - 1), randomBytes(1000), randomBytes(SLICE_BYTES + 1)];
+    const results = await Promise.all(payloads.map((p, i) => w.write(p, i === payloads.length - 1)));
+    assert.deepEqual(results, payloads.map((p) => p.length));
+    assert.deepEqual(pipe.received, Buffer.concat(payloads));
+    assert.ok(pipe.chunks.length >= 8, 'large requests go out in several slices');
+    for (const c of pipe.chunks) assert.ok(c.length <= SLICE_BYTES);
+    assert.equal(counted, pipe.received.length);
+    assert.equal(pipe.writableFinished, true, 'EOF after the data');
+    assert.equal(w.currentState, 'closed');
+    assert.throws(() => w.write(Buffer.from('x'), false), apiError(409, 'stdin_closed'));
+  });
+
+  test('a request after close: true is refused at once, even before the EOF went out', () => {
+    const pipe = new FakePipe();
+    pipe.holding = true;
+    const w = writer(pipe);
+    void w.write(Buffer.from('last'), true);
+    assert.equal(w.currentState, 'closing');
+    assert.throws(() => w.write(Buffer.from('more'), false), apiError(409, 'stdin_closed'));
+    pipe.release();
+  });
+
+  test('past the deadline: 504 with the bytes still queued, which are written later, in order', async () => {
+    const pipe = new FakePipe();
+    pipe.holding = true;
+    const w = writer(pipe, { timeoutMs: 20 });
+    const a = randomBytes(2 * SLICE_BYTES);
+    const b = randomBytes(1000);
+    await assert.rejects(w.write(a, false), apiError(504, 'timeout', new RegExp(`^the child is not reading its stdin: ${a.length} of ${a.length} bytes`)));
+    await assert.rejects(w.write(b, false), apiError(504, 'timeout', new RegExp(`${b.length} of ${b.length} bytes of this request stay queued \\(behind ${a.length} bytes`)));
+    assert.equal(w.queuedBytes, a.length + b.length);
+    const c = Buffer.from('after');
+    const done = w.write(c, false);
+    pipe.release();
+    assert.equal(await done, c.length);
+    assert.deepEqual(pipe.received, Buffer.concat([a, b, c]));
+    assert.equal(w.queuedBytes, 0);
+  });
+
+  test('a request that would pass the queued-bytes cap is 429 and nothing of it is queued', async () => {
+    const pipe = new FakePipe();
+    pipe.holding = true;
+    const w = writer(pipe, { maxQueuedBytes: 1000 });
+    const first = w.write(Buffer.alloc(600, 1), false);
+    assert.throws(() => w.write(Buffer.alloc(401, 2), false), apiError(429, 'limit_exceeded', /600 bytes of earlier requests .* limit of 1000 bytes queued per process/));
+    assert.equal(w.queuedBytes, 600);
+    assert.equal(w.currentState, 'open');
+    const fits = w.write(Buffer.alloc(400, 3), true);
+    pipe.release();
+    assert.deepEqual(await Promise.all([first, fits]), [600, 400]);
+    assert.deepEqual(pipe.received, Buffer.concat([Buffer.alloc(600, 1), Buffer.alloc(400, 3)]));
+  });
+
+  test('EPIPE from a process that exited: 409 process_exited, no uncaught error', async () => {
+    const pipe = new FakePipe();
+    pipe.failWith = Object.assign(new Error('write EPIPE'), { code: 'EPIPE' });
+    let exit!: () => void;
+    const w = writer(pipe, { exited: new Promise<void>((resolve) => (exit = resolve)) });
+    const pending = w.write(Buffer.from('lost'), false);
+    setImmediate(exit);
+    await assert.rejects(pending, apiError(409, 'process_exited', /exited before reading 4 of the 4 bytes/));
+    assert.throws(() => w.write(Buffer.from('x'), false), apiError(409, 'process_exited'));
+  });
+
+  test('EPIPE from a process that lives on (it closed its stdin): 409 stdin_closed', async () => {
+    const pipe = new FakePipe();
+    pipe.failWith = Object.assign(new Error('write EPIPE'), { code: 'EPIPE' });
+    const w = writer(pipe);
+    await assert.rejects(w.write(Buffer.from('lost'), false), apiError(409, 'stdin_closed', /closed its stdin before reading 4/));
+    assert.throws(() => w.write(Buffer.from('x'), false), apiError(409, 'stdin_closed'));
+  });
+
+  test('the process exits with bytes queued: they fail with 409 process_exited', async () => {
+    const pipe = new FakePipe();
+    pipe.holding = true;
+    const w = writer(pipe);
+    const pending = w.write(Buffer.alloc(10), false);
+    w.processExited();
+    await assert.rejects(pending, apiError(409, 'process_exited'));
+  });
+});
+
+describe('process groups', () => {
+  /** A detached child (its own group) whose exit is reported to the set, as the routes do. */
+  function startGroup(set: GroupSet, script: string): { pgid: number; group: ReturnType<GroupSet['add']> } {
+    const child = spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' });
+    const pgid = child.pid as number;
+    const group = set.add(pgid);
+    child.once('exit', () => group.leaderExit());
+    return { pgid, group };
+  }
+
+  test('a group outlives its leader until its last member is gone; then it is forgotten and never signalled', async () => {
+    const set = new GroupSet(20);
+    const { pgid, group } = startGroup(set, 'sleep 300 & exit 0');
+    try {
+      let goneCalls = 0;
+      group.onGone(() => goneCalls++);
+      await new Promise<void>((resolve) => {
+        const check = setInterval(() => {
+          if (group.leaderExited) {
+            clearInterval(check);
+            resolve();
+          }
+        }, 10);
+      });
+      assert.equal(group.alive(), true, 'the background child lives on');
+      assert.equal(set.size, 1);
+      assert.equal(goneCalls, 0);
+      assert.equal(group.signal('SIGKILL'), true);
+      await group.gone; // noticed by the periodic check
+      assert.equal(goneCalls, 1);
+      assert.equal(set.size, 0);
+      assert.equal(group.alive(), false);
+      assert.equal(group.signal('SIGKILL'), false, 'a gone group is not signalled (its number may be reused)');
+      assert.deepEqual(groupMembers(pgid), []);
+    } finally {
+      set.close();
+      killGroup(pgid);
+    }
+  });
+
+  test('a group whose members all exit with the leader is forgotten at once', async () => {
+    const set = new GroupSet();
+    const { group } = startGroup(set, 'exit 0');
+    await group.gone;
+    assert.equal(set.size, 0);
+    set.close();
+  });
+
+  test('killAll reaches the groups that endAll is still working on', async () => {
+    const set = new GroupSet(20);
+    const ready = path.join(dir, 'trapped');
+    const { pgid, group } = startGroup(set, `trap "" TERM; : > ${ready}; while :; do sleep 1; done`);
+    try {
+      await waitFile(ready, () => true); // the trap is set
+      const ending = set.endAll(10_000);
+      await new Promise((resolve) => setImmediate(resolve));
+      set.killAll();
+      await group.gone;
+      const result = await ending;
+      assert.deepEqual(result, { terminated: 1, killed: 0 }, 'killAll ended it, not endAll after its grace');
+      await waitGroupGone(pgid, 5000);
+    } finally {
+      set.close();
+      killGroup(pgid);
+    }
   });
 });

@@ -5,6 +5,8 @@ import { createHash } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { MAX_PROXIES } from '../daemon/proxies/routes.js';
+import { STORE_FILE } from '../daemon/proxies/store.js';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { selfSigned } from './helpers/proxies.js';
@@ -17,11 +19,11 @@ const READER = 'reader-token-dddddddddddddddddddd';
 const ALL = ['proxies:read', 'proxies:write', 'proxies:check'];
 
 const dir = tempDir();
+const keysFile = path.join(dir, 'keys.json');
 let d: Daemon;
 let pem: string;
 
 before(async () => {
-  const keysFile = path.join(dir, 'keys.json');
   writeFileSync(
     keysFile,
     JSON.stringify([
@@ -134,11 +136,24 @@ const VALIDATION: [string, unknown, string[]][] = [
     { type: 'custom', config: { ...customOk, ca_bundle: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n' } },
     ['config.ca_bundle'],
   ],
-  ['has_password is not input', { type: 'custom', config: { ...customOk, has_password: true } }, ['config']],
-  ['has_ca_bundle is not input', { type: 'custom', config: { ...customOk, has_ca_bundle: true } }, ['config']],
+  ['has_password is not input', { type: 'custom', config: { ...customOk, has_password: true } }, ['config.has_password']],
+  ['has_ca_bundle is not input', { type: 'custom', config: { ...customOk, has_ca_bundle: false } }, ['config.has_ca_bundle']],
+  ['an unknown config key', { type: 'custom', config: { ...customOk, user: 'x' } }, ['config']],
   ['unknown protocol', { type: 'datacenter', protocol: 'socks5' }, ['protocol']],
   ['empty name', { type: 'datacenter', name: '' }, ['name']],
   ['status is not input', { type: 'datacenter', status: 'available' }, ['(body)']],
+  // Cross-field rules are judged even when another field fails, whatever the kind of failure.
+  ['password without username and a port as text', { type: 'custom', config: { ...customOk, port: '8080', password: 'secret1' } }, ['config.port', 'config.username']],
+  ['password without username and a fractional port', { type: 'custom', config: { ...customOk, port: 80.5, password: 'secret1' } }, ['config.port', 'config.username']],
+  [
+    'password without username, no host, has_password',
+    { type: 'custom', config: { port: 8080, password: 'secret1', has_password: true } },
+    ['config.host', 'config.username', 'config.has_password'],
+  ],
+  ['city without country and an unknown os', { type: 'residential', config: { city: 'denver', os: 'linux' } }, ['config.country', 'config.os']],
+  ['city of the wrong type without country', { type: 'mobile', config: { city: 5, carrier: 'nokia' } }, ['config.city', 'config.country', 'config.carrier']],
+  ['zip of the wrong type with another country: one detail for zip', { type: 'residential', config: { country: 'DE', zip: 12345 } }, ['config.zip']],
+  ['US zip with another country and a bad state', { type: 'residential', config: { country: 'de', zip: '12345', state: 3 } }, ['config.zip', 'config.state']],
   [
     'several bad fields, one detail each',
     { type: 'residential', name: '', config: { city: 'a b', zip: 'x', state: '1', asn: 'ASX' } },
@@ -242,4 +257,35 @@ test('a managed type without a gateway: 422 provider_not_configured', async () =
     assert.equal((err.inner_error as { code: string }).code, 'provider_not_configured');
   }
   assert.equal(((await getJson(ADMIN, `/proxies/${String(p.id)}`)) as { status?: string }).status, undefined, 'nothing changed');
+});
+
+test('the proxy limit is per project; keys without a project share one bucket', async () => {
+  const stateDir = tempDir();
+  const seeded = (project: string | null, n: number): unknown[] =>
+    Array.from({ length: n }, (_, i) => ({
+      id: `seed-${project ?? 'none'}-${i}`,
+      type: 'datacenter',
+      protocol: 'https',
+      config: { country: 'US' },
+      project,
+      created_at: '2026-01-01T00:00:00.000Z',
+    }));
+  // p1 is full; the keys without a project have one place left.
+  writeFileSync(path.join(stateDir, STORE_FILE), JSON.stringify({ version: 1, proxies: [...seeded('p1', MAX_PROXIES), ...seeded(null, MAX_PROXIES - 1)] }), {
+    mode: 0o600,
+  });
+  const dl = await startDaemon({ token: null, stateDir, env: { BROWSERD_KEYS_FILE: keysFile } });
+  try {
+    const post = (token: string): Promise<Response> => dl.fetch('/proxies', as(token, { method: 'POST', json: { type: 'datacenter' } }));
+    assert.equal((await post(P2)).status, 201, 'another project has a bucket of its own');
+    const full = await expectError(await post(P1), 429, 'limit_exceeded');
+    assert.match(String(full.message), new RegExp(`project p1 .*limit ${MAX_PROXIES}`));
+    assert.equal((await post(ADMIN)).status, 201, 'the last place of the keys without a project');
+    await expectError(await post(ADMIN), 429, 'limit_exceeded');
+    assert.equal((await dl.fetch('/proxies/seed-p1-0', as(P1, { method: 'DELETE' }))).status, 204);
+    assert.equal((await post(P1)).status, 201, 'a delete frees a place');
+  } finally {
+    await dl.cleanup();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
 });

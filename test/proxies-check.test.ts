@@ -1,6 +1,7 @@
 // POST /proxies/{id}/check through real proxies on loopback: Debian's tinyproxy with Basic auth,
 // and a CONNECT proxy of the test that sends every tunnel to a local origin (so no byte leaves
-// loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve= gives test names).
+// loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve= gives test names),
+// and a DNS server of the test (BROWSERD_TEST_HOOKS dns=) for the names the table does not hold.
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -13,11 +14,13 @@ import {
   freePort,
   selfSigned,
   startConnectProxy,
+  startDnsServer,
   startHttpsOrigin,
   startOrigin,
   startTinyproxy,
   type Closer,
   type ConnectProxy,
+  type DnsServer,
   type Origin,
   type Tinyproxy,
 } from './helpers/proxies.js';
@@ -33,6 +36,11 @@ const RESOLVE = [
   'mapped.example:::ffff:127.0.0.1',
   'metadata.example:169.254.169.254',
   'nat64.example:64:ff9b::a00:1',
+  // IPv4-compatible IPv6, as a resolver may print it: compressed, or with a dotted tail (which
+  // ipaddr.js alone would read as IPv4-mapped, i.e. as the public 8.8.8.8).
+  'compat.example:::7f00:1',
+  'compat4.example:::8.8.8.8',
+  'compat-public.example:::808:808',
 ].join(';');
 
 const dir = tempDir();
@@ -47,6 +55,8 @@ let gateway: ConnectProxy;
 let held: ConnectProxy;
 let proxyCertPem: string;
 let closedPort: number;
+let dns: DnsServer;
+let route: (authority: string) => number;
 
 before(async () => {
   const originCert = selfSigned(dir, 'origin', ['DNS:test.example']);
@@ -58,7 +68,7 @@ before(async () => {
   const closer = net.createServer((s) => s.destroy());
   await new Promise<void>((r) => closer.listen(0, '127.0.0.1', r));
   closers.push(origin, httpsOrigin, { close: () => new Promise<void>((r) => closer.close(() => r())) });
-  const route = (authority: string): number =>
+  route = (authority: string): number =>
     authority.endsWith(':443') ? httpsOrigin.port : authority.endsWith(':81') ? (closer.address() as net.AddressInfo).port : origin.port;
   tiny = await startTinyproxy({ user: 'user', pass: 'secret1', connectPorts: [origin.port] });
   pin = await startConnectProxy({ route });
@@ -67,13 +77,22 @@ before(async () => {
   held = await startConnectProxy({ route, mode: 'hold' });
   closers.push(tiny, pin, tlsProxy, gateway, held);
   closedPort = await freePort();
+  dns = await startDnsServer({
+    'counted.example': { a: [PUBLIC_V4] },
+    'half.example': { a: [PUBLIC_V4], silent: ['AAAA'] },
+    'slow.example': { silent: ['A', 'AAAA'] },
+    'private-dns.example': { a: [PUBLIC_V4, '10.1.2.3'] },
+    'v6private-dns.example': { a: [PUBLIC_V4], aaaa: ['fd00::1'] },
+    'compat-dns.example': { aaaa: ['::7f00:1'] },
+  });
+  closers.push(dns);
   const providers = path.join(dir, 'providers.json');
   writeFileSync(providers, JSON.stringify({ residential: { host: '127.0.0.1', port: gateway.port, protocol: 'http', username: 'gw', password: 'gwsecret' } }));
   d = await startDaemon({
     env: {
       BROWSERD_PROXY_CHECK_URLS: `http://127.0.0.1:${origin.port}/noip http://127.0.0.1:${origin.port}/json`,
       BROWSERD_PROXY_PROVIDERS_FILE: providers,
-      BROWSERD_TEST_HOOKS: `resolve=${RESOLVE}`,
+      BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address}`,
       BROWSERD_MAX_PROXY_CHECKS: '1',
       // The test origin's self-signed certificate is trusted like a public CA's would be.
       NODE_EXTRA_CA_CERTS: originCert.certFile,
@@ -189,11 +208,46 @@ const REFUSED = [
   'http://224.0.0.1/',
   'http://255.255.255.255/',
   'http://192.0.2.1/',
+  // IPv4-compatible IPv6 (::/96, RFC 4291 §2.5.5.1), which ipaddr.js calls unicast; the URL parser
+  // writes [::127.0.0.1] as [::7f00:1].
+  'http://[::127.0.0.1]/',
+  'http://[::a00:1]/',
+  'http://[::808:808]/',
+  // Outside the global unicast block 2000::/3 but unicast to ipaddr.js: the rest of ::/8, fe00::/9, unallocated space.
+  'http://[::1:0:0:0]/',
+  'http://[fe00::1]/',
+  'http://[4000::1]/',
+  // Classed by ipaddr.js itself; here so that an ipaddr.js that stops doing so fails this test.
+  'http://[64:ff9b:1::a00:1]/', // local-use NAT64, RFC 8215
+  'http://[100::1]/', // discard-only, RFC 6666
+  'http://[2001:1::1]/', // IETF protocol assignments 2001::/23, RFC 2928
+  'http://[2001:10::1]/', // ORCHID, RFC 4843
+  'http://[2001:20::1]/', // ORCHIDv2, RFC 7343
+  'http://[2001:db8::1]/', // documentation, RFC 3849
+  'http://[fd00::1]/', // unique local fc00::/7, RFC 4193
+  'http://[fec0::1]/', // site-local, RFC 3879
+  'http://[febf::1]/', // link-local fe80::/10, RFC 4291
+  'http://0.1.2.3/', // "this network" 0.0.0.0/8, RFC 1122
+  'http://192.0.0.9/', // IETF protocol assignments, RFC 6890
+  'http://198.19.0.1/', // benchmarking 198.18.0.0/15, RFC 2544
+  'http://198.51.100.1/', // TEST-NET-2, RFC 5737
+  'http://203.0.113.1/', // TEST-NET-3, RFC 5737
+  'http://240.0.0.1/', // reserved 240.0.0.0/4, RFC 1112
+  // localhost names are loopback by definition (RFC 6761), refused without a lookup.
+  'http://localhost./',
+  'http://api.localhost/',
   'http://private.example/',
   'http://mixed.example/',
   'http://mapped.example/',
   'http://metadata.example/',
   'http://nat64.example/',
+  'http://compat.example/',
+  'http://compat4.example/',
+  'http://compat-public.example/',
+  // Through the DNS server: one address of the name is not public.
+  'http://private-dns.example/',
+  'http://v6private-dns.example/',
+  'http://compat-dns.example/',
 ];
 
 test('the url guard refuses every non-public target with 400, before any connection', async () => {
@@ -207,6 +261,8 @@ test('the url guard refuses every non-public target with 400, before any connect
   }
   assert.equal(pin.connections, connects, 'the proxy was never contacted');
   assert.equal((await get(id)).status, undefined);
+  assert.deepEqual(dns.queries.filter((q) => q.name.includes('localhost')), [], 'localhost names are never looked up');
+  assert.deepEqual(dns.asked('v6private-dns.example').map((q) => q.type).sort(), ['A', 'AAAA'], 'both families are judged');
 });
 
 test('a url check tunnels to the checked address; the host name only in SNI and Host', async () => {
@@ -257,6 +313,15 @@ test('failed url checks name their cause', async () => {
   for (const id of [down, badAuth, good, viaPin, tlsNoCa]) assert.equal((await get(id)).status, undefined);
 });
 
+test('names the table does not hold go to DNS: NXDOMAIN is target_unreachable; a server that drops AAAA does not fail the check', async () => {
+  const viaPin = await createProxy(d, custom(pin.port));
+  assert.match(await checkFails(viaPin, 'http://missing.example/', 'target_unreachable'), /missing\.example: ENOTFOUND/);
+  assert.equal(dns.asked('missing.example').length, 2, 'A and AAAA');
+  await checkOk(viaPin, 'http://half.example/json');
+  assert.equal(pin.seen.at(-1)?.authority, `${PUBLIC_V4}:80`);
+  assert.equal(origin.seen.at(-1)?.host, 'half.example');
+});
+
 test('an https proxy is verified against its ca_bundle', async () => {
   const id = await createProxy(d, custom(tlsProxy.port, { ca_bundle: proxyCertPem }, 'https'));
   const seen = tlsProxy.seen.length;
@@ -280,7 +345,7 @@ test('managed types go through their gateway with the targeting in the username'
   assert.equal((err.inner_error as { code: string }).code, 'provider_not_configured');
 });
 
-test('two checks of one proxy at once share one run; other checks past the limit are 429', async () => {
+test('two checks of one proxy and one url at once share one run; other checks, other urls included, past the limit are 429', async () => {
   const id = await createProxy(d, custom(held.port));
   const other = await createProxy(d, custom(pin.port));
   const first = check(id, 'http://test.example/json');
@@ -299,6 +364,25 @@ test('two checks of one proxy at once share one run; other checks past the limit
   await checkOk(other, 'http://test.example/json');
 });
 
+test('past the check limit a url check is 429 before its name is looked up', async () => {
+  const hold = await startConnectProxy({ route, mode: 'hold' });
+  closers.push(hold);
+  const id = await createProxy(d, custom(hold.port));
+  const other = await createProxy(d, custom(pin.port));
+  const first = check(id, 'http://test.example/json');
+  await hold.waitSeen(1);
+  const refused = await expectError(await check(other, 'http://counted.example/json'), 429, 'limit_exceeded');
+  assert.match(String(refused.message), /limit 1/);
+  assert.deepEqual(dns.asked('counted.example'), [], 'no lookup for a check that got no slot');
+  hold.release();
+  const r1 = await first;
+  assert.equal(r1.status, 200, await r1.text());
+  // The same check with a free slot: now the name is looked up (A and AAAA) and the tunnel pinned.
+  await checkOk(other, 'http://counted.example/json');
+  assert.deepEqual(dns.asked('counted.example').map((q) => q.type).sort(), ['A', 'AAAA']);
+  assert.equal(pin.seen.at(-1)?.authority, `${PUBLIC_V4}:80`);
+});
+
 test('checks are counted by outcome; no password or credentials are logged', async () => {
   const text = await (await d.fetch('/metrics')).text();
   for (const outcome of ['available', 'unavailable', 'ok', 'proxy_auth_failed', 'tls_failed', 'provider_not_configured']) {
@@ -310,15 +394,23 @@ test('checks are counted by outcome; no password or credentials are logged', asy
   }
 });
 
-test('a proxy that never answers: timeout, naming the phase', async () => {
+test('a proxy or a name that never answers: timeout, naming the phase', async () => {
   const hang = await startConnectProxy({ mode: 'hang' });
-  const dt = await startDaemon({ env: { BROWSERD_PROXY_CHECK_TIMEOUT_MS: '1000', BROWSERD_TEST_HOOKS: `resolve=${RESOLVE}` } });
+  const dt = await startDaemon({ env: { BROWSERD_PROXY_CHECK_TIMEOUT_MS: '1000', BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address}` } });
   try {
     const id = await createProxy(dt, custom(hang.port));
     const err = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://test.example/' } }), 422, 'proxy_check_failed');
     const inner = err.inner_error as { code: string; message: string };
     assert.equal(inner.code, 'timeout');
     assert.match(inner.message, /CONNECT/);
+    // A name whose DNS server never answers: the lookup is under the check's deadline too.
+    const connections = hang.connections;
+    const slow = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://slow.example/' } }), 422, 'proxy_check_failed');
+    const slowInner = slow.inner_error as { code: string; message: string };
+    assert.equal(slowInner.code, 'timeout', JSON.stringify(slow));
+    assert.match(slowInner.message, /resolve phase\) of slow\.example/);
+    assert.equal(hang.connections, connections, 'no connection after a failed lookup');
+    assert.ok(dns.asked('slow.example').length >= 2, 'the DNS server was asked');
     const res = await dt.fetch(`/proxies/${id}/check`, { method: 'POST' });
     assert.equal(((await res.json()) as { status: string }).status, 'unavailable');
   } finally {

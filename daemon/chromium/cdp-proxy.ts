@@ -36,6 +36,8 @@ export interface CdpProxyDeps {
   waitEndpoint(timeoutMs: number): Promise<DevToolsEndpoint>;
   /** The pid of the Chromium that is ready now, or null. */
   currentPid(): number | null;
+  /** Why Chromium is not ready (for the log of a waiting client). */
+  notReadyReason(): string | null;
 }
 
 interface Pair {
@@ -100,9 +102,12 @@ export class CdpProxy {
     const bad = handshakeProblem(req);
     if (bad !== null) return this.refuse(socket, reqId, new InvalidRequestError(bad));
     if (this.closed) return this.refuse(socket, reqId, new BrowserUnavailableError('browserd is stopping'));
-    // Chromium may have died a moment before the supervisor saw its exit: a refused upstream is
-    // retried (against the next ready endpoint) until the deadline.
+    // A restart may begin at any point of the set-up: Chromium may have died a moment before the
+    // supervisor saw its exit (the upstream is refused), or be replaced while the upstream
+    // handshake runs (the endpoint is no longer current). Either way the client waits for the next
+    // ready endpoint, until the deadline; it is never refused only because a restart runs.
     const deadline = Date.now() + CDP_READY_WAIT_MS;
+    if (this.deps.currentPid() === null) log.debug({ event: 'cdp_wait', reason: this.deps.notReadyReason() }, 'CDP client waits for Chromium');
     let endpoint: DevToolsEndpoint;
     let upstream: WebSocket;
     for (;;) {
@@ -110,21 +115,26 @@ export class CdpProxy {
       if (socket.destroyed) return;
       try {
         upstream = await this.openUpstream(endpoint);
-        break;
       } catch (err) {
         log.warn({ event: 'cdp_upstream_failed', pid: endpoint.pid, err: (err as Error).message }, 'cannot reach Chromium DevTools');
         if (Date.now() + UPSTREAM_RETRY_MS >= deadline || socket.destroyed || this.closed) {
           return this.refuse(socket, reqId, new BrowserUnavailableError(`cannot reach Chromium's DevTools endpoint: ${(err as Error).message}`));
         }
         await sleep(UPSTREAM_RETRY_MS);
+        continue;
       }
-    }
-    upstream.removeAllListeners();
-    upstream.on('error', () => {}); // until pair() attaches its own
-    if (socket.destroyed || this.closed || this.deps.currentPid() !== endpoint.pid) {
+      upstream.removeAllListeners();
+      upstream.on('error', () => {}); // until pair() attaches its own
+      if (socket.destroyed || this.closed) {
+        upstream.terminate();
+        return this.refuse(socket, reqId, new BrowserUnavailableError('browserd is stopping'));
+      }
+      if (this.deps.currentPid() === endpoint.pid) break;
       upstream.terminate();
-      if (!socket.destroyed) this.refuse(socket, reqId, new BrowserUnavailableError('Chromium restarted while the connection was set up; connect again'));
-      return;
+      log.debug({ event: 'cdp_wait', pid: endpoint.pid, reason: 'Chromium restarted while the connection was set up' }, 'CDP client waits for the next Chromium');
+      if (Date.now() >= deadline) {
+        return this.refuse(socket, reqId, new BrowserUnavailableError(`Chromium restarted while the connection was set up and was not ready again within ${CDP_READY_WAIT_MS} ms`));
+      }
     }
     this.wss.handleUpgrade(req, socket, head, (client) => this.pair(client, upstream, endpoint.pid, log));
   }

@@ -8,7 +8,7 @@ import { BadRequestError } from '../http/errors.js';
 import type { Route } from '../http/router.js';
 import { CDP_READY_WAIT_MS, CdpProxy, CLOSE_SERVICE_RESTART } from './cdp-proxy.js';
 import { profileDirOf } from './profile.js';
-import { Supervisor } from './supervisor.js';
+import { RESTART_OP, Supervisor } from './supervisor.js';
 import type { Browser, BrowserSnapshot } from './types.js';
 
 export type { Browser, BrowserSnapshot } from './types.js';
@@ -47,6 +47,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
   const sessionId = config.sessionId;
   let publicAddress = hostPort(config.listen.host, config.listen.port);
   let listExtensions: () => unknown[] = () => [];
+  let shutdownAt: number | null = null;
 
   let proxy: CdpProxy | null = null;
   const sup = new Supervisor({
@@ -59,8 +60,10 @@ export function createBrowser(deps: BrowserDeps): Browser {
   proxy = new CdpProxy({
     log,
     maxMessageBytes: config.chromium.cdpMaxMessageBytes,
-    waitEndpoint: (ms) => sup.waitReady(ms),
+    // A client arriving while a restart is queued (the browser still stopped or failed) waits for it too.
+    waitEndpoint: (ms) => sup.waitReady(ms, { whileRestartQueued: true }),
     currentPid: () => sup.endpoint()?.pid ?? null,
+    notReadyReason: () => sup.notReadyReason(),
   });
   const cdp = proxy;
 
@@ -111,7 +114,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
         const wait = parseWait(ctx.url);
         // The snapshot is taken under the lock: a queued operation may change the state right after.
         const body = await withLock(
-          'restart requested',
+          RESTART_OP,
           async () => {
             await sup.restartLocked('request');
             return snapshot();
@@ -129,7 +132,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
         summary: 'WebSocket: the Chrome DevTools Protocol of the browser',
         description:
           "Proxied to the current Chromium's browser endpoint; the URL stays the same across restarts. " +
-          `A starting or restarting browser is waited for up to ${CDP_READY_WAIT_MS / 1000} s, else 503 (at once when failed or stopped). ` +
+          `A starting or restarting browser (or a stopped or failed one with a restart queued) is waited for up to ${CDP_READY_WAIT_MS / 1000} s, else 503 (at once when failed or stopped). ` +
           'Messages are limited to BROWSERD_CDP_MAX_MESSAGE_BYTES (close code 1009 past it, either direction). ' +
           'A Chromium restart or exit closes the socket with code 1012 (reconnect); daemon shutdown with 1001.',
         responses: { 101: { description: 'Switching Protocols: the WebSocket is connected to Chromium' } },
@@ -154,10 +157,16 @@ export function createBrowser(deps: BrowserDeps): Browser {
     onStateChange: (listener) => {
       sup.onState((state) => listener(state, snapshot()));
     },
-    beginShutdown: () => cdp.close(),
+    sweep: () => sup.sweep(),
+    beginShutdown: () => {
+      shutdownAt ??= Date.now();
+      cdp.close();
+    },
     close: async () => {
       cdp.close();
-      await sup.close();
+      // The lifecycle lock is waited for until the shutdown deadline (counted from beginShutdown,
+      // so the HTTP drain and this wait overlap), then Chromium is killed whoever holds it.
+      await sup.close((shutdownAt ?? Date.now()) + config.http.shutdownTimeoutMs);
     },
     destroy: () => {
       cdp.destroy();

@@ -21,6 +21,11 @@ export class LifecycleLock {
     return this.queue.length;
   }
 
+  /** true when an operation named `name` waits in the queue (not counting the holder). */
+  isQueued(name: string): boolean {
+    return this.queue.some((w) => w.name === name);
+  }
+
   /**
    * Runs `fn` holding the lock. When it is held: queue (default), or with `wait: false` throw
    * ConflictError('busy'). An aborted `signal` takes a queued caller out of the queue.

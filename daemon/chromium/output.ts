@@ -1,6 +1,7 @@
 // What the daemon keeps and forwards of a child's output: a bounded ring buffer of the last
 // lines (attached to launch errors), a line splitter that never buffers without bound, and a
 // rate limiter for forwarding lines to the log.
+import { StringDecoder } from 'node:string_decoder';
 
 /** The last `maxLines` lines, each cut to `maxLineChars`. Memory is bounded by both. */
 export class RingBuffer {
@@ -43,10 +44,12 @@ export class RingBuffer {
 
 /**
  * Splits a byte stream into lines. A line longer than `maxLineBytes` is emitted in pieces, so a
- * child that never writes a newline cannot make the daemon buffer without bound.
+ * child that never writes a newline cannot make the daemon buffer without bound. Bytes are
+ * decoded as UTF-8 across chunks: a character split between two reads is kept whole.
  */
 export class LineSplitter {
   private pending = '';
+  private readonly decoder = new StringDecoder('utf8');
 
   constructor(
     private readonly onLine: (line: string) => void,
@@ -54,7 +57,7 @@ export class LineSplitter {
   ) {}
 
   write(chunk: Buffer | string): void {
-    this.pending += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+    this.pending += typeof chunk === 'string' ? chunk : this.decoder.write(chunk);
     let nl: number;
     while ((nl = this.pending.indexOf('\n')) >= 0) {
       const line = this.pending.slice(0, nl).replace(/\r$/, '');
@@ -69,6 +72,7 @@ export class LineSplitter {
 
   /** Emits what is left without a trailing newline. */
   end(): void {
+    this.pending += this.decoder.end();
     if (this.pending !== '') this.onLine(this.pending);
     this.pending = '';
   }

@@ -1,10 +1,12 @@
-// The daemon's Chromium profile: before a launch, end any process left on it by an earlier run
-// (a Chromium with a DevTools port outlives a daemon killed with SIGKILL), then remove the
-// profile's stale singleton locks and DevToolsActivePort.
+// The daemon's Chromium profile: end the Chromium processes left on it (a Chromium with a DevTools
+// port outlives a daemon killed with SIGKILL; crashpad handlers run outside the process group),
+// at daemon start, before a launch, after every stop; then remove the profile's stale singleton
+// locks and DevToolsActivePort. Only Chromium is ended (identity.ts), never a caller's process.
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../core/log.js';
+import { argvOf, exeOf, type ChromiumIdentity } from './identity.js';
 import { listProcesses } from './launcher.js';
 
 /** Files Chromium leaves in a profile that a new Chromium must not trust. */
@@ -36,8 +38,11 @@ export function namesDir(cmdline: string, dir: string): boolean {
   return new RegExp(`(?:^|[\\0 =])${escaped}(?=$|[\\0 /])`).test(cmdline);
 }
 
-/** Live (non-zombie) processes, other than this one, whose command line names `profileDir`. */
-export function findProfileProcesses(profileDir: string): ProfileProcess[] {
+/**
+ * Live (non-zombie) Chromium processes, other than this one, whose command line names
+ * `profileDir`. Any other process naming the profile is left alone (identity.ts).
+ */
+export function findProfileProcesses(profileDir: string, identity: ChromiumIdentity): ProfileProcess[] {
   const out: ProfileProcess[] = [];
   for (const p of listProcesses()) {
     if (p.pid === process.pid || p.state === 'Z') continue;
@@ -47,29 +52,35 @@ export function findProfileProcesses(profileDir: string): ProfileProcess[] {
     } catch {
       continue;
     }
-    if (namesDir(raw, profileDir)) out.push({ pid: p.pid, pgid: p.pgid, cmdline: raw.replaceAll('\0', ' ').slice(0, 300) });
+    if (!namesDir(raw, profileDir)) continue;
+    if (!identity.matches({ exe: exeOf(p.pid), argv: argvOf(raw) })) continue;
+    out.push({ pid: p.pid, pgid: p.pgid, cmdline: raw.replaceAll('\0', ' ').slice(0, 300) });
   }
   return out;
 }
 
 /**
- * Ends every process left on the profile and its process group: SIGTERM, SIGKILL after
- * `graceMs`. Returns the pids it found. Throws when some survive SIGKILL.
+ * Ends every Chromium process left on the profile: SIGTERM, SIGKILL after `graceMs` (0: SIGKILL
+ * at once). Each found pid is signalled, and so is a process group, but only one led by a found
+ * Chromium process (its zygotes and renderers, whatever Chromium started): never the group of
+ * another process, nor the daemon's own. Returns the pids it found. Throws when some survive
+ * SIGKILL.
  */
-export async function endLeftovers(profileDir: string, graceMs: number, log: Logger): Promise<number[]> {
-  const found = findProfileProcesses(profileDir);
+export async function endLeftovers(profileDir: string, identity: ChromiumIdentity, graceMs: number, log: Logger): Promise<number[]> {
+  const found = findProfileProcesses(profileDir, identity);
   if (found.length === 0) return [];
+  const pids = new Set(found.map((p) => p.pid));
   log.warn(
-    { event: 'chromium_leftover', pids: found.map((p) => p.pid), profile: profileDir, commands: found.slice(0, 3).map((p) => p.cmdline) },
-    'ending processes an earlier run left on the Chromium profile',
+    { event: 'chromium_leftover', pids: [...pids], profile: profileDir, commands: found.slice(0, 3).map((p) => p.cmdline) },
+    'ending Chromium processes left on the profile',
   );
   const ownGroup = listProcesses().find((p) => p.pid === process.pid)?.pgid;
-  const groups = new Set(found.map((p) => p.pgid).filter((g) => g > 1 && g !== ownGroup));
+  const groups = new Set(found.map((p) => p.pgid).filter((g) => g > 1 && g !== ownGroup && pids.has(g)));
   const signal = (sig: NodeJS.Signals): void => {
     for (const g of groups) trySignal(-g, sig);
-    for (const p of found) trySignal(p.pid, sig);
+    for (const pid of pids) trySignal(pid, sig);
   };
-  const alive = (): boolean => listProcesses().some((p) => p.state !== 'Z' && (groups.has(p.pgid) || found.some((f) => f.pid === p.pid)));
+  const alive = (): boolean => listProcesses().some((p) => p.state !== 'Z' && (groups.has(p.pgid) || pids.has(p.pid)));
   const waitGone = async (ms: number): Promise<boolean> => {
     const until = Date.now() + ms;
     while (alive()) {
@@ -78,13 +89,13 @@ export async function endLeftovers(profileDir: string, graceMs: number, log: Log
     }
     return true;
   };
-  signal('SIGTERM');
-  if (!(await waitGone(graceMs))) {
+  if (graceMs > 0) signal('SIGTERM');
+  if (graceMs <= 0 || !(await waitGone(graceMs))) {
     signal('SIGKILL');
-    if (!(await waitGone(KILL_WAIT_MS))) throw new Error(`processes left on ${profileDir} survive SIGKILL: ${found.map((p) => p.pid).join(', ')}`);
+    if (!(await waitGone(KILL_WAIT_MS))) throw new Error(`Chromium processes left on ${profileDir} survive SIGKILL: ${[...pids].join(', ')}`);
   }
-  log.info({ event: 'chromium_leftover_ended', pids: found.map((p) => p.pid) }, 'leftover processes ended');
-  return found.map((p) => p.pid);
+  log.info({ event: 'chromium_leftover_ended', pids: [...pids] }, 'leftover Chromium processes ended');
+  return [...pids];
 }
 
 /** Removes the singleton locks and DevToolsActivePort; only call once no Chromium runs on the profile. */

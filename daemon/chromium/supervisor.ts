@@ -3,6 +3,7 @@
 // crash restarts with exponential backoff, the last exit, and the one lifecycle lock through
 // which every launch and stop goes (start, requested and crash restarts, extension installs,
 // shutdown).
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
@@ -11,6 +12,7 @@ import { BrowserUnavailableError } from '../http/errors.js';
 import { CrashLoop } from './crash-loop.js';
 import { explainLaunchFailure, blockingPolicy, stderrGist } from './diagnose.js';
 import { chromiumEnv, chromiumFlags } from './flags.js';
+import { ChromiumIdentity } from './identity.js';
 import { describeExit, launch, LaunchError, type LaunchedProcess } from './launcher.js';
 import { LifecycleLock } from './lock.js';
 import { LineRateLimiter } from './output.js';
@@ -23,6 +25,12 @@ const STDERR_LINES_PER_SECOND = 50;
 /** How long the crashpad handlers get to end on their own after the browser is gone. */
 const CRASHPAD_EXIT_WAIT_MS = 3000;
 const NO_EXTRAS: LaunchExtras = { extensionPaths: [], allowBackgroundNetworking: false };
+/** The lock name of a requested restart (POST /browsers/{id}/restart). */
+export const RESTART_OP = 'restart requested';
+/** Lock operations that launch Chromium: a CDP client waits for them (waitReady's whileRestartQueued). */
+const LAUNCH_OPS: ReadonlySet<string> = new Set(['start', 'crash restart', RESTART_OP]);
+/** Where the executables a wrapper binary runs are kept (identity.ts), in the state dir. */
+const EXECUTABLES_FILE = 'chromium-executables.json';
 
 export interface SupervisorDeps {
   config: Config;
@@ -68,9 +76,11 @@ export class Supervisor {
   private readonly shutdown = new AbortController();
   private extras: () => LaunchExtras = () => NO_EXTRAS;
   private readonly listeners = new Set<(state: BrowserState) => void>();
+  private readonly identity: ChromiumIdentity;
 
   constructor(private readonly deps: SupervisorDeps) {
     const c = deps.config.chromium;
+    this.identity = new ChromiumIdentity(c.binary, path.join(deps.config.stateDir, EXECUTABLES_FILE), deps.log);
     this.crashes = new CrashLoop({ max: c.crashLoopMax, windowMs: c.crashLoopWindowMs, initialBackoffMs: c.backoffInitialMs, maxBackoffMs: c.backoffMaxMs });
   }
 
@@ -127,10 +137,20 @@ export class Supervisor {
       .catch(() => {}); // a failed launch is already handled (crash restart or `failed`)
   }
 
-  waitReady(timeoutMs: number): Promise<DevToolsEndpoint> {
+  /**
+   * Resolves with the endpoint once ready. A failed or stopped browser rejects at once, unless
+   * `whileRestartQueued` (the CDP proxy) and a launch holds or waits for the lifecycle lock: then
+   * it is waited for, and its outcome is the answer. Not for a caller holding the lock itself (it
+   * would wait for an operation queued behind it).
+   */
+  waitReady(timeoutMs: number, opts: { whileRestartQueued?: boolean } = {}): Promise<DevToolsEndpoint> {
     const now = this.endpoint();
     if (now !== null) return Promise.resolve(now);
-    if (this.state === 'failed' || this.state === 'stopped') return Promise.reject(new BrowserUnavailableError(this.notReadyReason() ?? undefined));
+    const settled = (s: BrowserState): boolean => s === 'failed' || s === 'stopped';
+    // A launch that holds the lock and ends in failed/stopped has failed: only a queued one is waited for.
+    const launchPending = (orHolding: boolean): boolean =>
+      opts.whileRestartQueued === true && !this.closed && ((orHolding && LAUNCH_OPS.has(this.lock.heldBy ?? '')) || [...LAUNCH_OPS].some((op) => this.lock.isQueued(op)));
+    if (settled(this.state) && !launchPending(true)) return Promise.reject(new BrowserUnavailableError(this.notReadyReason() ?? undefined));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         off();
@@ -138,7 +158,7 @@ export class Supervisor {
       }, timeoutMs);
       const off = this.onState((s) => {
         const ep = this.endpoint();
-        if (ep === null && s !== 'failed' && s !== 'stopped') return;
+        if (ep === null && (!settled(s) || launchPending(false))) return;
         clearTimeout(timer);
         off();
         if (ep !== null) resolve(ep);
@@ -160,17 +180,59 @@ export class Supervisor {
     return this.launchLocked(fresh, metricReason(reason));
   }
 
-  /** Graceful stop of the whole tree, under the lock; no launch after it. Idempotent. */
-  close(): Promise<void> {
+  /**
+   * Ends the Chromium processes an earlier run left on the profile (a daemon killed with SIGKILL
+   * leaves its Chromium), under the lock. At daemon start, whether or not Chromium autostarts.
+   * Never throws: a failure is logged, and the next launch tries again.
+   */
+  async sweep(): Promise<void> {
+    const { profileDir, config, log } = this.deps;
+    try {
+      await this.lock.run('sweep', () => endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log));
+    } catch (err) {
+      log.error({ event: 'chromium_sweep_failed', err }, 'Chromium processes left on the profile could not be ended');
+    }
+  }
+
+  /**
+   * Graceful stop of the whole tree under the lock, then a sweep of the profile; no launch after
+   * it. The lock is waited for until `lockDeadline` (epoch ms): an operation holding it longer (an
+   * extension install and its rollback) is not waited for; the tree is then killed at once
+   * (SIGKILL) and the holder fails with browser_unavailable. Idempotent.
+   */
+  close(lockDeadline = Number.POSITIVE_INFINITY): Promise<void> {
     this.closing ??= (async () => {
       this.closed = true;
       this.cancelBackoff();
       this.shutdown.abort();
-      await this.lock.run('shutdown', async () => {
-        await this.stopRun('stopped');
-        this.setState('stopped', null);
-      });
-      this.deps.log.info({ event: 'chromium_stopped' }, 'Chromium stopped');
+      const { log, profileDir, config } = this.deps;
+      const waitMs = Math.max(0, lockDeadline - Date.now());
+      const gaveUp = new AbortController();
+      const timer = Number.isFinite(waitMs) ? setTimeout(() => gaveUp.abort(), waitMs) : undefined;
+      let locked = false;
+      try {
+        await this.lock.run(
+          'shutdown',
+          async () => {
+            locked = true;
+            clearTimeout(timer);
+            await this.stopRun('stopped');
+            await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
+          },
+          { signal: gaveUp.signal },
+        );
+      } catch (err) {
+        if (locked) throw err;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (!locked) {
+        log.warn({ event: 'chromium_stop_forced', held_by: this.lock.heldBy, waited_ms: waitMs }, 'the browser lifecycle lock is still held at the shutdown deadline: killing Chromium now');
+        await this.stopRun('stopped', 0);
+        await endLeftovers(profileDir, this.identity, 0, log);
+      }
+      this.setState('stopped', null);
+      log.info({ event: 'chromium_stopped', forced: !locked }, 'Chromium stopped');
     })();
     return this.closing;
   }
@@ -205,7 +267,9 @@ export class Supervisor {
     let proc: LaunchedProcess | null = null;
     try {
       ensureProfileDir(profileDir);
-      await endLeftovers(profileDir, c.stopGraceMs, log);
+      await endLeftovers(profileDir, this.identity, c.stopGraceMs, log);
+      // A shutdown that gave up waiting for the lock may have swept the profile meanwhile.
+      if (this.closed) throw new BrowserUnavailableError('browserd is stopping');
       removeStaleFiles(profileDir);
       const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras: this.extras(), isRoot: process.getuid?.() === 0 });
       const pidRef = { pid: 0 };
@@ -232,6 +296,7 @@ export class Supervisor {
       });
       run.endpoint = { browserWsUrl: ready.browserWsUrl, port: ready.port, pid: started.pid };
       run.version = ready.version.product;
+      await this.identity.learnFrom(started.pid);
       const readyMs = Date.now() - started.spawnedAt.getTime();
       log.info({ event: 'chromium_ready', pid: started.pid, ms: readyMs, version: run.version, port: ready.port }, 'Chromium is ready');
       metrics.chromiumReady.set(1);
@@ -302,15 +367,16 @@ export class Supervisor {
     throw new BrowserUnavailableError(`Chromium cannot start: ${message}`);
   }
 
-  /** Stops the current run on purpose and records its exit with `why`. */
-  private async stopRun(why: string): Promise<void> {
+  /** Stops the current run on purpose and records its exit with `why`; `graceMs` 0 kills it at once. */
+  private async stopRun(why: string, graceMs = this.deps.config.chromium.stopGraceMs): Promise<void> {
     const run = this.run;
     if (run !== null) {
       run.intentional = true;
       this.run = null;
       this.deps.metrics.chromiumReady.set(0);
       this.deps.onRunEnded(run.proc.pid);
-      await this.stopTree(run.proc);
+      if (graceMs <= 0) run.proc.killNow();
+      await this.stopTree(run.proc, graceMs);
       const e = run.proc.exitInfo;
       if (e) this.lastExit = { code: e.code, signal: e.signal, at: e.at.toISOString(), reason: why };
     }
@@ -322,15 +388,16 @@ export class Supervisor {
 
   /**
    * Stops the process group, then the processes of this run outside it (the crashpad handlers,
-   * own session, parent 1): they end on their own soon after the browser; whatever still names
-   * the profile after CRASHPAD_EXIT_WAIT_MS is ended. No process of the old tree remains.
+   * own session, parent 1): they end on their own soon after the browser; whatever Chromium
+   * process still names the profile after CRASHPAD_EXIT_WAIT_MS is ended. No process of the old
+   * tree remains; processes that only name the profile are neither waited for nor ended.
    */
-  private async stopTree(proc: LaunchedProcess): Promise<void> {
-    const { profileDir, config, log } = this.deps;
-    await proc.stop(config.chromium.stopGraceMs);
-    const until = Date.now() + CRASHPAD_EXIT_WAIT_MS;
-    while (findProfileProcesses(profileDir).length > 0 && Date.now() < until) await sleep(25);
-    await endLeftovers(profileDir, config.chromium.stopGraceMs, log);
+  private async stopTree(proc: LaunchedProcess, graceMs = this.deps.config.chromium.stopGraceMs): Promise<void> {
+    const { profileDir, log } = this.deps;
+    await proc.stop(graceMs);
+    const until = Date.now() + (graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0);
+    while (findProfileProcesses(profileDir, this.identity).length > 0 && Date.now() < until) await sleep(25);
+    await endLeftovers(profileDir, this.identity, graceMs, log);
   }
 
   private cancelBackoff(): void {

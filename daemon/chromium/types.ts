@@ -75,7 +75,17 @@ export interface Browser {
   setExtensionsLister(lister: () => unknown[]): void;
   /** Every state change (for sd_notify STATUS= and READY=1). */
   onStateChange(listener: (state: BrowserState, snapshot: BrowserSnapshot) => void): void;
-  /** Graceful stop of the whole process tree (under the lock). Idempotent. */
+  /**
+   * Ends the Chromium processes an earlier run left on the profile (a daemon killed with SIGKILL
+   * leaves its Chromium running). Call once at start, before listening, whatever
+   * BROWSERD_BROWSER_AUTOSTART says. Never rejects (a failure is logged).
+   */
+  sweep(): Promise<void>;
+  /**
+   * Graceful stop of the whole process tree (under the lock, waited for until the shutdown
+   * deadline, BROWSERD_SHUTDOWN_TIMEOUT_MS after beginShutdown; past it the tree is killed), then a
+   * sweep of the profile. Idempotent.
+   */
   close(): Promise<void>;
   /**
    * Closes live CDP connections (code 1001) and refuses new ones. Call before the HTTP server's

@@ -5,9 +5,12 @@ import WebSocket from 'ws';
 export class CdpError extends Error {
   constructor(
     readonly method: string,
-    message: string,
+    /** The error itself, without the method. */
+    readonly text: string,
+    /** true: Chromium answered the call with this error (else no answer: timeout, connection lost). */
+    readonly answered = false,
   ) {
-    super(`${method}: ${message}`);
+    super(`${method}: ${text}`);
     this.name = 'CdpError';
   }
 }
@@ -88,7 +91,7 @@ export class CdpClient {
     if (!p) return;
     this.pending.delete(msg.id);
     clearTimeout(p.timer);
-    if (msg.error) p.reject(new CdpError(p.method, msg.error.message ?? 'error'));
+    if (msg.error) p.reject(new CdpError(p.method, msg.error.message ?? 'error', true));
     else p.resolve(msg.result ?? {});
   }
 
@@ -116,6 +119,7 @@ export class CdpClient {
     await this.send('Target.setDiscoverTargets', { discover: true }, timeoutMs);
   }
 
+  /** Chromium's refusal (a bad manifest, reserved file names, ...) is a CdpError with `answered`. */
   async loadUnpacked(absPath: string, timeoutMs: number): Promise<string> {
     const r = await this.send<{ id: string }>('Extensions.loadUnpacked', { path: absPath }, timeoutMs);
     return r.id;

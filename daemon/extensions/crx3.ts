@@ -5,8 +5,8 @@
 // signature = 2) and signed_header_data (field 10000), itself a SignedData { crx_id = 1 } with the
 // 16 id bytes. The RSA-SHA256 signature covers "CRX3 SignedData\0", the uint32 LE length of
 // signed_header_data, signed_header_data and the zip. The few protobuf fields are encoded here.
-import { createHash, createPrivateKey, createPublicKey, generateKeyPair, sign, type KeyObject } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { createHash, createPrivateKey, createPublicKey, createSign, generateKeyPair, type KeyObject } from 'node:crypto';
+import { mkdir, open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { writeFileAtomic } from '../core/fs-atomic.js';
@@ -57,20 +57,58 @@ function u32le(n: number): Buffer {
   return b;
 }
 
-export interface Crx {
-  crx: Buffer;
-  id: string;
+const CHUNK_BYTES = 1024 * 1024;
+
+/** Every chunk of a file, in order, one at a time. */
+async function* chunksOf(file: string): AsyncGenerator<Buffer> {
+  const fh = await open(file, 'r');
+  try {
+    for (;;) {
+      const buf = Buffer.alloc(CHUNK_BYTES);
+      const { bytesRead } = await fh.read(buf, 0, CHUNK_BYTES, null);
+      if (bytesRead === 0) return;
+      yield buf.subarray(0, bytesRead);
+    }
+  } finally {
+    await fh.close();
+  }
 }
 
-export function packCrx3(zip: Buffer, privateKey: KeyObject): Crx {
+export interface PackedCrx {
+  /** The extension id (from the key). */
+  id: string;
+  /** sha256 of the whole CRX file, hex. */
+  sha256: string;
+}
+
+/**
+ * Writes the CRX3 of `zipFile` signed with `privateKey` to `outFile` (created, must not exist).
+ * The zip is read in chunks twice (signature, then copy), never held in memory whole.
+ */
+export async function packCrx3(zipFile: string, privateKey: KeyObject, outFile: string): Promise<PackedCrx> {
   const pub = publicKeyDer(privateKey);
   const idBytes = createHash('sha256').update(pub).digest().subarray(0, 16);
   const signedData = bytesField(1, idBytes);
-  const signature = sign('sha256', Buffer.concat([SIGNATURE_CONTEXT, u32le(signedData.length), signedData, zip]), privateKey);
+  const signer = createSign('sha256');
+  signer.update(Buffer.concat([SIGNATURE_CONTEXT, u32le(signedData.length), signedData]));
+  for await (const chunk of chunksOf(zipFile)) signer.update(chunk);
+  const signature = signer.sign(privateKey);
   const proof = Buffer.concat([bytesField(1, pub), bytesField(2, signature)]);
   const header = Buffer.concat([bytesField(2, proof), bytesField(10000, signedData)]);
-  const crx = Buffer.concat([Buffer.from('Cr24', 'latin1'), u32le(3), u32le(header.length), header, zip]);
-  return { crx, id: idFromBytes(idBytes) };
+  const prefix = Buffer.concat([Buffer.from('Cr24', 'latin1'), u32le(3), u32le(header.length), header]);
+  const hash = createHash('sha256').update(prefix);
+  const out = await open(outFile, 'wx', 0o600);
+  try {
+    await out.write(prefix);
+    for await (const chunk of chunksOf(zipFile)) {
+      hash.update(chunk);
+      await out.write(chunk);
+    }
+    await out.sync();
+  } finally {
+    await out.close();
+  }
+  return { id: idFromBytes(idBytes), sha256: hash.digest('hex') };
 }
 
 /**

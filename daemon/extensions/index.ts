@@ -52,6 +52,7 @@ export function createExtensions(deps: ExtensionsDeps): Extensions {
         const all = [...store.committed.values()];
         if (all.some((e) => e.activation === 'policy') || store.policyFileWritten) await publisher.sync(all);
         log.info({ event: 'extensions_loaded', names: all.map((e) => e.name) }, `${all.length} installed extensions`);
+        if (installer.unusable !== null) log.error({ event: 'extensions_unusable', reason: installer.unusable }, 'extension uploads are refused (422 activation_failed)');
       } catch (err) {
         log.error({ event: 'extensions_start_failed', err }, 'the installed extensions could not be read; none are applied');
       }

@@ -2,13 +2,17 @@
 //
 // install(): every item gets a mode: `policy` when managed policy forbids unpacked extensions or
 // the manifest asks for webRequestBlocking; else `live` when Chromium is ready, `restart` when it
-// is not. The checked trees are renamed into installed/<name> (a replaced version is put aside),
-// then: live → Extensions.loadUnpacked and verification; a live failure, or any policy or
-// restart item → one Chromium restart with the whole set at launch, every extension verified
-// (a replaced policy install takes one more restart, see takeOutOfPolicy). Success commits
-// installed.json; any failure puts everything back (files, policy file, the set) and, when
-// Chromium was touched, relaunches it with the old set: 422 activation_failed (503 when Chromium
-// does not come up at all).
+// is not. Ids are checked first (id_conflict). The checked trees are renamed into
+// installed/<name> inside a store transaction (a replaced version is put aside), then:
+// live → Extensions.loadUnpacked and verification; Chromium refusing an item rejects it (422
+// extension_rejected, chromium_refused: the items already loaded are taken out again over CDP,
+// no restart); a live timeout or failed verification, or any policy or restart item → one
+// Chromium restart with the whole set at launch, every extension verified (a replaced policy
+// install takes one more restart, see takeOutOfPolicy). A browser that is stopped or failed is
+// not launched for an upload: the set is committed and applies at its next launch. Success
+// commits installed.json; any failure puts everything back (files, policy file, the set) and,
+// when Chromium was touched, relaunches it with the old set: 422 activation_failed (503 when
+// Chromium does not come up at all).
 import { performance } from 'node:perf_hooks';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -18,10 +22,12 @@ import type { Metrics } from '../core/metrics.js';
 import type { Browser, LaunchExtras, RestartResult } from '../chromium/types.js';
 import { ApiError, BrowserUnavailableError, NotFoundError, OperationFailedError } from '../http/errors.js';
 import { CdpClient, CdpError } from './cdp.js';
-import { idFromPath, idFromPublicKey } from './crx3.js';
+import { activateLive, CONNECT_TIMEOUT_MS, LoadRefused, undoLive, unloadUnpacked, type LiveDeps } from './live.js';
+import { checkIds, planItems, setMode, type Plan } from './plan.js';
 import { unpackedBlockedReason } from './policy.js';
 import type { PreparedItem } from './prepare.js';
 import type { PolicyPublisher } from './publisher.js';
+import { Rejection, rejectedError } from './rejection.js';
 import type { Activation, InstalledEntry, Store } from './store.js';
 import { verifyGone, verifyInstalled, VerifyError, type Expectation } from './verify.js';
 
@@ -38,24 +44,35 @@ export interface InstallResult {
   chromium: { restarted: boolean; pid: number | null; ready_ms: number };
 }
 
-interface Plan {
-  item: PreparedItem;
-  mode: Activation;
-  entry: InstalledEntry;
-  replaced: InstalledEntry | null;
-  aside: string | null;
-  placed: boolean;
-}
-
-const CONNECT_TIMEOUT_MS = 5000;
 /** The test hook hold-activation lets go by itself after this long. */
 const HOLD_MAX_MS = 120_000;
+
+/** Why extensions cannot work with this state dir (Chromium's --load-extension splits paths at commas), else null. */
+export function unusableReason(installedDir: string): string | null {
+  if (!installedDir.includes(',')) return null;
+  return (
+    `the extensions folder ${installedDir} has a comma in its path, which Chromium's --load-extension cannot take ` +
+    '(it separates paths with commas): set BROWSERD_STATE_DIR to a path without commas'
+  );
+}
 
 export class Installer {
   /** What the next Chromium launch applies: the committed set, plus an install in progress. */
   private effective = new Map<string, InstalledEntry>();
+  /** Set when the state dir cannot hold extensions Chromium loads at launch: uploads are refused. */
+  readonly unusable: string | null;
+  private readonly live: LiveDeps;
 
-  constructor(private readonly deps: InstallerDeps) {}
+  constructor(private readonly deps: InstallerDeps) {
+    this.unusable = unusableReason(deps.store.installedDir);
+    this.live = {
+      config: deps.config,
+      browser: deps.browser,
+      installedPath: (name) => deps.store.installedPath(name),
+      expectation: (e, inRequest) => this.expectation(e, inRequest),
+      forcedLiveFailure: (name) => this.hook('fail-live-activation', name),
+    };
+  }
 
   /** After store.open(). */
   reset(): void {
@@ -65,13 +82,21 @@ export class Installer {
   launchExtras(): LaunchExtras {
     const all = [...this.effective.values()];
     return {
-      extensionPaths: all.filter((e) => e.activation !== 'policy').map((e) => this.deps.store.installedPath(e.name)),
+      // A path with a comma would be split by Chromium: such a state dir takes no uploads (see `unusable`).
+      extensionPaths: all.filter((e) => e.activation !== 'policy').map((e) => this.deps.store.installedPath(e.name)).filter((p) => !p.includes(',')),
       allowBackgroundNetworking: all.some((e) => e.activation === 'policy'),
     };
   }
 
-  list(): Omit<InstalledEntry, 'service_worker'>[] {
+  list(): Omit<InstalledEntry, 'service_worker' | 'crx_file'>[] {
     return [...this.deps.store.committed.values()].map((e) => ({ name: e.name, id: e.id, version: e.version, activation: e.activation, installed_at: e.installed_at }));
+  }
+
+  /** 422 activation_failed when the state dir cannot hold extensions (checked before the upload is read). */
+  refuseIfUnusable(): void {
+    if (this.unusable !== null) {
+      throw new OperationFailedError('activation_failed', `extensions cannot be installed: ${this.unusable}`, { code: 'state_dir_unusable', message: this.unusable });
+    }
   }
 
   /** A BROWSERD_TEST_HOOKS entry `name` (every subject) or `name=<subject>` (e.g. `my-ext` or `my-ext@2.0`). */
@@ -84,43 +109,48 @@ export class Installer {
     const { browser, store, publisher, config } = this.deps;
     const started = performance.now();
     await this.holdForTests(items, log);
+    this.refuseIfUnusable();
     const blocked = await unpackedBlockedReason(config.chromium.policyDir);
     // Launches and crash restarts hold the same lock: inside it, a browser that is not ready is
-    // stopped, failed or waiting out a crash-restart backoff, and a restart starts it now.
-    const up = browser.snapshot().state === 'ready';
+    // stopped, failed or waiting out a crash-restart backoff (`restarting`: a launch is due, so
+    // it happens now, with the new set). A stopped or failed browser is not launched for an
+    // upload: the set is committed and applied at its next launch.
+    const state = browser.snapshot().state;
+    const up = state === 'ready';
+    const deferred = state === 'stopped' || state === 'failed';
 
-    const plans: Plan[] = [];
-    for (const item of items) {
-      const replaced = store.committed.get(item.name) ?? null;
-      let mode: Activation = item.facts.needsPolicy || blocked !== null ? 'policy' : up ? 'live' : 'restart';
-      // Leaving policy mode changes the forcelist, which only a restart applies.
-      if (mode !== 'policy' && replaced?.activation === 'policy') mode = 'restart';
-      const id = mode === 'policy' ? await publisher.idFor(item.name) : this.unpackedId(item);
-      const entry: InstalledEntry = {
-        name: item.name,
-        id,
-        version: item.facts.version,
-        activation: mode,
-        installed_at: new Date().toISOString(),
-        service_worker: item.facts.serviceWorker,
-      };
-      plans.push({ item, mode, entry, replaced, aside: null, placed: false });
+    const plans = await planItems(items, { store, publisher, blocked, up });
+    checkIds(plans, store.committed, log);
+    const twoLaunches = plans.find((p) => p.mode === 'policy' && p.replaced?.activation === 'policy');
+    if (deferred && twoLaunches) {
+      throw new BrowserUnavailableError(
+        `Chromium is ${state}: replacing the policy install ${twoLaunches.entry.name} takes two Chromium launches, which an upload does not start; ` +
+          'start Chromium first (POST /browsers/{id}/restart)',
+      );
     }
-    if (plans.some((p) => p.mode !== 'live')) for (const p of plans) if (p.mode === 'live') this.setMode(p, 'restart');
     const policyTouched = plans.some((p) => p.mode === 'policy' || p.replaced?.activation === 'policy');
-    log.info({ event: 'extension_activation_started', names: plans.map((p) => p.entry.name), modes: plans.map((p) => p.mode), policy_block: blocked }, 'activating extensions');
+    log.info(
+      { event: 'extension_activation_started', names: plans.map((p) => p.entry.name), modes: plans.map((p) => p.mode), policy_block: blocked, browser_state: state },
+      'activating extensions',
+    );
 
     let relaunch = false;
     let restarted: RestartResult | null = null;
     let pid: number | null = null;
+    const tx = await store.begin();
     try {
       for (const p of plans) {
-        p.aside = await store.putAside(p.entry.name);
+        p.aside = await store.putAside(tx, p.entry.name);
         p.placed = true;
         await store.place(p.entry.name, p.item.tree);
         this.effective.set(p.entry.name, p.entry);
       }
-      for (const p of plans) if (p.mode === 'policy') p.entry.id = await publisher.pack(p.entry.name, p.entry.version);
+      for (const p of plans) {
+        if (p.mode !== 'policy') continue;
+        const packed = await publisher.pack(p.entry.name, p.entry.version);
+        p.entry.id = packed.id;
+        p.entry.crx_file = packed.crxFile;
+      }
       const reinstall = plans.filter((p) => p.mode === 'policy' && p.replaced?.activation === 'policy');
       if (reinstall.length > 0) {
         relaunch = true;
@@ -128,34 +158,38 @@ export class Installer {
       }
       if (policyTouched) await publisher.sync(this.effective.values());
 
-      if (plans.every((p) => p.mode === 'live')) {
-        relaunch = true;
-        try {
-          pid = await this.activateLive(plans, log);
-        } catch (err) {
-          log.warn({ event: 'extension_live_failed', reason: (err as Error).message }, 'live activation failed: restarting Chromium with the installed set');
-          for (const p of plans) this.setMode(p, 'restart');
+      if (deferred) {
+        log.info({ event: 'extension_activation_deferred', state, names: plans.map((p) => p.entry.name) }, `Chromium is ${state}: the extensions apply at its next launch`);
+      } else {
+        if (plans.every((p) => p.mode === 'live')) {
+          relaunch = true;
+          try {
+            pid = await activateLive(this.live, plans, log);
+          } catch (err) {
+            if (err instanceof LoadRefused) throw err;
+            log.warn({ event: 'extension_live_failed', reason: (err as Error).message }, 'live activation failed: restarting Chromium with the installed set');
+            for (const p of plans) setMode(p, 'restart');
+          }
+        }
+        if (plans.some((p) => p.mode !== 'live')) {
+          relaunch = true;
+          restarted = await browser.restartLocked(plans.some((p) => p.mode === 'policy') ? 'policy' : 'extensions');
+          pid = restarted.pid;
+          await this.verifyAfterRestart(plans);
         }
       }
-      if (plans.some((p) => p.mode !== 'live')) {
-        relaunch = true;
-        restarted = await browser.restartLocked(plans.some((p) => p.mode === 'policy') ? 'policy' : 'extensions');
-        pid = restarted.pid;
-        await this.verifyAfterRestart(plans);
-      }
 
-      for (const p of plans) store.committed.set(p.entry.name, p.entry);
-      await store.save();
-      for (const p of plans) await store.dropAside(p.aside);
+      await store.commit(tx, plans.map((p) => p.entry));
       this.reset();
       if (policyTouched) await publisher.prune(this.effective.values());
     } catch (err) {
-      await this.rollback(plans, policyTouched, relaunch, log);
       const seconds = (performance.now() - started) / 1000;
       for (const p of plans) {
         this.deps.metrics.extensionActivations.inc({ mode: p.mode, outcome: 'failed' });
         this.deps.metrics.extensionActivationDuration.observe({ mode: p.mode }, seconds);
       }
+      if (err instanceof LoadRefused) throw await this.refused(plans, err, tx, log);
+      await this.rollback(plans, tx, policyTouched, relaunch, log);
       throw this.activationFailed(err, relaunch, log);
     }
 
@@ -163,7 +197,7 @@ export class Installer {
     for (const p of plans) {
       this.deps.metrics.extensionActivations.inc({ mode: p.mode, outcome: 'ok' });
       this.deps.metrics.extensionActivationDuration.observe({ mode: p.mode }, ms / 1000);
-      log.info({ event: 'extension_activated', name: p.entry.name, id: p.entry.id, version: p.entry.version, mode: p.mode, ms }, 'extension activated');
+      log.info({ event: 'extension_activated', name: p.entry.name, id: p.entry.id, version: p.entry.version, mode: p.mode, ms, deferred }, 'extension activated');
     }
     return {
       extensions: plans.map((p) => ({ name: p.entry.name, id: p.entry.id, version: p.entry.version, activation: p.mode })),
@@ -189,17 +223,6 @@ export class Installer {
     }
   }
 
-  private setMode(p: Plan, mode: Activation): void {
-    p.mode = mode;
-    p.entry.activation = mode;
-  }
-
-  /** Chromium's id of an unpacked extension: from the manifest's key, else from its absolute path. */
-  private unpackedId(item: PreparedItem): string {
-    if (item.facts.key !== null) return idFromPublicKey(Buffer.from(item.facts.key, 'base64'));
-    return idFromPath(this.deps.store.installedPath(item.name));
-  }
-
   private expectation(e: InstalledEntry, inRequest: boolean): Expectation {
     return {
       name: e.name,
@@ -209,28 +232,6 @@ export class Installer {
       worker: inRequest && e.service_worker !== null,
       forcedFailure: inRequest && this.hook('fail-activation', e.name, `${e.name}@${e.version}`),
     };
-  }
-
-  private async activateLive(plans: Plan[], log: Logger): Promise<number> {
-    const { browser, config, store } = this.deps;
-    const ep = await browser.waitReady(config.chromium.readyTimeoutMs);
-    const deadline = Date.now() + config.extensions.activationTimeoutMs;
-    const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
-    try {
-      await cdp.watchWorkers(CONNECT_TIMEOUT_MS);
-      for (const p of plans) {
-        if (this.hook('fail-live-activation', p.entry.name)) throw new Error('live activation refused by the test hook fail-live-activation');
-        const id = await cdp.loadUnpacked(store.installedPath(p.entry.name), Math.max(1, deadline - Date.now()));
-        if (id !== p.entry.id) {
-          log.warn({ event: 'extension_id_differs', name: p.entry.name, expected: p.entry.id, id }, 'Chromium gave the extension another id than expected');
-          p.entry.id = id;
-        }
-      }
-      await verifyInstalled(cdp, plans.map((p) => this.expectation(p.entry, true)), deadline);
-      return ep.pid;
-    } finally {
-      cdp.close();
-    }
   }
 
   /** Every extension of the set runs; those of this request with a service worker show it. */
@@ -248,21 +249,60 @@ export class Installer {
     }
   }
 
-  private async rollback(plans: Plan[], policyTouched: boolean, relaunch: boolean, log: Logger): Promise<void> {
-    const { store, publisher, browser } = this.deps;
+  /** The files of every placed item back as they were, the transaction ended. */
+  private async restoreFiles(plans: Plan[], tx: string, log: Logger): Promise<void> {
+    const { store } = this.deps;
+    let restored = true;
     for (const p of [...plans].reverse()) {
       if (!p.placed) continue;
-      await store.restore(p.entry.name, p.aside).catch((err: unknown) => log.error({ event: 'extension_rollback_error', name: p.entry.name, err }, 'could not restore the previous files'));
+      try {
+        await store.restore(p.entry.name, p.aside);
+        p.placed = false;
+      } catch (err) {
+        restored = false;
+        log.error({ event: 'extension_rollback_error', name: p.entry.name, err }, 'could not restore the previous files');
+      }
     }
+    // Left pending when a restore failed: the next daemon start finishes it from previous/<tx>/.
+    if (restored) await store.abort(tx).catch((err: unknown) => log.error({ event: 'extension_rollback_error', err }, 'could not end the install'));
     this.reset();
+  }
+
+  /**
+   * Chromium refused an item: the request's files go, the items loaded before it are taken out
+   * over CDP (a replaced one back to its previous version), no restart. Should that fail,
+   * Chromium is relaunched with the previous set. The answer is the item's rejection.
+   */
+  private async refused(plans: Plan[], refusal: LoadRefused, tx: string, log: Logger): Promise<ApiError> {
+    const bad = plans[refusal.index] as Plan;
+    log.warn({ event: 'extension_rejected', name: bad.entry.name, cause: 'chromium_refused', reason: refusal.chromiumText }, 'Chromium refused to load the extension');
+    await this.restoreFiles(plans, tx, log);
+    const loaded = plans.slice(0, refusal.index);
+    const replaced = plans.flatMap((p) => (p.replaced === null ? [] : [p.replaced]));
+    try {
+      await undoLive(this.live, loaded, replaced);
+      log.info({ event: 'extension_rollback', names: loaded.map((p) => p.entry.name), how: 'cdp' }, 'the items loaded before the refusal were taken out again');
+    } catch (err) {
+      log.warn({ event: 'extension_rollback_error', reason: (err as Error).message }, 'could not take the loaded items out over CDP: relaunching Chromium with the previous set');
+      await this.relaunch(log);
+    }
+    return rejectedError([{ label: bad.item.label, name: bad.entry.name, rejection: new Rejection('chromium_refused', `Chromium refused to load it: ${refusal.chromiumText}`) }]);
+  }
+
+  private async rollback(plans: Plan[], tx: string, policyTouched: boolean, relaunch: boolean, log: Logger): Promise<void> {
+    const { publisher } = this.deps;
+    await this.restoreFiles(plans, tx, log);
     if (policyTouched) {
       await publisher.sync(this.effective.values()).catch((err: unknown) => log.error({ event: 'extension_rollback_error', err }, 'could not restore the policy file'));
       await publisher.prune(this.effective.values()).catch(() => undefined);
     }
-    if (!relaunch) return;
+    if (relaunch) await this.relaunch(log);
+  }
+
+  private async relaunch(log: Logger): Promise<void> {
     try {
-      const r = await browser.restartLocked('extensions');
-      log.info({ event: 'extension_rollback', pid: r.pid, ready_ms: r.readyMs }, 'Chromium relaunched with the previous extensions');
+      const r = await this.deps.browser.restartLocked('extensions');
+      log.info({ event: 'extension_rollback', pid: r.pid, ready_ms: r.readyMs, how: 'restart' }, 'Chromium relaunched with the previous extensions');
     } catch (err) {
       log.error({ event: 'extension_rollback_error', err }, 'Chromium did not come back with the previous extensions');
     }
@@ -297,23 +337,6 @@ export class Installer {
     await rm(file, { force: true });
   }
 
-  /**
-   * Extensions.uninstall. Chromium refuses it for an extension loaded by --load-extension ("not an
-   * unpacked extension"); loading the same path again over CDP turns it into an unpacked one,
-   * which uninstall then removes (measured on Chromium 156).
-   */
-  private async unloadUnpacked(cdp: CdpClient, entry: InstalledEntry, deadline: number): Promise<void> {
-    const left = (): number => Math.max(1, deadline - Date.now());
-    if (!(await cdp.getExtensions(left())).some((x) => x.id === entry.id)) return; // not loaded: nothing to unload
-    try {
-      await cdp.uninstall(entry.id, left());
-    } catch (err) {
-      if (!(err instanceof CdpError)) throw err;
-      await cdp.loadUnpacked(this.deps.store.installedPath(entry.name), left());
-      await cdp.uninstall(entry.id, left());
-    }
-  }
-
   async remove(name: string, log: Logger): Promise<void> {
     const { store, publisher, browser, config } = this.deps;
     const entry = store.committed.get(name);
@@ -345,7 +368,7 @@ export class Installer {
         const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
         try {
           const deadline = Date.now() + config.extensions.activationTimeoutMs;
-          await this.unloadUnpacked(cdp, entry, deadline);
+          await unloadUnpacked(cdp, entry, store.installedPath(name), deadline);
           await verifyGone(cdp, [entry.id], deadline);
           how = 'uninstall';
         } finally {

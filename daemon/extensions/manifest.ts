@@ -88,6 +88,7 @@ export async function readManifest(root: string, opts: { allowV2: boolean }): Pr
       }
     }
   }
+  await checkLocales(root, m.default_locale);
   const permissions = Array.isArray(m.permissions) ? m.permissions : [];
   return {
     manifestVersion: mv,
@@ -97,6 +98,47 @@ export async function readManifest(root: string, opts: { allowV2: boolean }): Pr
     needsPolicy: permissions.includes('webRequestBlocking'),
     key: typeof m.key === 'string' ? m.key.replace(/\s+/g, '') : null,
   };
+}
+
+/** A locale folder name as Chromium's `_locales/<locale>/` (en, en_US, pt_BR, zh_CN, es_419). */
+const LOCALE_RE = /^[A-Za-z0-9_-]{1,32}$/;
+
+async function isDirectory(p: string): Promise<boolean> {
+  try {
+    return (await stat(p)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Chromium refuses `default_locale` without `_locales/` ("Default locale was specified, but
+ * _locales subtree is missing") and `_locales/` without `default_locale` ("Localization used, but
+ * default_locale wasn't specified"); the default locale's messages.json must be there and parse.
+ */
+async function checkLocales(root: string, value: unknown): Promise<void> {
+  const hasLocales = await isDirectory(path.join(root, '_locales'));
+  if (value === undefined) {
+    if (hasLocales) throw invalid('default_locale', 'is missing, but the archive has a _locales folder (Chromium needs both or neither)');
+    return;
+  }
+  if (typeof value !== 'string' || !LOCALE_RE.test(value)) throw invalid('default_locale', `must be a locale folder name such as "en", got ${JSON.stringify(value)}`);
+  if (!hasLocales) throw invalid('default_locale', `is "${value}", but the archive has no _locales folder`);
+  const rel = `_locales/${value}/messages.json`;
+  let text: string;
+  try {
+    text = await readFile(path.join(root, '_locales', value, 'messages.json'), 'utf8');
+  } catch {
+    throw invalid('default_locale', `is "${value}", but ${rel} is missing`);
+  }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new Rejection('manifest_invalid', `${rel}: not JSON: ${(err as Error).message}`);
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new Rejection('manifest_invalid', `${rel}: must be a JSON object`);
 }
 
 /** The field names a file inside the extension; returns its path relative to the root. */

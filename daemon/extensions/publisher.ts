@@ -1,11 +1,14 @@
 // Policy-mode publishing: the CRX of each policy extension (signed with the key kept for its
 // name), the loopback update server that serves it, and the daemon's forcelist file in the
 // policy directory. `sync(set)` makes the file and the server match a set of extensions.
-import { mkdir, readdir, rm } from 'node:fs/promises';
+// Every pack gets its own file (version and content hash in the name): a replacement with the
+// same version never overwrites the CRX a rollback goes back to; prune() drops unused ones.
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../core/log.js';
 import { loadOrCreateKey, packCrx3, publicKeyDer, idFromPublicKey } from './crx3.js';
-import { writeFileAtomic } from '../core/fs-atomic.js';
+import { syncDir } from '../core/fs-atomic.js';
 import { writeForcelist } from './policy.js';
 import type { InstalledEntry, Store } from './store.js';
 import { UpdateServer } from './update-server.js';
@@ -22,12 +25,13 @@ export class PolicyPublisher {
   ) {
     this.server = new UpdateServer((id) => {
       const e = this.served.find((x) => x.id === id);
-      return e ? { id: e.id, version: e.version, crxFile: this.crxFile(e.name, e.version) } : null;
+      return e ? { id: e.id, version: e.version, fileName: crxFileName(e), crxFile: this.crxFile(e) } : null;
     }, log);
   }
 
-  crxFile(name: string, version: string): string {
-    return path.join(this.store.crxDir, name, `${version}.crx`);
+  /** The CRX of a policy entry. */
+  crxFile(e: InstalledEntry): string {
+    return path.join(this.store.crxDir, e.name, crxFileName(e));
   }
 
   /** The id a policy install of `name` gets: from the key kept for the name (created on first use). */
@@ -35,13 +39,28 @@ export class PolicyPublisher {
     return idFromPublicKey(publicKeyDer(await loadOrCreateKey(this.store.keysDir, name)));
   }
 
-  /** Packs installed/<name> into crx/<name>/<version>.crx; returns the id. */
-  async pack(name: string, version: string): Promise<string> {
+  /**
+   * Packs installed/<name> into a new crx/<name>/<version>-<hash>.crx (the zip and the CRX are
+   * written as files, never whole in memory); returns the id and the CRX's file name.
+   */
+  async pack(name: string, version: string): Promise<{ id: string; crxFile: string }> {
     const key = await loadOrCreateKey(this.store.keysDir, name);
-    const { crx, id } = packCrx3(await zipDirectory(this.store.installedPath(name)), key);
-    await mkdir(path.join(this.store.crxDir, name), { recursive: true, mode: 0o700 });
-    await writeFileAtomic(this.crxFile(name, version), crx, 0o600);
-    return id;
+    const dir = path.join(this.store.crxDir, name);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const tmp = randomUUID();
+    const zipTmp = path.join(dir, `.${tmp}.zip.tmp`);
+    const crxTmp = path.join(dir, `.${tmp}.crx.tmp`);
+    try {
+      await zipDirectory(this.store.installedPath(name), zipTmp);
+      const { id, sha256 } = await packCrx3(zipTmp, key, crxTmp);
+      const crxFile = `${version}-${sha256.slice(0, 16)}.crx`;
+      await rename(crxTmp, path.join(dir, crxFile));
+      await syncDir(dir);
+      return { id, crxFile };
+    } finally {
+      await rm(zipTmp, { force: true });
+      await rm(crxTmp, { force: true });
+    }
   }
 
   /** The forcelist file and the update server for the policy entries of `set`. */
@@ -67,9 +86,9 @@ export class PolicyPublisher {
     }
   }
 
-  /** Drops CRX files of versions no entry of `set` uses. */
+  /** Drops CRX files (and leftovers of an interrupted pack) that no entry of `set` uses. */
   async prune(set: Iterable<InstalledEntry>): Promise<void> {
-    const keep = new Set([...set].filter((e) => e.activation === 'policy').map((e) => this.crxFile(e.name, e.version)));
+    const keep = new Set([...set].filter((e) => e.activation === 'policy').map((e) => this.crxFile(e)));
     for (const name of await readdir(this.store.crxDir).catch(() => [] as string[])) {
       const dir = path.join(this.store.crxDir, name);
       for (const f of await readdir(dir).catch(() => [] as string[])) {
@@ -82,4 +101,9 @@ export class PolicyPublisher {
   close(): Promise<void> {
     return this.server.close();
   }
+}
+
+/** The CRX file name of a policy entry (state files before content-named CRX files: `<version>.crx`). */
+function crxFileName(e: InstalledEntry): string {
+  return e.crx_file ?? `${e.version}.crx`;
 }

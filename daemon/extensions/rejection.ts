@@ -1,7 +1,8 @@
-// Why an uploaded extension is refused. The unzip and manifest steps throw `Rejection` with a
-// stable cause; the upload route turns every rejection of a request into one
-// 422 extension_rejected (a detail per item, the first cause as inner_error). Size limits are
-// not rejections: they are 413 payload_too_large (PayloadTooLargeError), per the contract.
+// Why an uploaded extension is refused. The unzip and manifest steps (and the installer, for an
+// id conflict or Chromium's own refusal) throw `Rejection` with a stable cause; the upload route
+// turns every rejection of a request into one 422 extension_rejected (a detail per item, the
+// first cause as inner_error). Size limits are not rejections: they are 413 payload_too_large
+// (PayloadTooLargeError), per the contract.
 import { OperationFailedError, type ErrorDetail } from '../http/errors.js';
 
 export type RejectCause =
@@ -16,7 +17,9 @@ export type RejectCause =
   | 'too_many_entries'
   | 'size_mismatch' // an entry's real size differs from the size its header declares
   | 'manifest_missing'
-  | 'manifest_invalid';
+  | 'manifest_invalid'
+  | 'id_conflict' // the id equals another item's of the request, or an installed extension's of another name
+  | 'chromium_refused'; // Extensions.loadUnpacked answered with an error (Chromium's text in the message)
 
 export class Rejection extends Error {
   constructor(

@@ -65,18 +65,30 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
     'one detail per rejected item, inner_error the first cause: bad_zip, zip_slip (absolute path or ..), bad_entry_name (backslash, NUL, empty segment), ' +
     'duplicate_entry, symlink, special_file, encrypted, unsupported_compression, too_many_entries, size_mismatch (an entry larger or smaller than it ' +
     'declares), manifest_missing, manifest_invalid (names the file and field: JSON, manifest_version 3 (2 only where Chromium still loads it), name, ' +
-    'version, background.service_worker and other referenced files). ' +
+    'version, background.service_worker and other referenced files, default_locale with _locales/<locale>/messages.json). ' +
+    'Entries may start with ./ (archives made with bsdtar -C dir .). ' +
+    'An item whose extension id (from the manifest\'s `key`) is another item\'s or an installed extension\'s under another name is ' +
+    'rejected too (id_conflict), since Chromium would silently replace that one. ' +
     'Nothing is installed then and Chromium keeps running as it was. ' +
     'Activation: live (Extensions.loadUnpacked, verified with Extensions.getExtensions and the service worker target), policy (when managed policy ' +
     'forbids unpacked extensions or the manifest asks for webRequestBlocking: a CRX3 signed with a key kept per name, served on loopback, listed in ' +
     'ExtensionInstallForcelist of browserd-extensions.json in the policy directory, Chromium restarted with background networking allowed), restart ' +
-    '(when live activation fails or cannot be verified within BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS, or Chromium was not running: one restart ' +
+    '(when live activation does not answer or cannot be verified within BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS: one restart ' +
     'with the whole installed set, each verified). When a request needs a restart, all its items are activated by that restart. ' +
+    'When Chromium refuses an item in live activation (Extensions.loadUnpacked answers with an error, e.g. an insecure content_security_policy), ' +
+    'that is a rejection, not an activation failure: 422 extension_rejected, inner_error chromium_refused with Chromium\'s text; the items of ' +
+    'the request loaded before it are taken out again (a replaced one back to its previous version), without a restart. ' +
+    'A browser that is stopped (BROWSERD_BROWSER_AUTOSTART=false) or failed is not started by an upload: the extensions are checked, ' +
+    'installed and kept, and apply at its next launch (POST /browsers/{id}/restart), which verifies nothing for them; the answer says ' +
+    'activation restart (policy for policy installs) with chromium.restarted false and pid null. Replacing a policy install then is 503 ' +
+    'browser_unavailable, since it takes two launches. ' +
     'A policy install that is replaced takes one more restart: it is taken out of the forcelist for one launch (Chromium uninstalls it, with ' +
     'its data) and comes back as the new version, since Chromium updates force-installed extensions only on its own schedule. ' +
     'The answer comes once DevTools is ready and every extension runs; an activation that fails is 422 activation_failed with the previous state ' +
     'restored (a replaced version back, Chromium relaunched with the previous set if it was restarted); 503 browser_unavailable, also with ' +
-    'the previous state restored, when Chromium does not become ready (BROWSERD_READY_TIMEOUT_MS).';
+    'the previous state restored, when Chromium does not become ready (BROWSERD_READY_TIMEOUT_MS). ' +
+    'With wait=false, 409 busy is answered before the body is read. A state directory whose path has a comma cannot hold extensions ' +
+    '(Chromium\'s --load-extension separates paths with commas): every upload is then 422 activation_failed, inner_error state_dir_unusable.';
 
   return [
     {
@@ -114,7 +126,11 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
       },
       handler: async (ctx) => {
         const wait = parseWait(ctx.url);
+        installer.refuseIfUnusable();
         if (uploads >= lim.maxConcurrentUploads) throw new LimitExceededError('extension uploads', lim.maxConcurrentUploads);
+        // wait=false: 409 busy before the body is read (up to BROWSERD_EXTENSION_MAX_REQUEST_BYTES);
+        // taking the free lock for an instant is the check. It is checked again once the body is in.
+        if (!wait) await browser.withLock('extensions', () => Promise.resolve(), { wait: false });
         uploads++;
         const staging = store.newStagingDir();
         try {

@@ -1,16 +1,24 @@
 // The installed set and its folders under <state>/extensions:
-//   installed.json         the set (the truth after a crash), written atomically
+//   installed.json         the set (the truth after a crash), written atomically, and the id of
+//                          the install in progress (`pending_tx`) while its files are swapped
 //   installed/<name>/      the unpacked extension (its path fixes the id of an unpacked install)
 //   staging/<uuid>/        one request's uploaded archives and unpacked trees
-//   previous/<uuid>/<name> a replaced version kept until the new one is active
+//   previous/<tx>/<name>   a replaced version kept until the install <tx> commits or is undone
 //   keys/<name>.pem        the CRX signing key of a name (0600), kept so its id stays the same
-//   crx/<name>/<version>.crx the packed CRX of a policy-mode extension
+//   crx/<name>/<version>-<hash>.crx the packed CRX of a policy-mode extension (a unique name per
+//                          content, so a replacement never overwrites the CRX a rollback serves)
+//
+// An install is a transaction: begin() records its id in installed.json before any file moves,
+// commit() writes the new set and clears the id in one atomic write. After a crash, open() puts
+// the replaced versions of a pending transaction back; those of a committed one are dropped.
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '../core/log.js';
 import { exists, syncDir, writeFileAtomic } from '../core/fs-atomic.js';
+
+const CRX_FILE_RE = /^[0-9.]{1,64}(-[0-9a-f]{16})?\.crx$/;
 
 export const ACTIVATIONS = ['live', 'restart', 'policy'] as const;
 export type Activation = (typeof ACTIVATIONS)[number];
@@ -22,6 +30,8 @@ const entrySchema = z.object({
   activation: z.enum(ACTIVATIONS),
   installed_at: z.string(),
   service_worker: z.string().nullable(),
+  /** A policy install's CRX file in crx/<name>/ (older state files: `<version>.crx`). */
+  crx_file: z.string().regex(CRX_FILE_RE).optional(),
 });
 export type InstalledEntry = z.infer<typeof entrySchema>;
 
@@ -31,6 +41,8 @@ const stateSchema = z.object({
   update_port: z.number().int().nullable(),
   /** true while the daemon's policy file exists because of this state dir. */
   policy_file_written: z.boolean(),
+  /** The install whose files are being swapped (previous/<tx>/ holds what it replaced), else null. */
+  pending_tx: z.string().regex(/^[0-9a-f-]{36}$/).nullable().default(null),
   extensions: z.array(entrySchema),
 });
 
@@ -51,6 +63,8 @@ export class Store {
   committed = new Map<string, InstalledEntry>();
   updatePort: number | null = null;
   policyFileWritten = false;
+  /** The install in progress (between begin() and commit() or abort()), else null. */
+  pendingTx: string | null = null;
 
   constructor(
     stateDir: string,
@@ -79,6 +93,7 @@ export class Store {
       this.committed = new Map(parsed.extensions.map((e) => [e.name, e]));
       this.updatePort = parsed.update_port;
       this.policyFileWritten = parsed.policy_file_written;
+      this.pendingTx = parsed.pending_tx;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
         const aside = `${this.file}.unreadable-${Date.now()}`;
@@ -90,16 +105,22 @@ export class Store {
   }
 
   private async recover(): Promise<void> {
-    // A replaced version whose replacement never committed comes back.
+    // The versions a pending install replaced come back; a committed install's are leftovers.
+    const pending = this.pendingTx;
     for (const tx of await readdir(this.previousDir)) {
-      for (const name of await readdir(path.join(this.previousDir, tx))) {
-        if (this.committed.has(name)) {
+      if (tx === pending) {
+        for (const name of await readdir(path.join(this.previousDir, tx))) {
+          if (!this.committed.has(name)) continue;
           await rm(this.installedPath(name), { recursive: true, force: true });
           await rename(path.join(this.previousDir, tx, name), this.installedPath(name));
-          this.log.warn({ event: 'extension_recovered', name }, 'restored the previous version of an unfinished install');
+          this.log.warn({ event: 'extension_recovered', name, tx }, 'restored the previous version of an unfinished install');
         }
       }
       await rm(path.join(this.previousDir, tx), { recursive: true, force: true });
+    }
+    if (pending !== null) {
+      this.pendingTx = null;
+      await this.save();
     }
     // A folder that is not in the set belongs to an install that never committed.
     for (const name of await readdir(this.installedDir)) {
@@ -120,6 +141,7 @@ export class Store {
       version: 1,
       update_port: this.updatePort,
       policy_file_written: this.policyFileWritten,
+      pending_tx: this.pendingTx,
       extensions: [...this.committed.values()],
     };
     await writeFileAtomic(this.file, `${JSON.stringify(state, null, 2)}\n`, 0o600);
@@ -129,12 +151,38 @@ export class Store {
     return path.join(this.stagingDir, randomUUID());
   }
 
-  /** Moves installed/<name> aside (when there is one); returns where it went. */
-  async putAside(name: string): Promise<string | null> {
+  /** Starts an install: its id is in installed.json before any installed/ folder moves. */
+  async begin(): Promise<string> {
+    if (this.pendingTx !== null) throw new Error(`install ${this.pendingTx} is still in progress`);
+    const tx = randomUUID();
+    this.pendingTx = tx;
+    await this.save();
+    return tx;
+  }
+
+  /** The new set and the end of the install, in one atomic write; then the replaced versions go. */
+  async commit(tx: string, entries: InstalledEntry[]): Promise<void> {
+    if (this.pendingTx !== tx) throw new Error(`install ${tx} is not the one in progress`);
+    for (const e of entries) this.committed.set(e.name, e);
+    this.pendingTx = null;
+    await this.save();
+    await this.dropTx(tx);
+  }
+
+  /** Ends an install that was undone (its files already restored). */
+  async abort(tx: string): Promise<void> {
+    if (this.pendingTx !== tx) return;
+    this.pendingTx = null;
+    await this.save();
+    await this.dropTx(tx);
+  }
+
+  /** Moves installed/<name> aside into previous/<tx>/ (when there is one); returns where it went. */
+  async putAside(tx: string, name: string): Promise<string | null> {
     const from = this.installedPath(name);
     if (!(await exists(from))) return null;
-    const txDir = path.join(this.previousDir, randomUUID());
-    await mkdir(txDir, { mode: 0o700 });
+    const txDir = path.join(this.previousDir, tx);
+    await mkdir(txDir, { recursive: true, mode: 0o700 });
     const to = path.join(txDir, name);
     await rename(from, to);
     return to;
@@ -149,14 +197,12 @@ export class Store {
   /** Undoes place(): the new tree goes, the one put aside (if any) comes back. */
   async restore(name: string, aside: string | null): Promise<void> {
     await rm(this.installedPath(name), { recursive: true, force: true });
-    if (aside !== null) {
-      await rename(aside, this.installedPath(name));
-      await rm(path.dirname(aside), { recursive: true, force: true });
-    }
+    if (aside !== null && (await exists(aside))) await rename(aside, this.installedPath(name));
+    await syncDir(this.installedDir);
   }
 
-  async dropAside(aside: string | null): Promise<void> {
-    if (aside !== null) await rm(path.dirname(aside), { recursive: true, force: true });
+  private async dropTx(tx: string): Promise<void> {
+    await rm(path.join(this.previousDir, tx), { recursive: true, force: true });
   }
 
   async removeInstalled(name: string): Promise<void> {

@@ -31,13 +31,20 @@ const S_IFLNK = 0o120000;
 const FILE_MODE = 0o644;
 const DIR_MODE = 0o755;
 
-/** The entry's path segments, or a Rejection naming what is wrong with it. */
+/**
+ * The entry's path segments, or a Rejection naming what is wrong with it. A leading `./` (as in
+ * archives made with `bsdtar -C dir .`) means the root: `./a.js` is `a.js`, and `./` alone is
+ * the root folder itself (no segments).
+ */
 export function checkEntryName(name: string): string[] {
   const shown = JSON.stringify(name);
   if (name.includes('\0')) throw new Rejection('bad_entry_name', `entry ${shown} has a NUL character in its name`);
   if (name.includes('\\')) throw new Rejection('bad_entry_name', `entry ${shown} has a backslash in its name`);
   if (name.startsWith('/') || /^[A-Za-z]:/.test(name)) throw new Rejection('zip_slip', `entry ${shown} is an absolute path`);
-  const segments = name.replace(/\/$/, '').split('/');
+  let rel = name;
+  while (rel.startsWith('./')) rel = rel.slice(2);
+  if (rel === '' || rel === '.') return [];
+  const segments = rel.replace(/\/$/, '').split('/');
   if (segments.includes('..')) throw new Rejection('zip_slip', `entry ${shown} has a ".." segment`);
   const kept = segments.filter((s) => s !== '.');
   if (kept.length === 0 || kept.some((s) => s === '')) throw new Rejection('bad_entry_name', `entry ${shown} has an empty path segment`);
@@ -113,6 +120,11 @@ export async function safeUnzip(zipPath: string, dest: string, limits: UnzipLimi
       const name = yauzl.getFileNameLowLevel(entry.generalPurposeBitFlag, entry.fileNameRaw, entry.extraFields, true);
       const segments = checkEntryName(name);
       const kind = entryKind(entry, name);
+      if (segments.length === 0) {
+        // The root folder itself (`./`): nothing to create; as a file it has no name.
+        if (kind === 'dir') continue;
+        throw new Rejection('bad_entry_name', `entry ${JSON.stringify(name)} is a file without a name`);
+      }
       const rel = segments.join('/');
       if (seen.has(rel)) throw new Rejection('duplicate_entry', `entry ${JSON.stringify(name)} appears twice`);
       seen.add(rel);

@@ -1,5 +1,5 @@
 // The loopback update service of policy installs: Chromium asks GET /<id>/updates.xml (the URL
-// in ExtensionInstallForcelist) and downloads GET /<id>/<version>.crx. Bound to 127.0.0.1 only;
+// in ExtensionInstallForcelist) and downloads GET /<id>/<file>.crx. Bound to 127.0.0.1 only;
 // it serves the CRX files of the daemon's policy-mode extensions and nothing else.
 import { createReadStream } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -9,6 +9,9 @@ import type { Logger } from '../core/log.js';
 export interface ServedCrx {
   id: string;
   version: string;
+  /** The name the CRX is served under: /<id>/<fileName>. */
+  fileName: string;
+  /** Where it is on disk. */
   crxFile: string;
 }
 
@@ -18,7 +21,7 @@ export function updateManifest(crx: ServedCrx, port: number): string {
   return (
     "<?xml version='1.0' encoding='UTF-8'?>\n" +
     "<gupdate xmlns='http://www.google.com/update2/response' protocol='2.0'>" +
-    `<app appid='${crx.id}'><updatecheck codebase='http://127.0.0.1:${port}/${crx.id}/${crx.version}.crx' version='${crx.version}'/></app>` +
+    `<app appid='${crx.id}'><updatecheck codebase='http://127.0.0.1:${port}/${crx.id}/${crx.fileName}' version='${crx.version}'/></app>` +
     '</gupdate>\n'
   );
 }
@@ -56,7 +59,7 @@ export class UpdateServer {
       } else if (file === 'updates.xml') {
         this.log.debug({ event: 'extension_update_check', id }, 'update manifest served');
         res.writeHead(200, { 'content-type': 'text/xml; charset=utf-8', 'cache-control': 'no-store' }).end(updateManifest(crx, this.port ?? 0));
-      } else if (file === `${crx.version}.crx`) {
+      } else if (file === crx.fileName) {
         this.log.debug({ event: 'extension_crx_served', id, version: crx.version }, 'CRX served');
         res.writeHead(200, { 'content-type': 'application/x-chrome-extension', 'cache-control': 'no-store' });
         if (req.method === 'HEAD') res.end();

@@ -1,8 +1,11 @@
 // exec: one child run to completion. stdin gets `stdin_b64` then EOF (EOF at once without it);
 // stdout and stderr are kept up to the output limit each, the rest is counted and dropped; at the
-// deadline the whole group gets SIGKILL and the result says `timed_out: true`.
-import { outputSettled, trySignalGroup, type Launched } from './spawn.js';
+// deadline the whole group gets SIGKILL and the result says `timed_out: true`. A command runs to
+// completion, so whatever it leaves in its process group (background children) gets SIGKILL when
+// it exits: nothing started by exec outlives its answer.
+import type { ProcessGroup } from './groups.js';
 import { OUTPUT_GRACE_MS } from './managed-process.js';
+import { outputSettled, type Launched } from './spawn.js';
 
 export interface ExecResult {
   exit_code: number | null;
@@ -50,7 +53,13 @@ class Capture {
   }
 }
 
-export async function runExec(launched: Launched, opts: ExecOptions): Promise<ExecResult> {
+export interface ExecOutcome {
+  result: ExecResult;
+  /** true when the command left living processes in its group, which then got SIGKILL. */
+  leftoversKilled: boolean;
+}
+
+export async function runExec(launched: Launched, group: ProcessGroup, opts: ExecOptions): Promise<ExecOutcome> {
   const started = process.hrtime.bigint();
   const out = new Capture(opts.outputLimitBytes);
   const err = new Capture(opts.outputLimitBytes);
@@ -65,14 +74,16 @@ export async function runExec(launched: Launched, opts: ExecOptions): Promise<Ex
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    trySignalGroup(launched.pgid, 'SIGKILL');
+    group.trySignal('SIGKILL');
   }, opts.timeoutMs);
   const exit = await launched.exit;
   const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
   clearTimeout(timer);
+  // What the command left behind in its group ends with it (alive() checks the group afresh).
+  const leftoversKilled = group.alive() && group.trySignal('SIGKILL');
   await outputSettled(launched, OUTPUT_GRACE_MS);
 
-  return {
+  const result: ExecResult = {
     exit_code: exit.exit_code,
     signal: exit.signal,
     stdout_b64: out.base64(),
@@ -83,4 +94,5 @@ export async function runExec(launched: Launched, opts: ExecOptions): Promise<Ex
     stderr_truncated_bytes: err.truncated,
     pid: launched.pid,
   };
+  return { result, leftoversKilled };
 }

@@ -1,12 +1,20 @@
-// The process groups this module started (spawn and exec), so that shutdown can end every one of
-// them, including members that outlived their leader: SIGTERM to each group, then SIGKILL to the
-// groups that still have a living member after the grace period.
+// The process groups this module started (spawn and exec). A group is tracked from its start until
+// no member of it lives any more, not merely until its leader exits: what a leader leaves behind in
+// its group still counts toward the live limit, can still be killed through the API, and is ended
+// at shutdown. A group leaves the set only once it is gone, so shutdown (graceful or immediate)
+// always sees every group that still runs, and a pgid is never signalled after its group is known
+// to be gone (the number may belong to someone else by then): every signal is preceded by a check.
+//
+// "Living" means a member that is not a zombie, read from /proc: an orphan in a container whose
+// init does not reap stays a zombie forever, and kill(-pgid, 0) alone would count it.
 import { readFileSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { groupAlive, signalGroup, type GroupSignal } from './spawn.js';
 
 /** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
 export const PROCESS_STOP_GRACE_MS = 3000;
+/** How often groups whose leader has exited are checked for living members. */
+export const LINGER_POLL_MS = 500;
 const POLL_MS = 50;
 /** After SIGKILL, how long to wait for the kernel to take the groups down. */
 const KILL_WAIT_MS = 2000;
@@ -43,61 +51,181 @@ export function livingGroups(pgids: Iterable<number>): Set<number> {
   return alive;
 }
 
-function signalAll(pgids: Iterable<number>, signal: GroupSignal): void {
-  for (const g of pgids) {
+/** One process group started by this module, from its start until no member of it lives. */
+export class ProcessGroup {
+  private leaderRunning = true;
+  private isGone = false;
+  private readonly goneCallbacks: (() => void)[] = [];
+  private resolveGone!: () => void;
+  /** Resolves once no member of the group lives any more. */
+  readonly gone = new Promise<void>((resolve) => (this.resolveGone = resolve));
+
+  constructor(
+    readonly pgid: number,
+    private readonly set: GroupSet,
+  ) {}
+
+  /** true once the leader has exited (and was reaped); members it left may still live. */
+  get leaderExited(): boolean {
+    return !this.leaderRunning;
+  }
+
+  /** Known to be gone (as of the last check; `alive()` checks again). */
+  get ended(): boolean {
+    return this.isGone;
+  }
+
+  /** Calls `cb` synchronously once the group is gone (at once when it already is). */
+  onGone(cb: () => void): void {
+    if (this.isGone) cb();
+    else this.goneCallbacks.push(cb);
+  }
+
+  /** true while a member lives: checked now once the leader has exited. */
+  alive(): boolean {
+    if (this.isGone) return false;
+    if (this.leaderRunning) return true;
+    this.set.refresh([this]);
+    return !this.isGone;
+  }
+
+  /** Signals the whole group while a member lives; false (nothing sent) when nothing of it is left. EPERM throws. */
+  signal(signal: GroupSignal): boolean {
+    if (!this.alive()) return false;
+    return signalGroup(this.pgid, signal);
+  }
+
+  /** `signal` for timers and event handlers, where an error (EPERM) has nowhere to go. */
+  trySignal(signal: GroupSignal): boolean {
     try {
-      signalGroup(g, signal);
+      return this.signal(signal);
     } catch {
-      // EPERM: not ours to signal any more; nothing more can be done here.
+      return false; // not ours to signal any more; shutdown tries again
     }
   }
-}
 
-async function waitGone(pgids: number[], ms: number): Promise<Set<number>> {
-  const deadline = Date.now() + ms;
-  let alive = livingGroups(pgids);
-  while (alive.size > 0 && Date.now() < deadline) {
-    await sleep(POLL_MS);
-    alive = livingGroups(alive);
+  /** The leader has exited and was reaped: the group is gone now, or lingers while members live. */
+  leaderExit(): void {
+    if (!this.leaderRunning) return;
+    this.leaderRunning = false;
+    this.set.refresh([this]);
   }
-  return alive;
+
+  /** Called by the set once no member lives. */
+  markGone(): void {
+    if (this.isGone) return;
+    this.isGone = true;
+    this.resolveGone();
+    for (const cb of this.goneCallbacks.splice(0)) cb();
+  }
 }
 
 export class GroupSet {
-  private readonly pgids = new Set<number>();
+  private readonly groups = new Map<number, ProcessGroup>();
+  private timer: NodeJS.Timeout | null = null;
 
-  add(pgid: number): void {
-    this.prune();
-    this.pgids.add(pgid);
+  constructor(private readonly lingerPollMs = LINGER_POLL_MS) {}
+
+  /** Tracks the group of a child that was just started (it leads the group). */
+  add(pgid: number): ProcessGroup {
+    // A tracked group with this number must have ended unnoticed (the kernel reuses no pgid that a
+    // process still holds): forget it before the new one takes its place.
+    const stale = this.groups.get(pgid);
+    if (stale !== undefined) this.forget(stale);
+    const group = new ProcessGroup(pgid, this);
+    this.groups.set(pgid, group);
+    return group;
   }
 
+  /** Groups not yet known to be gone (after a fresh check of those whose leader has exited). */
   get size(): number {
-    return this.pgids.size;
+    this.refresh();
+    return this.groups.size;
   }
 
-  /** Forgets the groups that no longer exist. */
-  prune(): void {
-    for (const g of this.pgids) if (!groupAlive(g)) this.pgids.delete(g);
+  /**
+   * Checks the groups whose leader has exited (all, or `only`) and forgets those with no living
+   * member, calling their onGone callbacks. kill(-pgid, 0) first (ESRCH: nothing left, not even a
+   * zombie), then one /proc scan for the groups that still have some process.
+   */
+  refresh(only?: Iterable<ProcessGroup>): void {
+    const candidates = [...(only ?? this.groups.values())].filter((g) => g.leaderExited && !g.ended);
+    if (candidates.length > 0) {
+      const existing = candidates.filter((g) => groupAlive(g.pgid)).map((g) => g.pgid);
+      const living = livingGroups(existing);
+      for (const g of candidates) if (!living.has(g.pgid)) this.forget(g);
+    }
+    this.schedule();
   }
 
-  /** SIGTERM to every group, SIGKILL after `graceMs` to those with a living member. Returns the count killed. */
+  /** SIGTERM to every group, SIGKILL after `graceMs` to those with a living member. Returns the counts. */
   async endAll(graceMs: number): Promise<{ terminated: number; killed: number }> {
-    const targets = [...this.pgids];
-    this.pgids.clear();
-    if (targets.length === 0) return { terminated: 0, killed: 0 };
-    const alive = [...livingGroups(targets)];
-    signalAll(alive, 'SIGTERM');
-    const stubborn = [...(await waitGone(alive, graceMs))];
+    this.refresh();
+    const alive = this.living([...this.groups.values()]);
+    if (alive.length === 0) return { terminated: 0, killed: 0 };
+    this.signalEach(alive, 'SIGTERM');
+    const stubborn = await this.waitGone(alive, graceMs);
     if (stubborn.length > 0) {
-      signalAll(stubborn, 'SIGKILL');
-      await waitGone(stubborn, KILL_WAIT_MS);
+      this.signalEach(stubborn, 'SIGKILL');
+      await this.waitGone(stubborn, KILL_WAIT_MS);
     }
     return { terminated: alive.length, killed: stubborn.length };
   }
 
-  /** SIGKILL to every group at once. */
+  /** SIGKILL to every group that still has a member, at once (also those endAll is still working on). */
   killAll(): void {
-    signalAll(this.pgids, 'SIGKILL');
-    this.pgids.clear();
+    this.signalEach([...this.groups.values()], 'SIGKILL');
+  }
+
+  /** Stops the periodic check (the groups stay tracked). */
+  close(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private forget(group: ProcessGroup): void {
+    if (this.groups.get(group.pgid) === group) this.groups.delete(group.pgid);
+    group.markGone();
+  }
+
+  /** A periodic check runs while some group outlives its leader, so its slot is freed when it ends. */
+  private schedule(): void {
+    const lingering = [...this.groups.values()].some((g) => g.leaderExited);
+    if (lingering && this.timer === null) {
+      this.timer = setInterval(() => this.refresh(), this.lingerPollMs);
+      this.timer.unref();
+    } else if (!lingering) {
+      this.close();
+    }
+  }
+
+  /** The groups among `groups` still tracked and with a living member. */
+  private living(groups: ProcessGroup[]): ProcessGroup[] {
+    this.refresh(groups);
+    const open = groups.filter((g) => !g.ended);
+    const alive = livingGroups(open.map((g) => g.pgid));
+    return open.filter((g) => alive.has(g.pgid));
+  }
+
+  private signalEach(groups: ProcessGroup[], signal: GroupSignal): void {
+    this.refresh(groups); // never signal a group already gone: its number may be someone else's
+    for (const g of groups) {
+      if (g.ended) continue;
+      try {
+        signalGroup(g.pgid, signal);
+      } catch {
+        // EPERM: not ours to signal any more; nothing more can be done here.
+      }
+    }
+  }
+
+  private async waitGone(groups: ProcessGroup[], ms: number): Promise<ProcessGroup[]> {
+    const deadline = Date.now() + ms;
+    let alive = this.living(groups);
+    while (alive.length > 0 && Date.now() < deadline) {
+      await sleep(POLL_MS);
+      alive = this.living(alive);
+    }
+    return alive;
   }
 }

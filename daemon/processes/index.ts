@@ -1,5 +1,6 @@
 // The processes module: exec, spawn, output streams, stdin and kill over HTTP. Its public face is
-// createProcesses(); close() ends every process group it started (SIGTERM, SIGKILL after a grace).
+// createProcesses(); close() ends every process group it started (SIGTERM, SIGKILL after a grace),
+// destroy() sends SIGKILL to every group that still has a member, even while close() runs.
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -37,13 +38,15 @@ export function createProcesses(deps: ProcessesDeps): Processes {
         if (groupCount === 0) return;
         log.info({ event: 'processes_stopping', groups: groupCount, grace_ms: PROCESS_STOP_GRACE_MS }, 'ending every spawned process group');
         const { terminated, killed } = await groups.endAll(PROCESS_STOP_GRACE_MS);
+        groups.close();
         log.info({ event: 'processes_stopped', terminated, killed }, 'every spawned process group has ended');
       })();
       return closing;
     },
     destroy() {
       table.close();
-      groups.killAll();
+      groups.killAll(); // also the groups a close() in progress is still ending
+      groups.close();
     },
   };
 }

@@ -1,11 +1,14 @@
 // One spawned process as the API sees it: its id, its output (replay buffer), its stdin queue,
-// and its exit. The exit event of the output comes only after both output streams have ended (or
-// a short grace past the exit, when a grandchild keeps the pipes open), so it is always last.
+// its exit and its process group. The exit event of the output comes only after both output
+// streams have ended (or a short grace past the exit, when a grandchild keeps the pipes open), so
+// it is always last. The process is `exited` once its leader has exited; what the leader left in
+// its group lives on (`group_alive`), can still be killed, and keeps the process in the table.
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { ConflictError } from '../http/errors.js';
+import type { ProcessGroup } from './groups.js';
 import { ReplayBuffer, type ExitInfo } from './replay-buffer.js';
-import { outputSettled, signalGroup, type GroupSignal, type Launched } from './spawn.js';
+import { outputSettled, type GroupSignal, type Launched } from './spawn.js';
 import { StdinWriter } from './stdin-writer.js';
 
 /** How long output may still arrive after the child's exit (grandchildren holding the pipes). */
@@ -19,6 +22,8 @@ export interface ProcessStatus {
   signal: string | null;
   started_at: string;
   exited_at: string | null;
+  /** true while any member of the process group lives (it may outlive the process itself). */
+  group_alive: boolean;
   command: string;
   as_user: string;
 }
@@ -27,6 +32,8 @@ export interface ManagedProcessOptions {
   command: string;
   replayBufferBytes: number;
   stdinTimeoutMs: number;
+  /** Most stdin bytes accepted and not yet in the pipe at once (429 past it). */
+  stdinQueueLimitBytes: number;
   metrics: Metrics;
   log: Logger;
 }
@@ -39,6 +46,8 @@ export class ManagedProcess {
   readonly stdin: StdinWriter;
   /** Resolves once the child has exited (status says `exited` from then on). */
   readonly exited: Promise<ExitInfo>;
+  /** Resolves once the process has exited and no member of its group lives any more. */
+  readonly done: Promise<void>;
   private exitInfo: ExitInfo | null = null;
   private exitedAt: Date | null = null;
 
@@ -46,6 +55,7 @@ export class ManagedProcess {
     /** A random UUID. */
     readonly id: string,
     private readonly launched: Launched,
+    readonly group: ProcessGroup,
     private readonly opts: ManagedProcessOptions,
   ) {
     this.pid = launched.pid;
@@ -56,6 +66,7 @@ export class ManagedProcess {
     this.stdin = new StdinWriter(launched.stdin, {
       processId: this.id,
       timeoutMs: opts.stdinTimeoutMs,
+      maxQueuedBytes: opts.stdinQueueLimitBytes,
       exited: launched.exit,
       onWritten: (n) => opts.metrics.stdinBytes.inc(n),
     });
@@ -64,12 +75,13 @@ export class ManagedProcess {
       this.exitedAt = new Date();
       this.stdin.processExited();
       opts.log.info(
-        { event: 'process_exited', pid: this.pid, process_id: this.id, code: info.exit_code, signal: info.signal },
+        { event: 'process_exited', pid: this.pid, process_id: this.id, code: info.exit_code, signal: info.signal, group_alive: !group.ended },
         'process exited',
       );
       void outputSettled(launched, OUTPUT_GRACE_MS).then(() => this.output.finish(info));
       return info;
     });
+    this.done = Promise.all([this.exited, group.gone]).then(() => {});
   }
 
   get running(): boolean {
@@ -89,15 +101,20 @@ export class ManagedProcess {
       signal: this.exitInfo?.signal ?? null,
       started_at: this.startedAt.toISOString(),
       exited_at: this.exitedAt?.toISOString() ?? null,
+      group_alive: !this.group.ended,
       command: this.opts.command,
       as_user: this.launched.user.name,
     };
   }
 
-  /** Signals the whole group; 409 process_exited once the child has exited. */
+  /**
+   * Signals the whole group: while the process runs, and after its exit while members it left in
+   * its group live. 409 process_exited once nothing of the group is left.
+   */
   kill(signal: GroupSignal): void {
-    if (this.exitInfo !== null) throw new ConflictError('process_exited', `process ${this.id} has already exited`);
-    signalGroup(this.pgid, signal);
+    if (!this.group.signal(signal)) {
+      throw new ConflictError('process_exited', `process ${this.id} has already exited and nothing of its process group is left`);
+    }
   }
 
   /** Queues stdin data; see StdinWriter.write. 409 process_exited once the child has exited. */

@@ -1,12 +1,14 @@
-// Every spawned process by id, live and exited, and the count of live children (spawned and exec)
-// against BROWSERD_MAX_PROCESSES. An exited process stays readable for BROWSERD_PROCESS_RETENTION_SEC,
-// then it is forgotten (404); past MAX_RETAINED_EXITED exited processes the oldest is forgotten
-// early, so that retained output buffers cannot grow without bound under many short processes.
+// Every spawned process by id, live and exited, and the count of live process groups (spawned and
+// exec) against BROWSERD_MAX_PROCESSES: a slot is taken before a child starts and freed once no
+// member of its group lives (not merely when its leader exits). An exited process stays readable
+// while its group lives and then for BROWSERD_PROCESS_RETENTION_SEC, then it is forgotten (404);
+// past MAX_RETAINED_EXITED finished processes the oldest is forgotten early, so that retained output
+// buffers cannot grow without bound under many short processes.
 import type { Metrics } from '../core/metrics.js';
 import { LimitExceededError, NotFoundError } from '../http/errors.js';
 import type { ManagedProcess } from './managed-process.js';
 
-/** At most this many exited processes are kept (oldest exit forgotten first). */
+/** At most this many finished processes are kept (the oldest forgotten first). */
 export const MAX_RETAINED_EXITED = 256;
 
 export interface ProcessTableOptions {
@@ -17,7 +19,7 @@ export interface ProcessTableOptions {
 
 export class ProcessTable {
   private readonly procs = new Map<string, ManagedProcess>();
-  /** Exited processes by id, in exit order, with their removal timers. */
+  /** Finished processes (exited, group gone) by id, in that order, with their removal timers. */
   private readonly exited = new Map<string, NodeJS.Timeout>();
   private live = 0;
 
@@ -29,9 +31,14 @@ export class ProcessTable {
     return this.live;
   }
 
+  /** true when no live slot is free. */
+  get full(): boolean {
+    return this.live >= this.opts.maxLive;
+  }
+
   /**
    * Takes one live slot before a child is started (429 limit_exceeded when none is free).
-   * Returns the release function (idempotent): call it when the child has exited or did not start.
+   * Returns the release function (idempotent): call it when the child's group is gone or the child did not start.
    */
   reserve(): () => void {
     if (this.live >= this.opts.maxLive) throw new LimitExceededError('live processes', this.opts.maxLive);
@@ -46,10 +53,10 @@ export class ProcessTable {
     };
   }
 
-  /** Adds a started process; once it exits it is kept for the retention period, then removed. */
+  /** Adds a started process; once it has exited and its group is gone it is kept for the retention period, then removed. */
   add(proc: ManagedProcess): void {
     this.procs.set(proc.id, proc);
-    void proc.exited.then(() => {
+    void proc.done.then(() => {
       const timer = setTimeout(() => this.forget(proc.id), this.opts.retentionMs);
       timer.unref();
       this.exited.set(proc.id, timer);
@@ -70,7 +77,7 @@ export class ProcessTable {
   /** The process, or 404 not_found. */
   get(id: string): ManagedProcess {
     const proc = this.procs.get(id);
-    if (proc === undefined) throw new NotFoundError(`no process ${id} (unknown, or exited longer ago than the retention period)`);
+    if (proc === undefined) throw new NotFoundError(`no process ${id} (unknown, or ended longer ago than the retention period)`);
     return proc;
   }
 

@@ -6,7 +6,7 @@ import type { Metrics } from '../core/metrics.js';
 import { BadRequestError, PayloadTooLargeError } from '../http/errors.js';
 import type { RequestContext, Route } from '../http/router.js';
 import { runExec } from './exec.js';
-import { PROCESS_STOP_GRACE_MS, type GroupSet } from './groups.js';
+import { PROCESS_STOP_GRACE_MS, type GroupSet, type ProcessGroup } from './groups.js';
 import { ManagedProcess } from './managed-process.js';
 import { MAX_RETAINED_EXITED, type ProcessTable } from './process-table.js';
 import {
@@ -23,8 +23,9 @@ import {
   stdinBody,
   stdinResult,
 } from './schemas.js';
-import { launch, trySignalGroup, type LaunchSpec, type Launched } from './spawn.js';
+import { launch, type LaunchSpec, type Launched } from './spawn.js';
 import { SSE_HEARTBEAT_MS, streamOutput } from './sse.js';
+import { STDIN_QUEUE_FACTOR } from './stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64 } from './strict-base64.js';
 
 export interface RouteDeps {
@@ -45,6 +46,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
   const stdinBodyLimit = base64Length(limits.stdinLimitBytes) + KiB;
   /** exec carries stdin_b64 besides the usual fields. */
   const execBodyLimit = base64Length(limits.stdinLimitBytes) + config.http.bodyLimitBytes;
+  /** Stdin bytes one process may hold queued (accepted, not yet in the pipe). */
+  const stdinQueueLimit = limits.stdinLimitBytes * STDIN_QUEUE_FACTOR;
 
   /** Strict base64 within the stdin limit: 400 naming the field, or 413 with the limit. */
   const decode = (field: string, text: string): Buffer => {
@@ -59,8 +62,15 @@ export function processRoutes(deps: RouteDeps): Route[] {
     return data;
   };
 
-  /** Starts a child in a reserved live slot; the slot is freed when the child exits. */
-  const start = async (ctx: RequestContext, spec: LaunchSpec, kind: 'spawn' | 'exec', processId?: string): Promise<Launched> => {
+  /** Starts a child in a reserved live slot; the slot is freed once no member of its group lives. */
+  const start = async (
+    ctx: RequestContext,
+    spec: LaunchSpec,
+    kind: 'spawn' | 'exec',
+    processId?: string,
+  ): Promise<{ launched: Launched; group: ProcessGroup }> => {
+    // At the limit, groups that ended since the last periodic check free their slots first.
+    if (table.full) groups.refresh();
     const release = table.reserve();
     let launched: Launched;
     try {
@@ -69,13 +79,14 @@ export function processRoutes(deps: RouteDeps): Route[] {
       release();
       throw err;
     }
+    const group = groups.add(launched.pgid);
     void launched.exit.then(release);
-    groups.add(launched.pgid);
+    void launched.exit.then(() => group.leaderExit());
     ctx.log.info(
       { event: 'process_spawned', kind, pid: launched.pid, process_id: processId, command: spec.command, as_user: launched.user.name },
       'process spawned',
     );
-    return launched;
+    return { launched, group };
   };
 
   const lookup = (ctx: RequestContext): ManagedProcess => table.get(ctx.params.process_id ?? '');
@@ -89,9 +100,11 @@ export function processRoutes(deps: RouteDeps): Route[] {
         summary: 'Run a command to completion and return its exit and output',
         description:
           `Runs in its own process group and counts toward BROWSERD_MAX_PROCESSES while it runs (429 past it). ` +
+          'exec runs a command to completion: whatever the command leaves in its process group (background children) ' +
+          'gets SIGKILL when it exits. ' +
           `timeout_sec defaults to ${EXEC_DEFAULT_TIMEOUT_SEC} s (at most ${EXEC_MAX_TIMEOUT_SEC}); at the deadline the group gets SIGKILL and ` +
           'timed_out is true. stdout and stderr are kept up to BROWSERD_EXEC_OUTPUT_LIMIT_BYTES each; the rest is counted in ' +
-          '*_truncated_bytes. Output written by background processes after the command exits is collected for at most 1 s. ' +
+          '*_truncated_bytes. Output written after the command exits by processes that left its group is collected for at most 1 s. ' +
           'If the client disconnects before the answer, the group gets SIGKILL. A command that cannot be started is 400 (command: not found, permission denied).',
         body: execBody,
         responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResult } },
@@ -100,18 +113,26 @@ export function processRoutes(deps: RouteDeps): Route[] {
       handler: async (ctx) => {
         const body = await ctx.json(execBody, { limitBytes: execBodyLimit });
         const stdin = body.stdin_b64 === undefined ? null : decode('stdin_b64', body.stdin_b64);
-        const launched = await start(ctx, body, 'exec');
+        const { launched, group } = await start(ctx, body, 'exec');
         const abandon = (): void => {
-          if (!ctx.res.writableFinished) trySignalGroup(launched.pgid, 'SIGKILL');
+          if (!ctx.res.writableFinished) group.trySignal('SIGKILL');
         };
         ctx.res.once('close', abandon);
-        const result = await runExec(launched, {
+        const { result, leftoversKilled } = await runExec(launched, group, {
           timeoutMs: (body.timeout_sec ?? EXEC_DEFAULT_TIMEOUT_SEC) * 1000,
           outputLimitBytes: limits.execOutputLimitBytes,
           stdin,
         });
         ctx.log.info(
-          { event: 'process_exited', kind: 'exec', pid: launched.pid, code: result.exit_code, signal: result.signal, timed_out: result.timed_out },
+          {
+            event: 'process_exited',
+            kind: 'exec',
+            pid: launched.pid,
+            code: result.exit_code,
+            signal: result.signal,
+            timed_out: result.timed_out,
+            group_killed: leftoversKilled,
+          },
           'process exited',
         );
         return { status: 200, body: result };
@@ -126,8 +147,10 @@ export function processRoutes(deps: RouteDeps): Route[] {
         description:
           'The process leads its own process group. Its stdout and stderr go to a replay buffer of BROWSERD_OUTPUT_BUFFER_BYTES ' +
           '(read with the stdout/stream route); its stdin stays open for the stdin route. Live processes (spawned and exec) are limited ' +
-          'to BROWSERD_MAX_PROCESSES (429 past it). An exited process stays readable for BROWSERD_PROCESS_RETENTION_SEC, then 404 ' +
-          `(at most ${MAX_RETAINED_EXITED} exited processes are kept; past that the oldest is forgotten first). ` +
+          'to BROWSERD_MAX_PROCESSES (429 past it); a process counts while any member of its process group lives, also after ' +
+          'the process itself has exited (status: state exited, group_alive true; kill still reaches the group). An exited process ' +
+          'stays readable while its group lives and then for BROWSERD_PROCESS_RETENTION_SEC, then 404 ' +
+          `(at most ${MAX_RETAINED_EXITED} finished processes are kept; past that the oldest is forgotten first). ` +
           `At daemon shutdown every group started gets SIGTERM, then SIGKILL after ${PROCESS_STOP_GRACE_MS / 1000} s.`,
         body: spawnBody,
         responses: { 200: { description: 'started', schema: spawnResult } },
@@ -136,11 +159,12 @@ export function processRoutes(deps: RouteDeps): Route[] {
       handler: async (ctx) => {
         const body = await ctx.json(spawnBody);
         const id = randomUUID();
-        const launched = await start(ctx, body, 'spawn', id);
-        const proc = new ManagedProcess(id, launched, {
+        const { launched, group } = await start(ctx, body, 'spawn', id);
+        const proc = new ManagedProcess(id, launched, group, {
           command: body.command,
           replayBufferBytes: limits.replayBufferBytes,
           stdinTimeoutMs: limits.stdinTimeoutMs,
+          stdinQueueLimitBytes: stdinQueueLimit,
           metrics: deps.metrics,
           log: deps.log,
         });
@@ -156,14 +180,21 @@ export function processRoutes(deps: RouteDeps): Route[] {
         summary: 'Spawned processes: running ones and exited ones still retained',
         responses: { 200: { description: 'the processes, oldest first', schema: listSchema } },
       },
-      handler: async () => ({ status: 200, body: { processes: table.list().map((p) => p.status()) } }),
+      handler: async () => {
+        groups.refresh(); // group_alive as of now
+        return { status: 200, body: { processes: table.list().map((p) => p.status()) } };
+      },
     },
     {
       method: 'GET',
       path: `${P}/{process_id}/status`,
       scope: 'browser:read',
       doc: { summary: 'The state of one spawned process', responses: { 200: { description: 'the process', schema: statusSchema } } },
-      handler: async (ctx) => ({ status: 200, body: lookup(ctx).status() }),
+      handler: async (ctx) => {
+        const proc = lookup(ctx);
+        proc.group.alive(); // group_alive as of now
+        return { status: 200, body: proc.status() };
+      },
     },
     {
       method: 'GET',
@@ -199,10 +230,12 @@ export function processRoutes(deps: RouteDeps): Route[] {
           'when every byte is in the pipe. A child that does not read within BROWSERD_STDIN_TIMEOUT_MS gets 504 timeout: the ' +
           'message says how many bytes of the request stay queued; they are not dropped and reach the child, in order, when it ' +
           'reads. 409 process_exited when the process has exited (also for bytes still queued when it exits), 409 stdin_closed ' +
-          'after close: true or when the child closed its stdin. A client that disconnects does not withdraw accepted bytes.',
+          'after close: true or when the child closed its stdin. A client that disconnects does not withdraw accepted bytes. ' +
+          `The bytes queued for one process (accepted, not yet in the pipe) are limited to ${STDIN_QUEUE_FACTOR} × ` +
+          `BROWSERD_STDIN_LIMIT_BYTES: a request that would pass it is 429 limit_exceeded and nothing of it is queued.`,
         body: stdinBody,
         responses: { 200: { description: 'every byte is in the pipe', schema: stdinResult } },
-        errors: [409, 413, 504],
+        errors: [409, 413, 429, 504],
       },
       handler: async (ctx) => {
         const proc = lookup(ctx);
@@ -220,7 +253,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
         summary: 'Send a signal to the whole process group of a spawned process',
         description:
           'Answers once the signal is sent (not when the process has exited: watch status or the exit event). ' +
-          'The body may be left out (TERM). A process that has already exited is 409 process_exited.',
+          'The body may be left out (TERM). The group is signalled also after the process itself has exited, while members it ' +
+          'left in its group live (status group_alive); 409 process_exited once nothing of the group is left.',
         body: killBody,
         bodyRequired: false,
         responses: { 200: { description: 'the signal was sent', schema: killResult } },

@@ -67,6 +67,12 @@ export const statusSchema = z.object({
   signal: z.string().nullable().describe('The signal that ended the process, e.g. "SIGKILL"; null when it exited by itself or runs.'),
   started_at: z.string(),
   exited_at: z.string().nullable(),
+  group_alive: z
+    .boolean()
+    .describe(
+      'true while any member of the process group lives. Processes the process left in its group may outlive it: then state is ' +
+        'exited and group_alive true; kill still reaches them and they count toward BROWSERD_MAX_PROCESSES.',
+    ),
   command: z.string(),
   as_user: z.string().describe('The user the process runs as.'),
 });

@@ -8,7 +8,7 @@ import type { Readable, Writable } from 'node:stream';
 import { execa } from 'execa';
 import { BadRequestError } from '../http/errors.js';
 import type { ExitInfo } from './replay-buffer.js';
-import { childEnv, resolveCwd, resolveUser, type RunAs } from './user-env.js';
+import { childEnv, cwdProblem, resolveCwd, resolveUser, type RunAs } from './user-env.js';
 
 export interface LaunchSpec {
   command: string;
@@ -59,7 +59,7 @@ export async function launch(spec: LaunchSpec): Promise<Launched> {
   const cp = child as unknown as ChildProcess;
   if (child.pid === undefined) {
     const result = await child;
-    throw spawnError(spec, user, (result as { code?: string }).code);
+    throw spawnError(spec, user, cwd, (result as { code?: string }).code);
   }
   const { stdin, stdout, stderr } = cp;
   if (stdin === null || stdout === null || stderr === null) throw new Error('child without stdio pipes');
@@ -82,16 +82,26 @@ export async function launch(spec: LaunchSpec): Promise<Launched> {
   };
 }
 
-/** A 400 the caller can act on; anything else is a plain Error (a 500 whose cause is logged). */
-function spawnError(spec: LaunchSpec, user: RunAs, code: string | undefined): Error {
+/**
+ * A 400 the caller can act on; anything else is a plain Error (a 500 whose cause is logged). The
+ * child enters its cwd before it switches users and execs, and a failed chdir comes back with the
+ * same errno as a failed exec (EACCES, ENOENT): the cwd is checked again so that its failure is
+ * reported as the cwd's, not as the command's.
+ */
+function spawnError(spec: LaunchSpec, user: RunAs, cwd: string, code: string | undefined): Error {
+  if (code === 'EACCES' || code === 'ENOENT' || code === 'ENOTDIR') {
+    const problem = cwdProblem(cwd);
+    if (problem !== null) return BadRequestError.field('cwd', problem);
+  }
   switch (code) {
     case 'ENOENT':
       return BadRequestError.field('command', `not found: ${spec.command}${spec.command.includes('/') ? '' : ' (searched PATH)'}`);
-    case 'EACCES':
-      return BadRequestError.field(
-        'command',
-        `permission denied: ${spec.command} is not executable${user.switchUser ? ` by ${user.name}, or the cwd is not accessible to that user` : ''}`,
-      );
+    case 'EACCES': {
+      const relative = spec.command.includes('/') && !spec.command.startsWith('/');
+      const by = user.switchUser ? ` by ${user.name}` : '';
+      const where = relative && user.switchUser ? `, or ${cwd} (where the relative path starts) is not searchable by that user` : '';
+      return BadRequestError.field('command', `permission denied: ${spec.command} is not executable${by}${where}`);
+    }
     case 'ENOEXEC':
       return BadRequestError.field('command', `${spec.command} is not an executable format`);
     case 'E2BIG':
@@ -111,15 +121,6 @@ export function signalGroup(pgid: number, signal: GroupSignal | 0): boolean {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
     throw err;
-  }
-}
-
-/** signalGroup for timers and event handlers, where an error (EPERM) has nowhere to go. */
-export function trySignalGroup(pgid: number, signal: GroupSignal): void {
-  try {
-    signalGroup(pgid, signal);
-  } catch {
-    // Not ours to signal any more; the group is ended at shutdown if it still runs.
   }
 }
 

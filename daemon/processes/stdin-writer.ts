@@ -5,11 +5,15 @@
 // of its bytes are still queued; those bytes stay queued, in order, and reach the child once it
 // reads. `close: true` ends stdin after the request's data. A child that closes its stdin or
 // exits fails what is still queued with a 409; EPIPE never reaches the daemon as an uncaught error.
+// The bytes a process holds queued (accepted, not yet in the pipe) are capped: a request that would
+// pass the cap is refused with 429 and nothing of it is queued.
 import type { Writable } from 'node:stream';
-import { ConflictError, TimeoutError, type ApiError } from '../http/errors.js';
+import { ApiError, ConflictError, TimeoutError } from '../http/errors.js';
 
 /** Bytes per write call: progress (and the 504's count) is tracked per slice. */
-const SLICE_BYTES = 64 * 1024;
+export const SLICE_BYTES = 64 * 1024;
+/** The stdin bytes one process may hold queued: this many times BROWSERD_STDIN_LIMIT_BYTES. */
+export const STDIN_QUEUE_FACTOR = 4;
 /** After EPIPE, how long to wait for the exit event to tell "exited" from "closed its stdin". */
 const EXIT_SETTLE_MS = 200;
 
@@ -31,6 +35,8 @@ export type StdinState = 'open' | 'closing' | 'closed' | 'broken' | 'exited';
 export interface StdinWriterOptions {
   processId: string;
   timeoutMs: number;
+  /** Most bytes accepted and not yet in the pipe at once, over every queued request. */
+  maxQueuedBytes: number;
   /** Resolves when the process has exited. */
   exited: Promise<unknown>;
   /** Called with every count of bytes that reached the pipe. */
@@ -63,10 +69,21 @@ export class StdinWriter {
   /**
    * Queues `data` (and EOF after it when `close`). Resolves with the byte count once every byte is
    * in the pipe; rejects with 504 at the deadline (the bytes stay queued), 409 stdin_closed /
-   * process_exited when they cannot be written.
+   * process_exited when they cannot be written. Throws 429 limit_exceeded (nothing queued) when
+   * the bytes would pass maxQueuedBytes.
    */
   write(data: Buffer, close: boolean): Promise<number> {
     this.assertWritable();
+    const queued = this.queuedBytes;
+    if (queued + data.length > this.opts.maxQueuedBytes) {
+      throw new ApiError(
+        429,
+        'limit_exceeded',
+        `too many stdin bytes queued for process ${this.opts.processId}: ${queued} bytes of earlier requests are not yet in the pipe ` +
+          `(the child is not reading) and the ${data.length} bytes of this request would pass the limit of ${this.opts.maxQueuedBytes} ` +
+          `bytes queued per process (${STDIN_QUEUE_FACTOR} × BROWSERD_STDIN_LIMIT_BYTES); nothing of this request was queued`,
+      );
+    }
     if (close) this.state = 'closing';
     return new Promise<number>((resolve, reject) => {
       const job: Job = { data, close, written: 0, inFlight: 0, settled: false, timer: null, resolve, reject };

@@ -2,7 +2,7 @@
 // BROWSERD_TOKEN and other secrets) is never passed on: a child starts from a minimal environment
 // (PATH, LANG, TZ of the daemon; HOME, USER, LOGNAME, SHELL of the user it runs as) and the
 // request's `env` is merged over it.
-import { readFileSync, statSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { BadRequestError } from '../http/errors.js';
 
@@ -80,19 +80,34 @@ export function childEnv(user: RunAs, extra: Record<string, string> | undefined)
   return { ...env, ...extra };
 }
 
-function isDirectory(p: string): boolean {
+/**
+ * Why the child could not enter `dir`, or null when it can. The child enters its working
+ * directory with the daemon's own rights, before it switches to `as_user`, so the check is the
+ * daemon's (access(2), X_OK).
+ */
+export function cwdProblem(dir: string): string | null {
   try {
-    return statSync(p).isDirectory();
-  } catch {
-    return false;
+    if (!statSync(dir).isDirectory()) return `${dir} is not a directory`;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EACCES') return `permission denied: ${dir} cannot be reached by the daemon (uid ${process.getuid?.() ?? '?'})`;
+    return `${dir} is not an existing directory`;
+  }
+  try {
+    accessSync(dir, constants.X_OK);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    return `permission denied: ${dir} cannot be entered by the daemon (uid ${process.getuid?.() ?? '?'}, ${code})`;
   }
 }
 
-/** The working directory: `cwd` (must be an existing directory), else the user's home, else `/`. */
+/** The working directory: `cwd` (an existing directory the child can enter: else 400 cwd), else the user's home, else `/`. */
 export function resolveCwd(cwd: string | undefined, user: RunAs): string {
   if (cwd !== undefined) {
-    if (!isDirectory(cwd)) throw BadRequestError.field('cwd', `${cwd} is not an existing directory`);
+    const problem = cwdProblem(cwd);
+    if (problem !== null) throw BadRequestError.field('cwd', problem);
     return cwd;
   }
-  return isDirectory(user.home) ? user.home : '/';
+  return cwdProblem(user.home) === null ? user.home : '/';
 }

@@ -1,12 +1,16 @@
 // Proxy checks: the default check (BROWSERD_PROXY_CHECK_URLS in turn, the exit IP from the first
-// answer that holds one) and the url check (one guarded target, pinned address). Two checks of one
-// proxy and url at once share one run; at most `maxConcurrentChecks` different runs at once.
+// answer that holds one) and the url check (the name looked up and guarded, then the pinned
+// address). A run is keyed by (proxy, url): two checks of one proxy and one url (or both without
+// url) at once share one run; checks with different urls are different runs. At most
+// `maxConcurrentChecks` runs at once: the slot is taken before anything else, name lookups
+// included, and one deadline covers the lookup and every phase of the tunnel.
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { LimitExceededError, OperationFailedError } from '../http/errors.js';
-import type { GuardedTarget } from './ssrf.js';
+import type { Resolver } from './resolve.js';
+import { resolveTarget, type CheckUrl, type GuardedTarget } from './ssrf.js';
 import type { StoredProxy } from './store.js';
 import { CheckFailure, fetchThrough, type CheckCause } from './tunnel.js';
 import { upstreamFor, type Upstream } from './upstream.js';
@@ -26,6 +30,8 @@ export interface CheckerDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
+  /** How a url check's host name is looked up. */
+  resolver: Resolver;
 }
 
 export class ProxyChecker {
@@ -95,22 +101,29 @@ export class ProxyChecker {
     return this.finishDefault(proxy, log, started, { available: reached, ip: null, failure: reached ? null : failure });
   }
 
-  /** A url check; resolves when the target answered with an HTTP response, else 422 with the cause. */
-  async checkUrl(proxy: StoredProxy, upstream: Upstream, target: GuardedTarget, log: Logger): Promise<void> {
+  /**
+   * A url check: the name is looked up and every address judged (400 when one is not public),
+   * then the tunnel goes to the checked address. Resolves when the target answered with an HTTP
+   * response, else 422 with the cause (a lookup that fails or runs out of time included).
+   */
+  async checkUrl(proxy: StoredProxy, upstream: Upstream, checkUrl: CheckUrl, log: Logger): Promise<void> {
     const started = Date.now();
+    const deadline = started + this.deps.config.proxies.checkTimeoutMs;
+    let target: GuardedTarget | null = null;
     try {
+      target = await resolveTarget(checkUrl, this.deps.resolver, { deadline, signal: this.stopping.signal });
       await fetchThrough(upstream, {
         url: target.url,
         connectHost: target.address,
         port: target.port,
-        deadline: started + this.deps.config.proxies.checkTimeoutMs,
+        deadline,
         signal: this.stopping.signal,
         bodyLimitBytes: 0,
       });
     } catch (err) {
       if (!(err instanceof CheckFailure)) throw err;
-      this.record(log, proxy, 'url', err.code, started, { target: target.url.host, address: target.address, cause: err.message });
-      throw new OperationFailedError('proxy_check_failed', `the check of ${target.url.host} through proxy ${proxy.id} failed`, {
+      this.record(log, proxy, 'url', err.code, started, { target: checkUrl.url.host, address: target?.address, cause: err.message });
+      throw new OperationFailedError('proxy_check_failed', `the check of ${checkUrl.url.host} through proxy ${proxy.id} failed`, {
         code: err.code,
         message: err.message,
       });

@@ -6,14 +6,14 @@ import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
 import { ProxyChecker } from './check.js';
 import { proxyRoutes } from './routes.js';
-import { createResolver, type Resolver } from './ssrf.js';
+import { createResolver, type Resolver } from './resolve.js';
 import { ProxyStore } from './store.js';
 
 export interface ProxiesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
-  /** How check URLs' hosts are resolved; default: the system resolver (or BROWSERD_TEST_HOOKS `resolve`). */
+  /** How check URLs' hosts are resolved; default: DNS under the check's deadline (or BROWSERD_TEST_HOOKS `resolve`, `dns`). */
   resolver?: Resolver;
 }
 
@@ -37,12 +37,14 @@ export function createProxies(deps: ProxiesDeps): Proxies {
   } catch (err) {
     throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the proxy store: ${(err as Error).message}`);
   }
-  const checker = new ProxyChecker({ config: deps.config, log, metrics: deps.metrics });
   const resolver = deps.resolver ?? createResolver(deps.config.testHooks);
-  if (deps.config.testHooks.has('resolve')) log.warn({ event: 'test_hook', hook: 'resolve' }, 'BROWSERD_TEST_HOOKS resolve is set: check URL hosts may resolve to test addresses');
+  for (const hook of ['resolve', 'dns'].filter((h) => deps.config.testHooks.has(h))) {
+    log.warn({ event: 'test_hook', hook }, `BROWSERD_TEST_HOOKS ${hook} is set: check URL hosts may resolve to test addresses`);
+  }
+  const checker = new ProxyChecker({ config: deps.config, log, metrics: deps.metrics, resolver });
   let closing: Promise<void> | null = null;
   return {
-    routes: proxyRoutes({ store, checker, resolver }),
+    routes: proxyRoutes({ store, checker }),
     close() {
       closing ??= (async () => {
         await checker.close();

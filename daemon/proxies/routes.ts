@@ -1,21 +1,23 @@
 // The routes of /proxies. A key with a project sees only the proxies its project created (any
-// other is 404, and lists leave them out); a key without a project sees every proxy.
+// other is 404, and lists leave them out); a key without a project sees every proxy. The limit on
+// stored proxies is per project: MAX_PROXIES for each project, and MAX_PROXIES for the proxies
+// created by keys without a project (one shared bucket).
 import { randomUUID } from 'node:crypto';
 import type { Identity } from '../http/auth.js';
 import { LimitExceededError, NotFoundError } from '../http/errors.js';
 import type { RequestContext, Route } from '../http/router.js';
 import type { ProxyChecker } from './check.js';
 import { checkBodySchema, createProxySchema, proxyListSchema, proxySchema } from './schema.js';
-import { guardUrl, type Resolver } from './ssrf.js';
+import { RESOLVE_GRACE_MS } from './resolve.js';
+import { parseCheckUrl } from './ssrf.js';
 import type { ProxyStore, StoredProxy } from './store.js';
 
-/** The most proxies one daemon keeps. */
+/** The most proxies one project keeps (keys without a project share one such bucket). */
 export const MAX_PROXIES = 1000;
 
 export interface RouteDeps {
   store: ProxyStore;
   checker: ProxyChecker;
-  resolver: Resolver;
 }
 
 function identityOf(ctx: RequestContext): Identity {
@@ -52,7 +54,7 @@ export function toPublic(p: StoredProxy): Record<string, unknown> {
 }
 
 export function proxyRoutes(deps: RouteDeps): Route[] {
-  const { store, checker, resolver } = deps;
+  const { store, checker } = deps;
   const find = (ctx: RequestContext): StoredProxy => {
     const id = ctx.params.id as string;
     const p = store.get(id);
@@ -68,7 +70,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       doc: {
         summary: 'Create a proxy',
         description:
-          `Validated per \`type\`; \`config.password\` and \`config.ca_bundle\` (custom) are write-only. The proxy belongs to the project of the key that creates it. At most ${MAX_PROXIES} proxies per daemon (429 past it). The residential \`os\` field is deprecated: accepted, stored, logged, not used.`,
+          `Validated per \`type\`; \`config.password\` and \`config.ca_bundle\` (custom) are write-only. The proxy belongs to the project of the key that creates it. At most ${MAX_PROXIES} proxies per project, counted over the proxies created by keys of that project; the proxies created by keys without a project share one bucket of ${MAX_PROXIES} (429 limit_exceeded past it; deleting frees a place). The residential \`os\` field is deprecated: accepted, stored, logged, not used.`,
         body: createProxySchema,
         responses: { 201: { description: 'the proxy as stored (Location: /proxies/{id})', schema: proxySchema } },
         errors: [429],
@@ -86,8 +88,8 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
           created_at: new Date().toISOString(),
         };
         await store.mutate((cur) => {
-          if (cur.length >= MAX_PROXIES) {
-            throw new LimitExceededError('proxies', MAX_PROXIES);
+          if (cur.filter((p) => p.project === record.project).length >= MAX_PROXIES) {
+            throw new LimitExceededError(record.project === null ? 'proxies without a project' : `proxies of project ${record.project}`, MAX_PROXIES);
           }
           return { next: [...cur, record], result: record };
         });
@@ -137,8 +139,8 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         description: [
           'Connects to the proxy (TLS when its protocol is https, verified against its ca_bundle, else the system CAs), sends `CONNECT` with Basic proxy auth when it has credentials, then TLS with SNI to an https target or a plain HTTP/1.1 GET to an http target, through the tunnel in both cases. Managed types go through the gateway of their type in BROWSERD_PROXY_PROVIDERS_FILE, with the targeting appended to the gateway username as `-country-us-state-co-city-denver-zip-…-asn-<number>-carrier-…` (that order, values lower case); no gateway for the type → 422 with inner_error.code provider_not_configured.',
           'Without `url`: BROWSERD_PROXY_CHECK_URLS in turn until one answers 2xx with an IP address (the whole body, or JSON `ip`); a failure of the proxy itself ends the check early. `status` becomes available when a check URL answered 2xx through the proxy, else unavailable; `ip_address` is the IP seen (removed when none was); `last_checked` is set; the stored Proxy is returned (200 in both cases).',
-          'With `url`: only http/https without credentials, and every address the host resolves to must be public unicast (else 400 bad_request; a host that does not resolve is 422 target_unreachable); the tunnel is `CONNECT <checked address>:<port>`, the host name goes only into SNI and Host. Any HTTP response of the target counts as reachable: 200 with the Proxy unchanged (status, last_checked and ip_address are not touched, the IP of a url check is not reported). A failure is 422 proxy_check_failed with inner_error.code proxy_unreachable, proxy_auth_failed, target_unreachable, tls_failed or timeout.',
-          'The whole check has BROWSERD_PROXY_CHECK_TIMEOUT_MS; each phase (connect, CONNECT answer, TLS, response) waits at most what is left, and a timeout names the phase. Two checks of one proxy and url at once share one run; at most BROWSERD_MAX_PROXY_CHECKS different checks run at once (429 limit_exceeded past it).',
+          `With \`url\`: only http/https without credentials and not a \`localhost\` name (RFC 6761), and every address the host resolves to must be public: ipaddr.js \`unicast\`, and for IPv6 inside the global unicast block 2000::/3 and not IPv4-compatible (::/96) (else 400 bad_request). The host name is looked up in DNS (A and AAAA at once, through the servers of /etc/resolv.conf; /etc/hosts is not consulted; once one family answered, the other may take at most ${RESOLVE_GRACE_MS} ms more) under the check's deadline, after the check slot was taken: a name that does not resolve is 422 target_unreachable, no answer in time is 422 timeout naming the resolve phase. The tunnel is \`CONNECT <checked address>:<port>\` (the first address, IPv4 first), the host name goes only into SNI and Host. Any HTTP response of the target counts as reachable: 200 with the Proxy unchanged (status, last_checked and ip_address are not touched, the IP of a url check is not reported). A failure is 422 proxy_check_failed with inner_error.code proxy_unreachable, proxy_auth_failed, target_unreachable, tls_failed or timeout.`,
+          'The whole check has BROWSERD_PROXY_CHECK_TIMEOUT_MS; each phase (name lookup of a url check, connect, CONNECT answer, TLS, response) waits at most what is left, and a timeout names the phase. A check is one proxy with one url (or with none): two requests for the same proxy and the same url (compared after URL normalization), or for the same proxy both without url, while one runs share that run and get its outcome; requests for one proxy with different urls are different checks and run on their own. At most BROWSERD_MAX_PROXY_CHECKS checks run at once (429 limit_exceeded past it, before any name is looked up; joining a running check takes no place).',
         ].join('\n\n'),
         body: checkBodySchema,
         bodyRequired: false,
@@ -163,7 +165,8 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
           });
           return { status: 200, body: toPublic(updated) };
         }
-        const target = await guardUrl(body.url, resolver);
+        // What needs no lookup is refused at once; the lookup itself runs in the check's slot and under its deadline.
+        const target = parseCheckUrl(body.url);
         await checker.shared(`${proxy.id}\n${target.url.href}`, ctx.log, () => checker.checkUrl(proxy, upstream, target, ctx.log));
         return { status: 200, body: toPublic(find(ctx)) };
       },

@@ -40,7 +40,7 @@ const PEM_BLOCK_RE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE---
 
 /** A string field with one rule: `why` names what is wrong when `ok` fails (one issue per field). */
 function rule(ok: (v: string) => boolean, why: string): z.ZodString {
-  return z.string().refine(ok, { message: why });
+  return z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') }).refine(ok, { message: why });
 }
 
 const country = rule((v) => /^[A-Za-z]{2}$/.test(v) && isCountryCode(v.toUpperCase()), 'must be an ISO 3166-1 alpha-2 country code such as US or DE')
@@ -55,19 +55,28 @@ const city = rule(
 const state = rule((v) => /^[A-Za-z]{2}$/.test(v), 'must be a two-letter state code such as CA')
   .transform((v) => v.toUpperCase())
   .meta({ description: 'Two-letter state code' });
-const zip = rule((v) => /^\d{5}(?:-\d{4})?$/.test(v), 'must be a US ZIP code (12345 or 12345-6789)').meta({ description: 'US ZIP code (5 digits or ZIP+4)' });
+const ZIP_RE = /^\d{5}(?:-\d{4})?$/;
+const zip = rule((v) => ZIP_RE.test(v), 'must be a US ZIP code (12345 or 12345-6789)').meta({ description: 'US ZIP code (5 digits or ZIP+4)' });
 const asn = rule((v) => /^AS[1-9]\d{0,9}$/i.test(v) && Number(v.slice(2)) <= 4294967295, 'must be AS followed by the AS number, e.g. AS7922')
   .transform((v) => v.toUpperCase())
   .meta({ description: 'Autonomous system number: `AS` and digits (see https://bgp.potaroo.net/cidr/autnums.html)' });
 
+/**
+ * Cross-field rules run even when other fields failed (zod skips refinements after an aborting
+ * issue such as a wrong type unless told otherwise), so every problem gets its own detail. They
+ * see the object as parsed so far: a field that failed holds its raw input, so they check types.
+ */
+const alwaysOnObjects = { when: (payload: { value: unknown }) => typeof payload.value === 'object' && payload.value !== null && !Array.isArray(payload.value) };
+
 /** Cross-field rules shared by residential and mobile targeting. */
-function geoRules(c: { country?: string; city?: string; zip?: string }, ctx: z.RefinementCtx): void {
+function geoRules(c: Record<string, unknown>, ctx: z.RefinementCtx): void {
   if (c.city !== undefined && c.country === undefined) {
     ctx.addIssue({ code: 'custom', path: ['country'], message: 'is required when city is set' });
   }
-  // Judged only when country itself is valid (else country has its own detail already).
-  if (c.zip !== undefined && c.country !== undefined && isCountryCode(c.country) && c.country !== 'US') {
-    ctx.addIssue({ code: 'custom', path: ['zip'], message: `is a US ZIP code, but country is ${c.country}` });
+  // Judged only when zip and country are valid themselves (else they have their own detail already).
+  const country = typeof c.country === 'string' ? c.country.toUpperCase() : undefined;
+  if (typeof c.zip === 'string' && ZIP_RE.test(c.zip) && country !== undefined && isCountryCode(country) && country !== 'US') {
+    ctx.addIssue({ code: 'custom', path: ['zip'], message: `is a US ZIP code, but country is ${country}` });
   }
 }
 
@@ -86,7 +95,7 @@ export const residentialConfig = z
       .optional()
       .meta({ deprecated: true, description: 'Deprecated: accepted and stored, logged as deprecated, not used for targeting' }),
   })
-  .superRefine(geoRules);
+  .superRefine(geoRules, alwaysOnObjects);
 export const mobileConfig = z
   .strictObject({
     country: country.optional(),
@@ -96,7 +105,7 @@ export const mobileConfig = z
     asn: asn.optional(),
     carrier: z.enum(MOBILE_CARRIERS, { message: 'is not a known mobile carrier' }).optional(),
   })
-  .superRefine(geoRules);
+  .superRefine(geoRules, alwaysOnObjects);
 
 function isHost(v: string): boolean {
   const bare = v.startsWith('[') && v.endsWith(']') ? v.slice(1, -1) : v;
@@ -121,12 +130,24 @@ export function pemBundleProblem(pem: string): string | null {
   return null;
 }
 
+/** A response-only field: refused in input with its own detail. */
+function derivedField(field: string, from: string) {
+  return z
+    .never({ error: `is derived from ${from} and cannot be set; send ${from} instead` })
+    .optional()
+    .meta({ description: `Response only (${field} is derived from ${from}); refused in input` });
+}
+
 export const customConfig = z
   .strictObject({
     host: rule(isHost, 'must be a host name or an IP address, without scheme or port')
       .transform((v) => (v.startsWith('[') ? v.slice(1, -1) : v))
       .meta({ description: `Proxy host name or IP address (at most ${FIELD_LIMITS.hostMaxChars} characters; IPv6 with or without brackets)` }),
-    port: z.int({ message: 'must be a whole number from 1 to 65535' }).min(1, 'must be from 1 to 65535').max(65535, 'must be from 1 to 65535'),
+    // Not z.int(): its issue aborts the whole object, and the cross-field rule below would be skipped.
+    port: z
+      .number({ message: 'must be a whole number from 1 to 65535' })
+      .refine((v) => Number.isInteger(v) && v >= 1 && v <= 65535, 'must be a whole number from 1 to 65535')
+      .meta({ type: 'integer', minimum: 1, maximum: 65535, description: 'Proxy port (1 to 65535)' }),
     username: rule(
       (v) => v.length >= 1 && v.length <= FIELD_LIMITS.usernameMaxChars && !v.includes(':') && !CONTROL.test(v),
       `must be 1 to ${FIELD_LIMITS.usernameMaxChars} characters without ":" or control characters`,
@@ -153,10 +174,13 @@ export const customConfig = z
         writeOnly: true,
         description: `PEM certificates that verify an https proxy instead of the system CAs (at most ${FIELD_LIMITS.caBundleMaxBytes} bytes and ${FIELD_LIMITS.caBundleMaxCerts} certificates, each parsed as X.509); write-only, see has_ca_bundle`,
       }),
+    // Derived, never input: named here so that sending them is a detail at their own path.
+    has_password: derivedField('has_password', 'password'),
+    has_ca_bundle: derivedField('has_ca_bundle', 'ca_bundle'),
   })
-  .superRefine((c, ctx) => {
+  .superRefine((c: Record<string, unknown>, ctx) => {
     if (c.password !== undefined && c.username === undefined) ctx.addIssue({ code: 'custom', path: ['username'], message: 'is required when password is set' });
-  });
+  }, alwaysOnObjects);
 
 export type CustomConfig = z.output<typeof customConfig>;
 export type ResidentialConfig = z.output<typeof residentialConfig>;

@@ -88,6 +88,13 @@ export function pgidOf(pid: number): number | null {
   return p ? p.pgid : null;
 }
 
+/** Live members of process group `pgid`. */
+export function groupMembers(pgid: number): number[] {
+  return procs()
+    .filter((p) => p.pgid === pgid && p.state !== 'Z')
+    .map((p) => p.pid);
+}
+
 export function isAlive(pid: number): boolean {
   return procs().some((p) => p.pid === pid && p.state !== 'Z');
 }

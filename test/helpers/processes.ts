@@ -1,9 +1,10 @@
 // Helpers of the process tests: the process routes as small functions, an SSE parser, and checks
 // on real pids (a zombie counts as gone: an orphan's parent in a container may never reap it).
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Daemon } from './daemon.js';
+import { Daemon, mainJs, TEST_TOKEN, tempDir } from './daemon.js';
 
 export const PROC = '/browsers/local/process';
 
@@ -15,6 +16,7 @@ export interface Status {
   signal: string | null;
   started_at: string;
   exited_at: string | null;
+  group_alive: boolean;
 }
 
 export interface ExecResult {
@@ -26,6 +28,7 @@ export interface ExecResult {
   timed_out: boolean;
   stdout_truncated_bytes: number;
   stderr_truncated_bytes: number;
+  pid: number;
 }
 
 export const b64 = (data: string | Buffer): string => Buffer.from(data).toString('base64');
@@ -165,6 +168,64 @@ export function pidGone(pid: number): boolean {
 
 export function waitPidGone(pid: number, timeoutMs = 15_000): Promise<true> {
   return until(`pid ${pid} to be gone`, () => (pidGone(pid) ? true : undefined), timeoutMs);
+}
+
+/** The pids of the living (not zombie) members of process group `pgid`. */
+export function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+    } catch {
+      continue;
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[2]) === pgid && fields[0] !== 'Z' && fields[0] !== 'X') members.push(Number(name));
+  }
+  return members;
+}
+
+export function waitGroupGone(pgid: number, timeoutMs = 15_000): Promise<true> {
+  return until(`process group ${pgid} to be gone (members: ${groupMembers(pgid).join(' ')})`, () => (groupMembers(pgid).length === 0 ? true : undefined), timeoutMs);
+}
+
+/** Test cleanup: SIGKILL to a group the test started, only while living members are left (its number may be reused after). */
+export function killGroup(pgid: number): void {
+  if (groupMembers(pgid).length === 0) return;
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * Like startDaemon(), with the daemon started through `wrapper` (e.g. setpriv to drop
+ * capabilities). Chromium is not started.
+ */
+export async function startDaemonUnder(wrapper: string[], env: Record<string, string> = {}): Promise<Daemon> {
+  const stateDir = tempDir();
+  const [cmd, ...args] = wrapper;
+  if (cmd === undefined) throw new Error('empty wrapper');
+  const proc = spawn(cmd, [...args, process.execPath, mainJs], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      BROWSERD_LISTEN: '127.0.0.1:0',
+      BROWSERD_STATE_DIR: stateDir,
+      BROWSERD_LOG_LEVEL: 'debug',
+      BROWSERD_BROWSER_AUTOSTART: 'false',
+      BROWSERD_TOKEN: TEST_TOKEN,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const daemon = new Daemon(proc, stateDir, TEST_TOKEN, true);
+  const line = await daemon.waitLog((l) => l.event === 'listening', 30_000);
+  daemon.url = `http://${String(line.address)}`;
+  return daemon;
 }
 
 /** Reads a file once it exists and `ready` says its content is complete. */

@@ -1,13 +1,16 @@
 // Loopback fixtures of the proxy tests: an origin that echoes the caller's address, Debian's
 // tinyproxy with a generated config, a small CONNECT proxy of our own (records what it was asked,
-// sends every tunnel to a local server the test chooses), and throwaway certificates.
+// sends every tunnel to a local server the test chooses), a small DNS server (answers A and AAAA
+// from a table, can stay silent, records every query), and throwaway certificates.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import dgram from 'node:dgram';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
+import ipaddr from 'ipaddr.js';
 import { tempDir } from './daemon.js';
 
 export interface Closer {
@@ -258,4 +261,80 @@ export async function createProxy(d: { fetch(p: string, init?: RequestInit & { j
   const text = await res.text();
   if (res.status !== 201) throw new Error(`create failed: ${res.status} ${text}`);
   return (JSON.parse(text) as { id: string }).id;
+}
+
+export interface DnsName {
+  a?: string[];
+  aaaa?: string[];
+  /** Never answer queries of these types (the name still answers the others). */
+  silent?: ('A' | 'AAAA')[];
+}
+
+export interface DnsQuery {
+  name: string;
+  type: 'A' | 'AAAA' | number;
+}
+
+export interface DnsServer extends Closer {
+  /** `127.0.0.1:<port>`, for BROWSERD_TEST_HOOKS `dns=`. */
+  address: string;
+  queries: DnsQuery[];
+  /** The queries seen for `name`. */
+  asked(name: string): DnsQuery[];
+}
+
+const QTYPE = { A: 1, AAAA: 28 } as const;
+
+/**
+ * A DNS server on UDP loopback: names of `names` answer A/AAAA from their lists (NOERROR without
+ * records when a list is missing), or never when the type is `silent`; other names are NXDOMAIN.
+ */
+export async function startDnsServer(names: Record<string, DnsName>): Promise<DnsServer> {
+  const queries: DnsQuery[] = [];
+  const socket = dgram.createSocket('udp4');
+  socket.on('message', (msg, peer) => {
+    if (msg.length < 12 || msg.readUInt16BE(4) !== 1) return;
+    const labels: string[] = [];
+    let off = 12;
+    while (off < msg.length && msg[off] !== 0) {
+      const len = msg[off] as number;
+      labels.push(msg.subarray(off + 1, off + 1 + len).toString('latin1'));
+      off += 1 + len;
+    }
+    const qtype = msg.readUInt16BE(off + 1);
+    const question = msg.subarray(12, off + 5);
+    const name = labels.join('.').toLowerCase();
+    const type = qtype === QTYPE.A ? 'A' : qtype === QTYPE.AAAA ? 'AAAA' : qtype;
+    queries.push({ name, type });
+    const entry = names[name];
+    if (entry !== undefined && typeof type === 'string' && entry.silent?.includes(type)) return;
+    const addresses = entry === undefined ? [] : ((type === 'A' ? entry.a : type === 'AAAA' ? entry.aaaa : []) ?? []);
+    const answers = addresses.map((a) => {
+      const rdata = Buffer.from(ipaddr.parse(a).toByteArray());
+      const rr = Buffer.alloc(12);
+      rr.writeUInt16BE(0xc00c, 0); // the name of the question
+      rr.writeUInt16BE(qtype, 2);
+      rr.writeUInt16BE(1, 4); // IN
+      rr.writeUInt32BE(60, 6);
+      rr.writeUInt16BE(rdata.length, 10);
+      return Buffer.concat([rr, rdata]);
+    });
+    const header = Buffer.alloc(12);
+    header.writeUInt16BE(msg.readUInt16BE(0), 0);
+    // QR, the query's RD, RA; NXDOMAIN for unknown names.
+    header.writeUInt16BE(0x8000 | (msg.readUInt16BE(2) & 0x0100) | 0x0080 | (entry === undefined ? 3 : 0), 2);
+    header.writeUInt16BE(1, 4);
+    header.writeUInt16BE(answers.length, 6);
+    socket.send(Buffer.concat([header, question, ...answers]), peer.port, peer.address);
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('error', reject);
+    socket.bind(0, '127.0.0.1', () => resolve());
+  });
+  return {
+    address: `127.0.0.1:${socket.address().port}`,
+    queries,
+    asked: (name) => queries.filter((q) => q.name === name.toLowerCase()),
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+  };
 }

@@ -80,7 +80,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       throw err;
     }
     const group = groups.add(launched.pgid);
-    void launched.exit.then(release);
+    group.onGone(release);
     void launched.exit.then(() => group.leaderExit());
     ctx.log.info(
       { event: 'process_spawned', kind, pid: launched.pid, process_id: processId, command: spec.command, as_user: launched.user.name },

@@ -13,6 +13,7 @@ import { expectError } from './helpers/http.js';
 import {
   b64,
   execProcess,
+  until,
   kill,
   PROC,
   readOutput,
@@ -23,14 +24,22 @@ import {
 } from './helpers/processes.js';
 
 const STDIN_LIMIT = 2 * 1024 * 1024;
+/** The stdin limit of `quick`; its queued-bytes cap is 4 times that. */
+const QUICK_LIMIT = 1024 * 1024;
+/** A daemon with a stdin deadline no child that reads can miss. */
 let d: Daemon;
+/** A daemon with a short stdin deadline, for children that do not read (504 and the queue cap). */
+let quick: Daemon;
 const dir = tempDir('browserd-stdin-');
 
 before(async () => {
-  d = await startDaemon({ env: { BROWSERD_STDIN_TIMEOUT_MS: '1000', BROWSERD_STDIN_LIMIT_BYTES: String(STDIN_LIMIT) } });
+  [d, quick] = await Promise.all([
+    startDaemon({ env: { BROWSERD_STDIN_TIMEOUT_MS: '60000', BROWSERD_STDIN_LIMIT_BYTES: String(STDIN_LIMIT) } }),
+    startDaemon({ env: { BROWSERD_STDIN_TIMEOUT_MS: '100', BROWSERD_STDIN_LIMIT_BYTES: String(QUICK_LIMIT) } }),
+  ]);
 });
 after(async () => {
-  await d.cleanup();
+  await Promise.all([d.cleanup(), quick.cleanup()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -68,12 +77,17 @@ test('1 MiB of random bytes in 64 requests through sha256sum matches the local d
 });
 
 test('16 concurrent writers of 100-300 KiB: the child receives every byte, each request contiguous', async () => {
+  const go = path.join(dir, 'concurrent.go');
   const file = path.join(dir, 'concurrent.bin');
-  const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', 'cat > "$1"', 'sh', file] });
+  const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', READ_WHEN_TOLD, 'sh', go, file] });
   // Distinct random payloads, each several of the writer's 64 KiB slices: interleaving between
-  // slices of different requests would break a payload apart.
+  // slices of different requests would break a payload apart. The child reads only once all 16
+  // are queued at the same time.
   const payloads = Array.from({ length: 16 }, (_, i) => randomBytes(100 * 1024 + i * 13_000 + 7));
-  const answers = await Promise.all(payloads.map((p) => writeStdin(d, process_id, p)));
+  const pending = payloads.map((p) => writeStdin(d, process_id, p));
+  await until('16 requests queued', () => (d.logs.filter((l) => l.event === 'stdin_queued' && l.process_id === process_id).length === 16 ? true : undefined));
+  writeFileSync(go, '');
+  const answers = await Promise.all(pending);
   for (const [i, res] of answers.entries()) await okWritten(res, payloads[i]?.length ?? -1);
   await okWritten(await writeStdin(d, process_id, '', true), 0);
   assert.equal((await waitExited(d, process_id)).exit_code, 0);
@@ -128,80 +142,64 @@ test('close: true sends EOF after the data: the child sees EOF and exits', async
 test('a child that does not read: 504 saying how many bytes stay queued; they arrive later, in order', async () => {
   const go = path.join(dir, 'late-reader.go');
   const file = path.join(dir, 'late-reader.bin');
-  const { process_id } = await spawnProcess(d, { command: 'sh', args: ['-c', READ_WHEN_TOLD, 'sh', go, file] });
-  const first = randomBytes(1536 * 1024); // far more than the pipe (a socket pair, some 200 KiB) holds
+  const { process_id } = await spawnProcess(quick, { command: 'sh', args: ['-c', READ_WHEN_TOLD, 'sh', go, file] });
+  const first = randomBytes(QUICK_LIMIT); // far more than the pipe (a socket pair, some 200 KiB) holds
   const second = randomBytes(10 * 1024);
   const third = randomBytes(1000);
 
-  const r1 = queuedCounts((await expectError(await writeStdin(d, process_id, first), 504, 'timeout')).message);
+  const r1 = queuedCounts((await expectError(await writeStdin(quick, process_id, first), 504, 'timeout')).message);
   assert.equal(r1.size, first.length);
   assert.ok(r1.queued > 0 && r1.queued <= first.length, 'the pipe cannot hold it all');
   assert.equal(r1.behind, 0);
 
-  const r2 = queuedCounts((await expectError(await writeStdin(d, process_id, second), 504, 'timeout')).message);
+  const r2 = queuedCounts((await expectError(await writeStdin(quick, process_id, second), 504, 'timeout')).message);
   assert.equal(r2.queued, second.length, 'nothing of the second request can be in the pipe yet');
   assert.equal(r2.behind, r1.queued, 'the rest of the first request is ahead of it');
 
   // The child still does not read: the last one (with EOF after it) is queued too.
-  const r3 = await expectError(await writeStdin(d, process_id, third, true), 504, 'timeout');
+  const r3 = await expectError(await writeStdin(quick, process_id, third, true), 504, 'timeout');
   assert.match(String(r3.message), /stdin will be closed after them/);
   assert.deepEqual(queuedCounts(r3.message), { queued: third.length, size: third.length, behind: r1.queued + second.length });
-  await expectError(await writeStdin(d, process_id, 'too late'), 409, 'stdin_closed');
+  await expectError(await writeStdin(quick, process_id, 'too late'), 409, 'stdin_closed');
 
   writeFileSync(go, '');
-  assert.equal((await waitExited(d, process_id)).exit_code, 0, 'the child read everything and saw EOF');
+  assert.equal((await waitExited(quick, process_id)).exit_code, 0, 'the child read everything and saw EOF');
   assert.equal(sha256(readFileSync(file)), sha256(Buffer.concat([first, second, third])));
 });
 
 test('the bytes queued for one process are capped at 4 x the stdin limit: past it 429, nothing of it queued', async () => {
-  const limit = 64 * 1024;
-  const cap = 4 * limit;
-  const small = await startDaemon({ env: { BROWSERD_STDIN_LIMIT_BYTES: String(limit), BROWSERD_STDIN_TIMEOUT_MS: '100' } });
-  try {
-    const go = path.join(dir, 'capped.go');
-    const file = path.join(dir, 'capped.bin');
-    const { process_id } = await spawnProcess(small, { command: 'sh', args: ['-c', READ_WHEN_TOLD, 'sh', go, file] });
-    const accepted: Buffer[] = [];
-    // Fill the pipe: requests of the full size until one cannot get all its bytes in.
-    let queued = 0;
-    for (let i = 0; queued === 0; i++) {
-      assert.ok(i < 64, 'the pipe filled up');
-      const data = randomBytes(limit);
-      const res = await writeStdin(small, process_id, data);
-      accepted.push(data);
-      if (res.status === 200) {
-        await okWritten(res, limit);
-        continue;
-      }
-      const r = queuedCounts((await expectError(res, 504, 'timeout')).message);
-      assert.equal(r.behind, 0);
-      queued = r.queued;
+  const cap = 4 * QUICK_LIMIT;
+  const go = path.join(dir, 'capped.go');
+  const file = path.join(dir, 'capped.bin');
+  const { process_id } = await spawnProcess(quick, { command: 'sh', args: ['-c', READ_WHEN_TOLD, 'sh', go, file] });
+  // The child does not read: of the first request what the pipe cannot take stays queued ...
+  const accepted = [randomBytes(QUICK_LIMIT)];
+  const first = queuedCounts((await expectError(await writeStdin(quick, process_id, accepted[0] as Buffer), 504, 'timeout')).message);
+  assert.ok(first.queued > 0 && first.behind === 0, JSON.stringify(first));
+  // ... and every later request queues all of its bytes, until the next would pass the cap.
+  let queued = first.queued;
+  for (;;) {
+    const data = randomBytes(QUICK_LIMIT);
+    const res = await writeStdin(quick, process_id, data);
+    if (queued + data.length > cap) {
+      const body = await expectError(res, 429, 'limit_exceeded');
+      assert.match(String(body.message), new RegExp(`: ${queued} bytes of earlier requests are not yet in the pipe`));
+      assert.match(String(body.message), new RegExp(`limit of ${cap} bytes queued per process \\(4 × BROWSERD_STDIN_LIMIT_BYTES\\)`));
+      break;
     }
-    // From now on nothing reaches the pipe: each request queues all of its bytes, until the cap.
-    for (;;) {
-      const data = randomBytes(limit);
-      const res = await writeStdin(small, process_id, data);
-      if (queued + limit > cap) {
-        const body = await expectError(res, 429, 'limit_exceeded');
-        assert.match(String(body.message), new RegExp(`${queued} bytes of earlier requests are not yet in the pipe`));
-        assert.match(String(body.message), new RegExp(`limit of ${cap} bytes queued per process \\(4 × BROWSERD_STDIN_LIMIT_BYTES\\)`));
-        break;
-      }
-      const r = queuedCounts((await expectError(res, 504, 'timeout')).message);
-      assert.deepEqual(r, { queued: limit, size: limit, behind: queued });
-      accepted.push(data);
-      queued += limit;
-    }
-    // Nothing of the refused request was queued: EOF queues right behind the same bytes.
-    const eof = queuedCounts((await expectError(await writeStdin(small, process_id, '', true), 504, 'timeout')).message);
-    assert.deepEqual(eof, { queued: 0, size: 0, behind: queued });
-
-    writeFileSync(go, '');
-    assert.equal((await waitExited(small, process_id)).exit_code, 0);
-    assert.equal(sha256(readFileSync(file)), sha256(Buffer.concat(accepted)), 'the child got exactly the accepted requests, in order');
-  } finally {
-    await small.cleanup();
+    const r = queuedCounts((await expectError(res, 504, 'timeout')).message);
+    assert.deepEqual(r, { queued: data.length, size: data.length, behind: queued });
+    accepted.push(data);
+    queued += data.length;
   }
+  assert.ok(accepted.length >= 4, 'the cap was reached after several requests');
+  // Nothing of the refused request was queued: EOF queues right behind the same bytes.
+  const eof = queuedCounts((await expectError(await writeStdin(quick, process_id, '', true), 504, 'timeout')).message);
+  assert.deepEqual(eof, { queued: 0, size: 0, behind: queued });
+
+  writeFileSync(go, '');
+  assert.equal((await waitExited(quick, process_id)).exit_code, 0);
+  assert.equal(sha256(readFileSync(file)), sha256(Buffer.concat(accepted)), 'the child got exactly the accepted requests, in order');
 });
 
 test('stdin after exit: 409 process_exited', async () => {

@@ -64,7 +64,7 @@ export function createMetrics(): Metrics {
     }),
     processesLive: new Gauge({
       name: 'browserd_processes_live',
-      help: 'Spawned or exec processes that are still running',
+      help: 'Spawned or exec processes whose process group still has a living member',
       registers: [registry],
     }),
   };

@@ -112,7 +112,7 @@ export class ManagedProcess {
    * its group live. 409 process_exited once nothing of the group is left.
    */
   kill(signal: GroupSignal): void {
-    if (this.exitInfo !== null || !this.group.signal(signal)) {
+    if (!this.group.signal(signal)) {
       throw new ConflictError('process_exited', `process ${this.id} has already exited and nothing of its process group is left`);
     }
   }

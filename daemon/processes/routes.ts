@@ -241,7 +241,13 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const proc = lookup(ctx);
         const body = await ctx.json(stdinBody, { limitBytes: stdinBodyLimit });
         const data = decode('data_b64', body.data_b64);
-        const written = await proc.writeStdin(data, body.close ?? false);
+        const queuedBefore = proc.stdin.queuedBytes;
+        const writing = proc.writeStdin(data, body.close ?? false);
+        ctx.log.debug(
+          { event: 'stdin_queued', pid: proc.pid, process_id: proc.id, bytes: data.length, close: body.close ?? false, queued_before: queuedBefore },
+          'stdin request queued',
+        );
+        const written = await writing;
         return { status: 200, body: { written_bytes: written } };
       },
     },

@@ -110,6 +110,11 @@ export class Installer {
     const started = performance.now();
     await this.holdForTests(items, log);
     this.refuseIfUnusable();
+    if (store.pendingTx !== null) {
+      // An earlier install could not put its files back (see restoreFiles); the next start finishes that.
+      const why = 'an earlier install could not be undone completely; restart browserd, which finishes undoing it from the state dir';
+      throw new OperationFailedError('activation_failed', `extensions cannot be installed now: ${why}`, { code: 'recovery_needed', message: why });
+    }
     const blocked = await unpackedBlockedReason(config.chromium.policyDir);
     // Launches and crash restarts hold the same lock: inside it, a browser that is not ready is
     // stopped, failed or waiting out a crash-restart backoff (`restarting`: a launch is due, so

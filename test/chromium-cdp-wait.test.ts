@@ -92,11 +92,14 @@ test('a stopped browser with a restart queued behind another operation: waitRead
     BROWSERD_CRASH_LOOP_MAX: '1',
   });
   const sup = new Supervisor({ config, log, metrics: createMetrics(), profileDir: profileDirOf(stateDir), onRunEnded: () => {} });
-  closers.push(() => sup.close());
+  let release = (): void => {};
+  closers.push(() => {
+    release(); // the lock's holder lets go however the test ends, so close() gets the lock
+    return sup.close();
+  });
   assert.equal(sup.status().state, 'stopped');
   await assert.rejects(sup.waitReady(30_000, { whileRestartQueued: true }), /not started/, 'nothing queued: at once');
 
-  let release = (): void => {};
   const held = sup.lock.run('extensions', () => new Promise<void>((resolve) => (release = resolve)));
   const restart = sup.lock.run(RESTART_OP, () => sup.restartLocked('request')).catch((err: unknown) => err);
   const waiting = sup.waitReady(30_000, { whileRestartQueued: true });

@@ -17,6 +17,10 @@ import { startDaemon, type BenchDaemon } from './daemon.js';
 import { fixtures, median, onCleanup, percentile, progress, tempDir, timed, type Row } from './lib.js';
 
 const LIVE_N = 50;
+/** Idle time before each sample (the removal of the previous extension settles). */
+const LIVE_SETTLE_MS = 200;
+/** Idle time before each restart sample. */
+const RESTART_SETTLE_MS = 1000;
 const RESTART_N = 5;
 const POLICY_N = 3;
 const FIXTURE = 'mv3-worker';
@@ -93,17 +97,20 @@ export async function benchActivationLive(): Promise<Row[]> {
     const ours: number[] = [];
     const locked: number[] = [];
     const theirs: number[] = [];
-    for (let i = 0; i <= LIVE_N; i++) {
+    const conn = cdp;
+    const viaDaemon = async (i: number): Promise<void> => {
       const name = `bench-live-${i}`;
       const r = await timed(() => upload(d, name, zip));
       const got = r.value.extensions[0];
       if (got?.activation !== 'live') throw new Error(`upload ${i} was activated ${got?.activation}`);
       const activated = await d.waitLog((l) => l.event === 'extension_activated' && l.name === name, 5000);
       await remove(d, name);
-
-      const dir = path.join(work, name);
+      ours.push(r.ms);
+      if (typeof activated.ms === 'number') locked.push(activated.ms);
+    };
+    const bare = async (i: number): Promise<void> => {
+      const dir = path.join(work, `bench-live-${i}`);
       cpSync(path.join(fixtures, 'extensions', FIXTURE), dir, { recursive: true });
-      const conn = cdp;
       const h = await timed(async () => {
         const { id } = await conn.send<{ id: string }>('Extensions.loadUnpacked', { path: dir });
         await watch.wait(id);
@@ -112,15 +119,22 @@ export async function benchActivationLive(): Promise<Row[]> {
       await conn.send('Extensions.uninstall', { id: h.value });
       watch.forget(h.value);
       rmSync(dir, { recursive: true, force: true });
-      if (i === 0) continue; // warm-up
-      ours.push(r.ms);
-      if (typeof activated.ms === 'number') locked.push(activated.ms);
       theirs.push(h.ms);
+    };
+    for (let i = 0; i <= LIVE_N; i++) {
+      for (const step of i % 2 === 0 ? [viaDaemon, bare] : [bare, viaDaemon]) {
+        await sleep(LIVE_SETTLE_MS);
+        await step(i);
+      }
+      if (i === 0) {
+        for (const a of [ours, locked, theirs]) a.length = 0; // warm-up
+        continue;
+      }
       if (i % 10 === 0) progress(`live activation ${i}/${LIVE_N}: browserd p50 ${median(ours).toFixed(0)} ms, bare p50 ${median(theirs).toFixed(0)} ms`);
     }
     const peerName = 'bare Extensions.loadUnpacked on a hand-started Chromium until the service worker target appears';
     const note =
-      `N=${LIVE_N} each, interleaved; a fresh extension each time (removed untimed); browserd: multipart upload, unzip, manifest checks, then under the ` +
+      `N=${LIVE_N} each, interleaved (alternating order, ${LIVE_SETTLE_MS} ms idle before each); a fresh extension each time (removed untimed); browserd: multipart upload, unzip, manifest checks, then under the ` +
       `browser lock loadUnpacked and verification (p50 ${median(locked).toFixed(0)} ms of the total, the \`ms\` of its extension_activated log line)`;
     return [
       { name: '2. live activation, p50', unit: 'ms', browserd: median(ours), peer: median(theirs), peerName, note },
@@ -143,6 +157,7 @@ async function floorSamples(n: number): Promise<number[]> {
   const out: number[] = [];
   try {
     for (let i = 0; i <= n; i++) {
+      await sleep(RESTART_SETTLE_MS);
       const prev: HandChromium = hand;
       hand = null;
       const t0 = performance.now();
@@ -172,6 +187,7 @@ async function endToEnd(d: BenchDaemon, n: number, mode: string, zip: Buffer): P
   const out: number[] = [];
   for (let i = 0; i <= n; i++) {
     const name = `bench-${mode}-${i}`;
+    await sleep(RESTART_SETTLE_MS);
     const r = await timed(() => upload(d, name, zip));
     const got = r.value.extensions[0];
     if (got?.activation !== mode) throw new Error(`expected activation ${mode}, got ${got?.activation}`);

@@ -6,8 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { checkRunning, exitOf, killNaming, mainJs, onCleanup, signalGroup } from './lib.js';
+import { checkRunning, exitOf, killNaming, mainJs, onCleanup, signalGroup, within } from './lib.js';
 
 export const BENCH_TOKEN = 'bench-token-0123456789abcdef';
 
@@ -110,7 +109,7 @@ export class BenchDaemon {
       this.unregister();
       if (this.proc.exitCode === null && this.proc.signalCode === null) {
         this.proc.kill('SIGTERM');
-        await Promise.race([this.exited, sleep(20_000)]);
+        await within(this.exited, 20_000);
         signalGroup(this.pid, 'SIGKILL');
         await this.exited;
       }

@@ -31,6 +31,17 @@ export function median(samples: readonly number[]): number {
   return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 }
 
+/** true when `p` settled within `ms`, false when the time ran out first (the timer never outlives the wait). */
+export async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([p.then(() => true, () => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Milliseconds that `fn` took, with its result. */
 export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const t0 = performance.now();
@@ -173,7 +184,7 @@ export async function stopGroup(pgid: number, opts: { graceMs?: number; pollMs?:
   const poll = opts.pollMs ?? 5;
   signalGroup(pgid, 'SIGTERM');
   const until = performance.now() + grace;
-  if (opts.exited) await Promise.race([opts.exited, sleep(grace)]);
+  if (opts.exited) await within(opts.exited, grace);
   while (groupAlive(pgid)) {
     if (performance.now() > until) {
       signalGroup(pgid, 'SIGKILL');

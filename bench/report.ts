@@ -89,7 +89,7 @@ export function table(rows: Row[]): string {
 export function notes(rows: Row[]): string {
   return rows
     .filter((r) => r.skipped === undefined)
-    .map((r) => `- **${r.name}** — peer: ${r.peerName}.${r.note ? ` ${r.note}.` : ''}`)
+    .map((r) => `- **${r.name}** — peer: ${r.peerName}.${r.note ? ` ${r.note.charAt(0).toUpperCase()}${r.note.slice(1)}.` : ''}`)
     .join('\n');
 }
 

@@ -3,11 +3,14 @@
 // is gone, then the same binary with the same flags and profile until its DevTools line and a
 // Browser.getVersion answer. Interleaved, one warm-up each, N samples each.
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { daemonFlags, startChromium, type HandChromium } from './chromium.js';
 import { startDaemon, type LogLine } from './daemon.js';
 import { median, percentile, progress, tempDir, timed, type Row } from './lib.js';
 
-const N = 10;
+const N = 15;
+/** Idle time before each sample. */
+const SETTLE_MS = 1000;
 
 function pct(a: number, b: number): string {
   const p = (a / b - 1) * 100;
@@ -27,25 +30,37 @@ export async function benchRestart(): Promise<Row[]> {
     const daemonLaunch: number[] = [];
     const handTotal: number[] = [];
     const handLaunch: number[] = [];
-    for (let i = 0; i <= N; i++) {
+    const viaDaemon = async (): Promise<void> => {
       const seen = d.logs.length;
       const r = await timed(() => d.call<{ state: string }>('/browsers/local/restart', { method: 'POST' }));
       if (r.value.state !== 'ready') throw new Error(`restart answered state ${r.value.state}`);
       const ready = d.logs.slice(seen).find((l: LogLine) => l.event === 'chromium_ready');
-
-      const prev: HandChromium = hand;
+      daemonTotal.push(r.ms);
+      if (typeof ready?.ms === 'number') daemonLaunch.push(ready.ms);
+    };
+    const byHand = async (): Promise<void> => {
+      const prev = hand as HandChromium;
       hand = null;
       const h = await timed(async () => {
         await prev.stop();
         return startChromium(args);
       });
       hand = h.value;
-      if (i === 0) continue; // warm-up
-      daemonTotal.push(r.ms);
-      if (typeof ready?.ms === 'number') daemonLaunch.push(ready.ms);
       handTotal.push(h.ms);
       handLaunch.push(h.value.readyMs);
-      progress(`restart ${i}/${N}: browserd ${r.ms.toFixed(0)} ms, by hand ${h.ms.toFixed(0)} ms`);
+    };
+    for (let i = 0; i <= N; i++) {
+      // Each sample starts on a settled machine (a fresh Chromium keeps both cores busy for a
+      // while after DevTools answers), and the order alternates.
+      for (const step of i % 2 === 0 ? [viaDaemon, byHand] : [byHand, viaDaemon]) {
+        await sleep(SETTLE_MS);
+        await step();
+      }
+      if (i === 0) {
+        for (const a of [daemonTotal, daemonLaunch, handTotal, handLaunch]) a.length = 0; // warm-up
+        continue;
+      }
+      progress(`restart ${i}/${N}: browserd ${daemonTotal.at(-1)?.toFixed(0)} ms, by hand ${handTotal.at(-1)?.toFixed(0)} ms`);
     }
     return [
       {
@@ -55,7 +70,7 @@ export async function benchRestart(): Promise<Row[]> {
         peer: median(handTotal),
         peerName: 'by hand: SIGTERM the group until gone, spawn the same binary and flags, DevTools line + Browser.getVersion',
         note:
-          `N=${N} each, interleaved; p95 ${percentile(daemonTotal, 95).toFixed(0)} vs ${percentile(handTotal, 95).toFixed(0)} ms; goal: overhead under 10%. ` +
+          `N=${N} each, interleaved (alternating order, ${SETTLE_MS} ms idle before each); p95 ${percentile(daemonTotal, 95).toFixed(0)} vs ${percentile(handTotal, 95).toFixed(0)} ms; goal: overhead under 10%. ` +
           `Against a spawn alone (no old Chromium to stop, the row below) the restart takes ${pct(median(daemonTotal), median(handLaunch))}`,
       },
       {

@@ -50,7 +50,7 @@ async function main(): Promise<number> {
     rows.push(...(await guard(b.name, b.run)));
     await runCleanups(); // anything a benchmark left registered
   }
-  const seconds = (performance.now() - t0) / 1000;
+  const seconds = (performance.now() - t0) / 1000; // the benchmarks alone, without the build
   process.stdout.write(`\n${table(rows)}\n\n`);
   if (names.length === 0 || write) {
     const file = path.join(repoRoot, 'bench', 'RESULTS.md');

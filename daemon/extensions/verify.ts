@@ -24,8 +24,11 @@ export class VerifyError extends Error {
   }
 }
 
-const POLL_MS = 100;
+/** Polls start fast (a worker appears ~10 ms after loadUnpacked) and back off to POLL_MAX_MS. */
+const POLL_MIN_MS = 5;
+const POLL_MAX_MS = 100;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const nextPoll = (ms: number): number => Math.min(ms * 2, POLL_MAX_MS);
 
 function hasWorker(targets: { type: string; url: string }[], id: string): boolean {
   return targets.some((t) => t.type === 'service_worker' && t.url.startsWith(`chrome-extension://${id}/`));
@@ -52,6 +55,7 @@ export async function verifyInstalled(cdp: CdpClient, expectations: Expectation[
   if (forced) throw new VerifyError(`${forced.name} (${forced.id}) was not verified (forced by the test hook fail-activation)`);
   const pending = new Map(expectations.map((e) => [e.name, e]));
   await withPage(cdp, expectations.some((e) => e.kind === 'policy'), deadline, async (page) => {
+    let poll = POLL_MIN_MS;
     for (;;) {
       const left = (): number => Math.max(1, deadline - Date.now());
       const listed = new Set((await cdp.getExtensions(left())).filter((x) => x.enabled).map((x) => `${x.id}@${x.version}`));
@@ -63,11 +67,12 @@ export async function verifyInstalled(cdp: CdpClient, expectations: Expectation[
         if (present && (!e.worker || workerSeen(cdp, targets, e.id))) pending.delete(e.name);
       }
       if (pending.size === 0) return;
-      if (Date.now() + POLL_MS >= deadline) {
+      if (Date.now() + poll >= deadline) {
         const names = [...pending.values()].map((e) => `${e.name} (${e.id} ${e.version}${e.worker ? ', service worker' : ''})`);
         throw new VerifyError(`not running in Chromium in time: ${names.join(', ')}`);
       }
-      await sleep(POLL_MS);
+      await sleep(poll);
+      poll = nextPoll(poll);
     }
   });
 }
@@ -79,6 +84,7 @@ export async function verifyInstalled(cdp: CdpClient, expectations: Expectation[
 export async function verifyGone(cdp: CdpClient, ids: string[], deadline: number, opts: { policy?: boolean } = {}): Promise<void> {
   await withPage(cdp, opts.policy === true, deadline, async (page) => {
     let closed = false;
+    let poll = POLL_MIN_MS;
     for (;;) {
       const left = (): number => Math.max(1, deadline - Date.now());
       const listed = new Set((await cdp.getExtensions(left())).map((x) => x.id));
@@ -92,8 +98,9 @@ export async function verifyGone(cdp: CdpClient, ids: string[], deadline: number
           if (ids.some((id) => t.url.startsWith(`chrome-extension://${id}/`))) await cdp.closeTarget(t.targetId, left()).catch(() => undefined);
         }
       }
-      if (Date.now() + POLL_MS >= deadline) throw new VerifyError(`still present in Chromium: ${still.join(', ')}`);
-      await sleep(POLL_MS);
+      if (Date.now() + poll >= deadline) throw new VerifyError(`still present in Chromium: ${still.join(', ')}`);
+      await sleep(poll);
+      poll = nextPoll(poll);
     }
   });
 }

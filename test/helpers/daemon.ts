@@ -24,6 +24,8 @@ export interface StartOptions {
   token?: string | null;
   /** Wait for `listening` (default true). */
   waitListening?: boolean;
+  /** A command the daemon is started through (`perl notify-exec.pl`, `setpriv …`): it ends by exec'ing node. */
+  wrapper?: string[];
 }
 
 export class Daemon {
@@ -140,7 +142,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     ...opts.env,
   };
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
-  const proc = spawn(process.execPath, [mainJs], { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const argv = [...(opts.wrapper ?? []), process.execPath, mainJs];
+  const proc = spawn(argv[0] as string, argv.slice(1), { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   const daemon = new Daemon(proc, stateDir, token, opts.stateDir === undefined);
   if (opts.waitListening !== false) {
     const line = await daemon.waitLog((l) => l.event === 'listening', 30_000);

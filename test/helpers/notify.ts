@@ -7,7 +7,7 @@
 // does not need it.)
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { Daemon, mainJs, repoRoot, tempDir, TEST_TOKEN, type StartOptions } from './daemon.js';
+import { startDaemon, type Daemon, repoRoot, type StartOptions } from './daemon.js';
 
 export const notifyExec = path.join(repoRoot, 'systemd', 'notify-exec.pl');
 
@@ -128,26 +128,12 @@ function parseFields(raw: string): Record<string, string> {
  * Starts the daemon as browserd.service does: `perl notify-exec.pl node main.js` (one process:
  * perl execs node), with the given systemd variables. `viaWrapper: false` runs node directly.
  */
-export async function startUnderSystemd(
+export function startUnderSystemd(
   opts: StartOptions & { systemdEnv: Record<string, string>; viaWrapper?: boolean },
 ): Promise<Daemon> {
-  const stateDir = opts.stateDir ?? tempDir();
-  const env: Record<string, string | undefined> = {
-    PATH: process.env.PATH,
-    HOME: process.env.HOME,
-    BROWSERD_LISTEN: '127.0.0.1:0',
-    BROWSERD_STATE_DIR: stateDir,
-    BROWSERD_LOG_LEVEL: 'debug',
-    BROWSERD_BROWSER_AUTOSTART: opts.noBrowser === false ? 'true' : 'false',
-    BROWSERD_TOKEN: TEST_TOKEN,
-    ...opts.systemdEnv,
-    ...opts.env,
-  };
-  for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
-  const argv = opts.viaWrapper === false ? [process.execPath, mainJs] : ['perl', notifyExec, process.execPath, mainJs];
-  const proc = spawn(argv[0] as string, argv.slice(1), { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  const daemon = new Daemon(proc, stateDir, TEST_TOKEN, opts.stateDir === undefined);
-  const line = await daemon.waitLog((l) => l.event === 'listening', 30_000);
-  daemon.url = `http://${String(line.address)}`;
-  return daemon;
+  return startDaemon({
+    ...opts,
+    env: { ...opts.systemdEnv, ...opts.env },
+    wrapper: opts.viaWrapper === false ? [] : ['perl', notifyExec],
+  });
 }

@@ -1,10 +1,9 @@
 // Helpers of the process tests: the process routes as small functions, an SSE parser, and checks
 // on real pids (a zombie counts as gone: an orphan's parent in a container may never reap it).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Daemon, mainJs, TEST_TOKEN, tempDir } from './daemon.js';
+import { startDaemon, type Daemon } from './daemon.js';
 
 export const PROC = '/browsers/local/process';
 
@@ -205,27 +204,8 @@ export function killGroup(pgid: number): void {
  * Like startDaemon(), with the daemon started through `wrapper` (e.g. setpriv to drop
  * capabilities). Chromium is not started.
  */
-export async function startDaemonUnder(wrapper: string[], env: Record<string, string> = {}): Promise<Daemon> {
-  const stateDir = tempDir();
-  const [cmd, ...args] = wrapper;
-  if (cmd === undefined) throw new Error('empty wrapper');
-  const proc = spawn(cmd, [...args, process.execPath, mainJs], {
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      BROWSERD_LISTEN: '127.0.0.1:0',
-      BROWSERD_STATE_DIR: stateDir,
-      BROWSERD_LOG_LEVEL: 'debug',
-      BROWSERD_BROWSER_AUTOSTART: 'false',
-      BROWSERD_TOKEN: TEST_TOKEN,
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const daemon = new Daemon(proc, stateDir, TEST_TOKEN, true);
-  const line = await daemon.waitLog((l) => l.event === 'listening', 30_000);
-  daemon.url = `http://${String(line.address)}`;
-  return daemon;
+export function startDaemonUnder(wrapper: string[], env: Record<string, string> = {}): Promise<Daemon> {
+  return startDaemon({ wrapper, env });
 }
 
 /** Reads a file once it exists and `ready` says its content is complete. */

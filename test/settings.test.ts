@@ -93,6 +93,7 @@ test('a state dir that cannot be a writable folder: exit 2 naming BROWSERD_STATE
   writeFileSync(file, 'not a folder');
   const d = await startDaemon({ env: { BROWSERD_STATE_DIR: file }, waitListening: false });
   assert.equal((await d.waitExit()).code, 2);
+  await d.cleanup();
   assert.match(String(d.logs.find((l) => l.level === 60)?.msg), /^BROWSERD_STATE_DIR: cannot use/);
   rmSync(dir, { recursive: true, force: true });
 });

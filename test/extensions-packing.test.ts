@@ -3,10 +3,10 @@
 // CRX files: a same-version replacement gets a file of its own, so a rollback serves the old bytes.
 import assert from 'node:assert/strict';
 import { createHash, createPublicKey, verify } from 'node:crypto';
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
 import path from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import zlib from 'node:zlib';
 import { createLogger } from '../daemon/core/log.js';
 import { idFromPath, idFromPublicKey, loadOrCreateKey, packCrx3, publicKeyDer } from '../daemon/extensions/crx3.js';
@@ -16,17 +16,10 @@ import { Store, type InstalledEntry } from '../daemon/extensions/store.js';
 import { safeUnzip } from '../daemon/extensions/unzip.js';
 import { updateManifest } from '../daemon/extensions/update-server.js';
 import { zipDirectory } from '../daemon/extensions/zip-write.js';
-import { tempDir } from './helpers/daemon.js';
+import { scratchDirs } from './helpers/daemon.js';
 import { fixtureDir } from './helpers/zip.js';
 
-const root = tempDir('browserd-ext-packing-');
-after(() => rmSync(root, { recursive: true, force: true }));
-let n = 0;
-const fresh = (): string => {
-  const d = path.join(root, `case-${n++}`);
-  mkdirSync(d, { recursive: true });
-  return d;
-};
+const fresh = scratchDirs('browserd-ext-packing-');
 const LIMITS = { maxEntries: 100, maxUnpackedBytes: 4 * 1024 * 1024 };
 
 /** Unpacks a zip file with the daemon's safe unzip; returns the folder. */

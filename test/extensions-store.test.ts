@@ -4,21 +4,14 @@
 // previous/ was dropped) keeps the new versions. Both disk states are built by hand here.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { createLogger } from '../daemon/core/log.js';
 import { Store, type InstalledEntry } from '../daemon/extensions/store.js';
-import { tempDir } from './helpers/daemon.js';
+import { scratchDirs } from './helpers/daemon.js';
 
-const root = tempDir('browserd-ext-store-');
-after(() => rmSync(root, { recursive: true, force: true }));
-let n = 0;
-const fresh = (): string => {
-  const d = path.join(root, `case-${n++}`);
-  mkdirSync(d, { recursive: true });
-  return d;
-};
+const fresh = scratchDirs('browserd-ext-store-');
 const log = createLogger('silent');
 
 const entry = (name: string, version: string): InstalledEntry => ({

@@ -1,7 +1,8 @@
 // Starts the real daemon (dist/daemon/main.js) on a random port with its own state dir, and
 // gives tests its URL, token, parsed log lines and ways to stop or kill it.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { after } from 'node:test';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -126,6 +127,18 @@ export class Daemon {
 
 export function tempDir(prefix = 'browserd-test-'): string {
   return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+/** A temp root removed after the file's tests; each call of the result gives a new empty folder in it. */
+export function scratchDirs(prefix: string): () => string {
+  const root = tempDir(prefix);
+  after(() => rmSync(root, { recursive: true, force: true }));
+  let n = 0;
+  return () => {
+    const d = path.join(root, `case-${n++}`);
+    mkdirSync(d, { recursive: true });
+    return d;
+  };
 }
 
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {

@@ -7,28 +7,10 @@ import { startDaemon, type Daemon } from './daemon.js';
 
 export const PROC = '/browsers/local/process';
 
-export interface Status {
-  process_id: string;
-  pid: number;
-  state: 'running' | 'exited';
-  exit_code: number | null;
-  signal: string | null;
-  started_at: string;
-  exited_at: string | null;
-  group_alive: boolean;
-}
-
-export interface ExecResult {
-  exit_code: number | null;
-  signal: string | null;
-  stdout_b64: string;
-  stderr_b64: string;
-  duration_ms: number;
-  timed_out: boolean;
-  stdout_truncated_bytes: number;
-  stderr_truncated_bytes: number;
-  pid: number;
-}
+/** The wire shapes of status and exec, as the daemon declares them. */
+import type { ProcessStatus as Status } from '../../daemon/processes/managed-process.js';
+import type { ExecResult } from '../../daemon/processes/exec.js';
+export type { ExecResult, Status };
 
 export const b64 = (data: string | Buffer): string => Buffer.from(data).toString('base64');
 

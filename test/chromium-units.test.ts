@@ -19,7 +19,7 @@ import { LineRateLimiter, LineSplitter, RingBuffer } from '../daemon/chromium/ou
 import { ChromiumIdentity, exeOf } from '../daemon/chromium/identity.js';
 import { namesDir } from '../daemon/chromium/profile.js';
 import { parseDevToolsLine } from '../daemon/chromium/readiness.js';
-import { ApiError } from '../daemon/http/errors.js';
+import { BrowserdError } from '../daemon/core/errors.js';
 import { tempDir } from './helpers/daemon.js';
 
 const silent = createLogger('silent');
@@ -307,12 +307,12 @@ test('lock: one holder at a time, waiters in arrival order, wait=false is 409 bu
   assert.equal(lock.waiting, 2);
   await assert.rejects(
     lock.run('nowait', async () => void order.push('nowait'), { wait: false }),
-    (err: unknown) => err instanceof ApiError && err.status === 409 && err.code === 'busy' && /first/.test(err.message),
+    (err: unknown) => err instanceof BrowserdError && err.code === 'busy' && /first/.test(err.message),
   );
   const ac = new AbortController();
   const gaveUp = lock.run('aborted', async () => void order.push('aborted'), { signal: ac.signal });
   ac.abort();
-  await assert.rejects(gaveUp, (err: unknown) => err instanceof ApiError && err.status === 503);
+  await assert.rejects(gaveUp, (err: unknown) => err instanceof BrowserdError && err.code === 'browser_unavailable');
   release();
   await Promise.all([first, second, third]);
   assert.deepEqual(order, ['first', 'second', 'third']);

@@ -10,7 +10,7 @@ import { POLICY_FILE, unpackedBlockedReason, writeForcelist } from '../daemon/ex
 import { extensionRoot } from '../daemon/extensions/prepare.js';
 import { Rejection } from '../daemon/extensions/rejection.js';
 import { safeUnzip } from '../daemon/extensions/unzip.js';
-import { BadRequestError, PayloadTooLargeError } from '../daemon/http/errors.js';
+import { BadRequestError, PayloadTooLargeError } from '../daemon/core/errors.js';
 import { tempDir } from './helpers/daemon.js';
 import { buildZip, fixtureDir, fixtureZip, treeEntries, type ZipEntry } from './helpers/zip.js';
 

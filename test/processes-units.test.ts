@@ -8,7 +8,8 @@ import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { ApiError } from '../daemon/http/errors.js';
+import { BrowserdError } from '../daemon/core/errors.js';
+import { statusOf } from '../daemon/http/errors.js';
 import { GroupSet } from '../daemon/processes/groups.js';
 import { ReplayBuffer } from '../daemon/processes/replay-buffer.js';
 import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../daemon/processes/stdin-writer.js';
@@ -200,8 +201,8 @@ function writer(pipe: Writable, opts: Partial<StdinWriterOptions> = {}): StdinWr
 }
 
 const apiError = (status: number, code: string, message?: RegExp) => (err: unknown): boolean => {
-  assert.ok(err instanceof ApiError, String(err));
-  assert.equal(err.status, status);
+  assert.ok(err instanceof BrowserdError, String(err));
+  assert.equal(statusOf(err.code), status);
   assert.equal(err.code, code);
   if (message) assert.match(err.message, message);
   return true;

@@ -9,9 +9,8 @@ import type { Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import type { Logger } from '../core/log.js';
-import { ApiError, BrowserUnavailableError, InvalidRequestError, toApiError } from '../http/errors.js';
+import { BrowserdError, BrowserUnavailableError, InvalidRequestError, toBrowserdError } from '../core/errors.js';
 import type { UpgradeContext } from '../http/router.js';
-import { writeRawError } from '../http/server.js';
 import type { DevToolsEndpoint } from './types.js';
 
 /** How long a CDP client waits for a starting or restarting Chromium before a 503. */
@@ -65,8 +64,7 @@ export class CdpProxy {
   /** The upgrade handler of GET /browsers/{id}/cdp. */
   handle(ctx: UpgradeContext): void {
     void this.connect(ctx).catch((err: unknown) => {
-      if (!(err instanceof ApiError)) ctx.log.error({ event: 'cdp_error', err }, 'CDP proxy setup failed');
-      this.refuse(ctx.socket, ctx.reqId, toApiError(err));
+      ctx.refuse(err);
     });
   }
 
@@ -100,8 +98,8 @@ export class CdpProxy {
   private async connect(ctx: UpgradeContext): Promise<void> {
     const { req, socket, head, reqId, log } = ctx;
     const bad = handshakeProblem(req);
-    if (bad !== null) return this.refuse(socket, reqId, new InvalidRequestError(bad));
-    if (this.closed) return this.refuse(socket, reqId, new BrowserUnavailableError('browserd is stopping'));
+    if (bad !== null) return this.refuse(ctx, new InvalidRequestError(bad));
+    if (this.closed) return this.refuse(ctx, new BrowserUnavailableError('browserd is stopping'));
     // A restart may begin at any point of the set-up: Chromium may have died a moment before the
     // supervisor saw its exit (the upstream is refused), or be replaced while the upstream
     // handshake runs (the endpoint is no longer current). Either way the client waits for the next
@@ -118,7 +116,7 @@ export class CdpProxy {
       } catch (err) {
         log.warn({ event: 'cdp_upstream_failed', pid: endpoint.pid, err: (err as Error).message }, 'cannot reach Chromium DevTools');
         if (Date.now() + UPSTREAM_RETRY_MS >= deadline || socket.destroyed || this.closed) {
-          return this.refuse(socket, reqId, new BrowserUnavailableError(`cannot reach Chromium's DevTools endpoint: ${(err as Error).message}`));
+          return this.refuse(ctx, new BrowserUnavailableError(`cannot reach Chromium's DevTools endpoint: ${(err as Error).message}`));
         }
         await sleep(UPSTREAM_RETRY_MS);
         continue;
@@ -127,13 +125,13 @@ export class CdpProxy {
       upstream.on('error', () => {}); // until pair() attaches its own
       if (socket.destroyed || this.closed) {
         upstream.terminate();
-        return this.refuse(socket, reqId, new BrowserUnavailableError('browserd is stopping'));
+        return this.refuse(ctx, new BrowserUnavailableError('browserd is stopping'));
       }
       if (this.deps.currentPid() === endpoint.pid) break;
       upstream.terminate();
       log.debug({ event: 'cdp_wait', pid: endpoint.pid, reason: 'Chromium restarted while the connection was set up' }, 'CDP client waits for the next Chromium');
       if (Date.now() >= deadline) {
-        return this.refuse(socket, reqId, new BrowserUnavailableError(`Chromium restarted while the connection was set up and was not ready again within ${CDP_READY_WAIT_MS} ms`));
+        return this.refuse(ctx, new BrowserUnavailableError(`Chromium restarted while the connection was set up and was not ready again within ${CDP_READY_WAIT_MS} ms`));
       }
     }
     this.wss.handleUpgrade(req, socket, head, (client) => this.pair(client, upstream, endpoint.pid, log));
@@ -186,9 +184,8 @@ export class CdpProxy {
     });
   }
 
-  private refuse(socket: Duplex, reqId: string, err: ApiError): void {
-    if (socket.destroyed) return;
-    writeRawError(socket, err.status, err.toBody(), { 'x-request-id': reqId, ...err.headers });
+  private refuse(ctx: UpgradeContext, err: BrowserdError): void {
+    ctx.refuse(err);
   }
 }
 

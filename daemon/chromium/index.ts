@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { BadRequestError } from '../http/errors.js';
+import { BadRequestError } from '../core/errors.js';
 import type { Route } from '../http/router.js';
 import { CDP_READY_WAIT_MS, CdpProxy, CLOSE_SERVICE_RESTART } from './cdp-proxy.js';
 import { profileDirOf } from './profile.js';

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { BrowserUnavailableError } from '../http/errors.js';
+import { BrowserUnavailableError } from '../core/errors.js';
 import { CrashLoop } from './crash-loop.js';
 import { explainLaunchFailure, blockingPolicy, stderrGist } from './diagnose.js';
 import { chromiumEnv, chromiumFlags } from './flags.js';

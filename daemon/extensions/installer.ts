@@ -20,7 +20,7 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Browser, LaunchExtras, RestartResult } from '../chromium/types.js';
-import { ApiError, BrowserUnavailableError, NotFoundError, OperationFailedError } from '../http/errors.js';
+import { BrowserdError, BrowserUnavailableError, NotFoundError, OperationFailedError } from '../core/errors.js';
 import { CdpClient, CdpError } from './cdp.js';
 import { activateLive, CONNECT_TIMEOUT_MS, LoadRefused, undoLive, unloadUnpacked, type LiveDeps } from './live.js';
 import { checkIds, planItems, setMode, type Plan } from './plan.js';
@@ -278,7 +278,7 @@ export class Installer {
    * over CDP (a replaced one back to its previous version), no restart. Should that fail,
    * Chromium is relaunched with the previous set. The answer is the item's rejection.
    */
-  private async refused(plans: Plan[], refusal: LoadRefused, tx: string, log: Logger): Promise<ApiError> {
+  private async refused(plans: Plan[], refusal: LoadRefused, tx: string, log: Logger): Promise<BrowserdError> {
     const bad = plans[refusal.index] as Plan;
     log.warn({ event: 'extension_rejected', name: bad.entry.name, cause: 'chromium_refused', reason: refusal.chromiumText }, 'Chromium refused to load the extension');
     await this.restoreFiles(plans, tx, log);
@@ -313,7 +313,7 @@ export class Installer {
     }
   }
 
-  private activationFailed(err: unknown, relaunched: boolean, log: Logger): ApiError {
+  private activationFailed(err: unknown, relaunched: boolean, log: Logger): BrowserdError {
     if (err instanceof BrowserUnavailableError) {
       log.warn({ event: 'extension_activation_failed', cause: err.code, reason: err.message }, 'Chromium did not become ready; previous state restored');
       return err;
@@ -321,7 +321,7 @@ export class Installer {
     let inner: { code: string; message: string };
     if (err instanceof VerifyError) inner = { code: 'not_verified', message: err.message };
     else if (err instanceof CdpError) inner = { code: 'devtools_error', message: err.message };
-    else if (err instanceof ApiError) inner = { code: err.code, message: err.message };
+    else if (err instanceof BrowserdError) inner = { code: err.code, message: err.message };
     else {
       log.error({ event: 'extension_activation_error', err }, 'extension activation failed');
       inner = { code: 'internal_error', message: 'the daemon log has the details under this request id' };

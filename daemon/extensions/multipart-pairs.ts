@@ -3,7 +3,7 @@
 // `extensions[][zip_file]` (TypeScript, Python), paired k-th name with k-th archive; or indexed
 // `extensions[N][name]` / `extensions[N].name` with `extensions[N][zip_file]` / `extensions[N].zip_file`.
 // Either order within a pair. Every problem becomes one `details` entry of a 400 bad_request.
-import { BadRequestError } from '../http/errors.js';
+import { BadRequestError } from '../core/errors.js';
 import { isValidName, NAME_RE } from './store.js';
 
 export interface ReceivedPart {
@@ -100,6 +100,6 @@ export function pairParts(parts: ReceivedPart[], maxItems: number): UploadItem[]
     seen.set(name, slot.label);
     if (file !== undefined && slot.files.length === 1) items.push({ label: slot.label, name, zipFile: file });
   }
-  if (problems.length > 0) throw new BadRequestError(problems.length === 1 ? (problems[0] as string) : 'the extensions list is invalid', problems);
+  if (problems.length > 0) throw new BadRequestError(problems);
   return items;
 }

@@ -8,7 +8,7 @@ import { mkdir } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
-import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../http/errors.js';
+import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../core/errors.js';
 import { parseFieldName, type ReceivedPart } from './multipart-pairs.js';
 
 export interface UploadLimits {
@@ -101,7 +101,7 @@ export async function receiveMultipart(req: IncomingMessage, dir: string, limits
       counter.resume();
     };
     const tooMany = (): void =>
-      fail(new BadRequestError(`extensions: at most ${limits.maxItems} items per request`, [`extensions: more parts than ${limits.maxItems} items allow`]), true);
+      fail(new BadRequestError([`extensions: more parts than ${limits.maxItems} items allow (at most ${limits.maxItems} items per request)`]), true);
 
     bb.on('field', (fieldName, value, info) => {
       if (failed) return;

@@ -4,7 +4,7 @@
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../core/log.js';
-import { PayloadTooLargeError } from '../http/errors.js';
+import { PayloadTooLargeError } from '../core/errors.js';
 import { readManifest, type ManifestFacts } from './manifest.js';
 import type { UploadItem } from './multipart-pairs.js';
 import { Rejection, rejectedError, type ItemRejection } from './rejection.js';

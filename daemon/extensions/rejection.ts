@@ -3,7 +3,7 @@
 // turns every rejection of a request into one 422 extension_rejected (a detail per item, the
 // first cause as inner_error). Size limits are not rejections: they are 413 payload_too_large
 // (PayloadTooLargeError), per the contract.
-import { OperationFailedError, type ErrorDetail } from '../http/errors.js';
+import { OperationFailedError, type ErrorDetail } from '../core/errors.js';
 
 export type RejectCause =
   | 'bad_zip' // not a zip, truncated, CRC or structure error

@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises';
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import type { Browser } from '../chromium/types.js';
-import { BadRequestError, LimitExceededError, NotFoundError } from '../http/errors.js';
+import { BadRequestError, LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { Route } from '../http/router.js';
 import type { Installer } from './installer.js';
 import { pairParts } from './multipart-pairs.js';

@@ -11,7 +11,7 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { crc32 } from 'node:zlib';
 import yauzl, { type Entry, type ZipFile } from 'yauzl';
-import { PayloadTooLargeError } from '../http/errors.js';
+import { PayloadTooLargeError } from '../core/errors.js';
 import { Rejection } from './rejection.js';
 
 export interface UnzipLimits {

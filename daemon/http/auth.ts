@@ -6,7 +6,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
-import { ForbiddenError, UnauthorizedError } from './errors.js';
+import { ForbiddenError, UnauthorizedError } from '../core/errors.js';
 
 export const SCOPES = [
   'browser:read',

@@ -2,7 +2,7 @@
 // validate with zod into the contract's `bad_request` with one detail per problem.
 import type { IncomingMessage } from 'node:http';
 import type { ZodType, core } from 'zod';
-import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from './errors.js';
+import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../core/errors.js';
 
 export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
@@ -83,7 +83,7 @@ export async function readJson<T>(
 export function validate<T>(schema: ZodType<T>, value: unknown): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw new BadRequestError('the request has invalid fields', issuesToProblems(parsed.error.issues));
+  throw new BadRequestError(issuesToProblems(parsed.error.issues));
 }
 
 export function issuesToProblems(issues: readonly core.$ZodIssue[]): string[] {

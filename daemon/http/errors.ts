@@ -1,154 +1,79 @@
-// The one error shape of the contract, as classes with stable codes (in the manner of undici).
-// Every module throws these; the server turns them into
-// {"code","message","details"?,"inner_error"?} with the status they carry.
+// The one table from error codes to HTTP: the status, whether a retry is safe (x-should-retry),
+// Retry-After, and the headers some codes carry. Domain code throws core/errors.ts classes with
+// codes; only this file knows their statuses.
+import { BrowserdError, toBrowserdError, type ErrorCode } from '../core/errors.js';
 
-export interface ErrorDetail {
-  code: string;
-  message: string;
+interface CodeFacts {
+  status: number;
+  /** A retry of the same request may succeed and does no work twice. */
+  retry: boolean;
 }
 
-export interface InnerError {
-  code: string;
-  message: string;
-}
+export const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
+  invalid_request: { status: 400, retry: false },
+  bad_request: { status: 400, retry: false },
+  unauthorized: { status: 401, retry: false },
+  forbidden: { status: 403, retry: false },
+  path_forbidden: { status: 403, retry: false },
+  not_found: { status: 404, retry: false },
+  method_not_allowed: { status: 405, retry: false },
+  process_exited: { status: 409, retry: false },
+  stdin_closed: { status: 409, retry: false },
+  busy: { status: 409, retry: true },
+  proxy_in_use: { status: 409, retry: false },
+  not_a_tty: { status: 409, retry: false },
+  not_a_directory: { status: 409, retry: false },
+  is_a_directory: { status: 409, retry: false },
+  already_exists: { status: 409, retry: false },
+  directory_not_empty: { status: 409, retry: false },
+  no_page: { status: 409, retry: false },
+  payload_too_large: { status: 413, retry: false },
+  proxy_check_failed: { status: 422, retry: false },
+  extension_rejected: { status: 422, retry: false },
+  activation_failed: { status: 422, retry: false },
+  unsupported_field: { status: 422, retry: false },
+  idempotency_key_reused: { status: 422, retry: false },
+  limit_exceeded: { status: 429, retry: true },
+  internal_error: { status: 500, retry: false },
+  browser_unavailable: { status: 503, retry: true },
+  timeout: { status: 504, retry: false },
+};
 
-export interface ErrorBody {
-  code: string;
-  message: string;
-  details?: ErrorDetail[];
-  inner_error?: InnerError;
-}
-
-export class ApiError extends Error {
-  readonly status: number;
-  readonly code: string;
-  readonly details: ErrorDetail[] | undefined;
-  readonly inner: InnerError | undefined;
-  /** Extra response headers (for example `allow` on a 405). */
-  readonly headers: Record<string, string>;
-
+/** A known path asked with another method: HTTP's own error, so it lives here. */
+export class MethodNotAllowedError extends BrowserdError {
   constructor(
-    status: number,
-    code: string,
-    message: string,
-    opts: { details?: ErrorDetail[]; inner?: InnerError; headers?: Record<string, string>; cause?: unknown } = {},
+    method: string,
+    readonly allowed: string[],
   ) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
-    this.name = new.target.name;
-    this.status = status;
-    this.code = code;
-    this.details = opts.details;
-    this.inner = opts.inner;
-    this.headers = opts.headers ?? {};
-  }
-
-  toBody(): ErrorBody {
-    const body: ErrorBody = { code: this.code, message: this.message };
-    if (this.details && this.details.length > 0) body.details = this.details;
-    if (this.inner) body.inner_error = this.inner;
-    return body;
+    super('method_not_allowed', `${method} is not allowed here; allowed: ${allowed.join(', ')}`);
   }
 }
 
-/** 400: the body is not JSON, has the wrong content type, or multipart cannot be parsed. */
-export class InvalidRequestError extends ApiError {
-  constructor(message: string) {
-    super(400, 'invalid_request', message);
-  }
+export interface HttpError {
+  status: number;
+  headers: Record<string, string>;
+  body: ReturnType<BrowserdError['toBody']>;
+  /** The error as thrown was not a BrowserdError (a bug: log its stack). */
+  unexpected: boolean;
 }
 
-/** 400: fields fail validation; one detail per problem, each `<field>: <why>`. */
-export class BadRequestError extends ApiError {
-  constructor(message: string, problems: string[]) {
-    super(400, 'bad_request', message, {
-      details: problems.map((p) => ({ code: 'invalid_input', message: p })),
-    });
+/** Status, headers and body of any thrown value. */
+export function toHttpError(err: unknown): HttpError {
+  const e = toBrowserdError(err);
+  const facts = HTTP_BY_CODE[e.code];
+  const retry = e.retryable ?? facts.retry;
+  const headers: Record<string, string> = { 'x-should-retry': String(retry) };
+  if (retry) {
+    const ms = Math.max(0, Math.round(e.retryAfterMs ?? 1000));
+    headers['retry-after'] = String(Math.max(1, Math.ceil(ms / 1000)));
+    headers['retry-after-ms'] = String(ms);
   }
-
-  /** One field, one problem: `badField('data_b64', 'is not strict base64')`. */
-  static field(field: string, why: string): BadRequestError {
-    return new BadRequestError(`${field}: ${why}`, [`${field}: ${why}`]);
-  }
+  if (e.code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
+  if (e instanceof MethodNotAllowedError) headers.allow = e.allowed.join(', ');
+  return { status: facts.status, headers, body: e.toBody(), unexpected: !(err instanceof BrowserdError) };
 }
 
-export class UnauthorizedError extends ApiError {
-  constructor(message = 'a valid bearer token is required') {
-    super(401, 'unauthorized', message, { headers: { 'www-authenticate': 'Bearer' } });
-  }
-}
-
-export class ForbiddenError extends ApiError {
-  constructor(scope: string) {
-    super(403, 'forbidden', `this token lacks the scope ${scope}`, {
-      details: [{ code: 'missing_scope', message: scope }],
-    });
-  }
-}
-
-export class NotFoundError extends ApiError {
-  constructor(message = 'not found') {
-    super(404, 'not_found', message);
-  }
-}
-
-export class MethodNotAllowedError extends ApiError {
-  constructor(method: string, allowed: string[]) {
-    super(405, 'method_not_allowed', `${method} is not allowed here; allowed: ${allowed.join(', ')}`, {
-      headers: { allow: allowed.join(', ') },
-    });
-  }
-}
-
-/** 409: `process_exited`, `stdin_closed` or `busy`. */
-export class ConflictError extends ApiError {
-  constructor(code: 'process_exited' | 'stdin_closed' | 'busy', message: string) {
-    super(409, code, message);
-  }
-}
-
-export class PayloadTooLargeError extends ApiError {
-  constructor(what: string, limitBytes: number) {
-    super(413, 'payload_too_large', `${what} is over its limit of ${limitBytes} bytes`);
-  }
-}
-
-/** 422: the request was valid but the operation failed; `inner` carries the cause. */
-export class OperationFailedError extends ApiError {
-  constructor(
-    code: 'proxy_check_failed' | 'extension_rejected' | 'activation_failed',
-    message: string,
-    inner?: InnerError,
-    details?: ErrorDetail[],
-  ) {
-    super(422, code, message, { inner, details });
-  }
-}
-
-export class LimitExceededError extends ApiError {
-  constructor(what: string, limit: number) {
-    super(429, 'limit_exceeded', `too many ${what} at once (limit ${limit})`);
-  }
-}
-
-export class InternalError extends ApiError {
-  constructor() {
-    super(500, 'internal_error', 'internal error; the daemon log has the details under this request id');
-  }
-}
-
-export class BrowserUnavailableError extends ApiError {
-  constructor(message = 'Chromium is not ready', inner?: InnerError) {
-    super(503, 'browser_unavailable', message, { inner });
-  }
-}
-
-export class TimeoutError extends ApiError {
-  constructor(message: string) {
-    super(504, 'timeout', message);
-  }
-}
-
-/** Any thrown value as an ApiError; anything unknown becomes a 500 that says nothing internal. */
-export function toApiError(err: unknown): ApiError {
-  return err instanceof ApiError ? err : new InternalError();
+/** The statuses of these codes, for OpenAPI texts. */
+export function statusOf(code: ErrorCode): number {
+  return HTTP_BY_CODE[code].status;
 }

@@ -35,6 +35,8 @@ export interface UpgradeContext {
   identity: Identity;
   reqId: string;
   log: Logger;
+  /** Answers the upgrade request with this error (in the contract's shape) and ends the socket. */
+  refuse(err: unknown): void;
 }
 
 /** OpenAPI facts of one operation; the document is generated from these. */

@@ -9,7 +9,8 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { requireScope, type Identity, type KeyRing } from './auth.js';
 import { lingerOnRefusedBody, readJson } from './body.js';
-import { ApiError, InvalidRequestError, MethodNotAllowedError, NotFoundError, toApiError } from './errors.js';
+import { InvalidRequestError, NotFoundError } from '../core/errors.js';
+import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
 import { Router, type RequestContext, type Route } from './router.js';
 
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -42,7 +43,7 @@ export class HttpServer {
           : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
             ? [408, { code: 'timeout', message: 'the request was not received in time' }]
             : [400, { code: 'invalid_request', message: `malformed HTTP request: ${err.message}` }];
-      writeRawError(socket, status, body, { 'x-request-id': randomUUID() });
+      writeRaw(socket, status, body, { 'x-request-id': randomUUID(), 'x-should-retry': String(status === 408) });
     });
   }
 
@@ -139,17 +140,15 @@ export class HttpServer {
         }
       }
     } catch (err) {
-      const apiErr = toApiError(err);
-      if (apiErr.status >= 500 && !(err instanceof ApiError)) {
-        log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in a handler');
-      }
+      const httpErr = toHttpError(err);
+      if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in a handler');
       if (res.headersSent) {
         res.destroy();
         return;
       }
-      for (const [k, v] of Object.entries(apiErr.headers)) res.setHeader(k, v);
+      for (const [k, v] of Object.entries(httpErr.headers)) res.setHeader(k, v);
       if (!req.complete) res.on('finish', () => lingerOnRefusedBody(req));
-      writeJson(res, apiErr.status, apiErr.toBody());
+      writeJson(res, httpErr.status, httpErr.body);
     }
   }
 
@@ -193,12 +192,18 @@ export class HttpServer {
       log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
       this.upgraded.add(socket);
       socket.once('close', () => this.upgraded.delete(socket));
-      match.route.upgrade({ req, socket, head, url, params: match.params, identity, reqId, log });
+      const refuse = (err: unknown): void => {
+        const httpErr = toHttpError(err);
+        if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');
+        if (!socket.destroyed) writeRawError(socket, httpErr, reqId);
+        log.info({ event: 'request', method: 'GET', route: routeName, status: httpErr.status, upgrade: true }, 'request');
+      };
+      match.route.upgrade({ req, socket, head, url, params: match.params, identity, reqId, log, refuse });
     } catch (err) {
-      const apiErr = toApiError(err);
-      if (!(err instanceof ApiError)) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');
-      writeRawError(socket, apiErr.status, apiErr.toBody(), { 'x-request-id': reqId, ...apiErr.headers });
-      log.info({ event: 'request', method: 'GET', route: routeName, status: apiErr.status, upgrade: true }, 'request');
+      const httpErr = toHttpError(err);
+      if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');
+      writeRawError(socket, httpErr, reqId);
+      log.info({ event: 'request', method: 'GET', route: routeName, status: httpErr.status, upgrade: true }, 'request');
     }
   }
 }
@@ -223,8 +228,13 @@ export function writeJson(res: ServerResponse, status: number, body: unknown): v
   res.end(text);
 }
 
-/** An error on a raw socket (upgrade or client error), in the same JSON shape. */
-export function writeRawError(socket: Duplex, status: number, body: unknown, headers: Record<string, string> = {}): void {
+/** An error on a raw socket (a refused upgrade), in the same JSON shape and with the same headers. */
+function writeRawError(socket: Duplex, err: HttpError, reqId: string): void {
+  writeRaw(socket, err.status, err.body, { 'x-request-id': reqId, ...err.headers });
+}
+
+/** A JSON answer written straight to a socket (upgrades, client errors), then the socket ends. */
+function writeRaw(socket: Duplex, status: number, body: unknown, headers: Record<string, string>): void {
   const text = JSON.stringify(body);
   const lines = [
     `HTTP/1.1 ${status} ${httpStatusText(status)}`,

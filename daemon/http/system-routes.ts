@@ -1,7 +1,7 @@
 // Health, readiness, discovery, metrics and identity: the routes that belong to no one concern.
 import { z } from 'zod';
 import type { Metrics } from '../core/metrics.js';
-import { BrowserUnavailableError } from './errors.js';
+import { BrowserUnavailableError } from '../core/errors.js';
 import type { Route } from './router.js';
 
 export interface SystemDeps {

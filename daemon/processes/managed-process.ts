@@ -5,7 +5,7 @@
 // its group lives on (`group_alive`), can still be killed, and keeps the process in the table.
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { ConflictError } from '../http/errors.js';
+import { ConflictError } from '../core/errors.js';
 import type { ProcessGroup } from './groups.js';
 import { ReplayBuffer, type ExitInfo } from './replay-buffer.js';
 import { outputSettled, type GroupSignal, type Launched } from './spawn.js';

@@ -5,7 +5,7 @@
 // past MAX_RETAINED_EXITED finished processes the oldest is forgotten early, so that retained output
 // buffers cannot grow without bound under many short processes.
 import type { Metrics } from '../core/metrics.js';
-import { LimitExceededError, NotFoundError } from '../http/errors.js';
+import { LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { ManagedProcess } from './managed-process.js';
 
 /** At most this many finished processes are kept (the oldest forgotten first). */

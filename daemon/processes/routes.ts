@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { BadRequestError, PayloadTooLargeError } from '../http/errors.js';
+import { BadRequestError, PayloadTooLargeError } from '../core/errors.js';
 import type { RequestContext, Route } from '../http/router.js';
 import { runExec } from './exec.js';
 import { PROCESS_STOP_GRACE_MS, type GroupSet, type ProcessGroup } from './groups.js';

@@ -6,7 +6,7 @@ import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import { execa } from 'execa';
-import { BadRequestError } from '../http/errors.js';
+import { BadRequestError } from '../core/errors.js';
 import type { ExitInfo } from './replay-buffer.js';
 import { childEnv, cwdProblem, resolveCwd, resolveUser, type RunAs } from './user-env.js';
 

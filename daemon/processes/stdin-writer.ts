@@ -8,7 +8,7 @@
 // The bytes a process holds queued (accepted, not yet in the pipe) are capped: a request that would
 // pass the cap is refused with 429 and nothing of it is queued.
 import type { Writable } from 'node:stream';
-import { ApiError, ConflictError, TimeoutError } from '../http/errors.js';
+import { ConflictError, LimitExceededError, TimeoutError, type BrowserdError } from '../core/errors.js';
 
 /** Bytes per write call: progress (and the 504's count) is tracked per slice. */
 export const SLICE_BYTES = 64 * 1024;
@@ -27,7 +27,7 @@ interface Job {
   settled: boolean;
   timer: NodeJS.Timeout | null;
   resolve(written: number): void;
-  reject(err: ApiError): void;
+  reject(err: BrowserdError): void;
 }
 
 export type StdinState = 'open' | 'closing' | 'closed' | 'broken' | 'exited';
@@ -76,13 +76,11 @@ export class StdinWriter {
     this.assertWritable();
     const queued = this.queuedBytes;
     if (queued + data.length > this.opts.maxQueuedBytes) {
-      throw new ApiError(
-        429,
-        'limit_exceeded',
-        `too many stdin bytes queued for process ${this.opts.processId}: ${queued} bytes of earlier requests are not yet in the pipe ` +
+      throw new LimitExceededError('stdin bytes queued', this.opts.maxQueuedBytes, {
+        message: `too many stdin bytes queued for process ${this.opts.processId}: ${queued} bytes of earlier requests are not yet in the pipe ` +
           `(the child is not reading) and the ${data.length} bytes of this request would pass the limit of ${this.opts.maxQueuedBytes} ` +
           `bytes queued per process (${STDIN_QUEUE_FACTOR} × BROWSERD_STDIN_LIMIT_BYTES); nothing of this request was queued`,
-      );
+      });
     }
     if (close) this.state = 'closing';
     return new Promise<number>((resolve, reject) => {
@@ -142,7 +140,7 @@ export class StdinWriter {
     );
   }
 
-  private settle(job: Job, outcome: number | ApiError): void {
+  private settle(job: Job, outcome: number | BrowserdError): void {
     if (job.settled) return;
     job.settled = true;
     if (job.timer !== null) clearTimeout(job.timer);

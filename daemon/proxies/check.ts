@@ -8,7 +8,7 @@ import ipaddr from 'ipaddr.js';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { LimitExceededError, OperationFailedError } from '../http/errors.js';
+import { LimitExceededError, OperationFailedError } from '../core/errors.js';
 import type { Resolver } from './resolve.js';
 import { resolveTarget, type CheckUrl, type GuardedTarget } from './ssrf.js';
 import type { StoredProxy } from './store.js';

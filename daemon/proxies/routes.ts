@@ -4,7 +4,7 @@
 // created by keys without a project (one shared bucket).
 import { randomUUID } from 'node:crypto';
 import type { Identity } from '../http/auth.js';
-import { LimitExceededError, NotFoundError } from '../http/errors.js';
+import { LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { RequestContext, Route } from '../http/router.js';
 import type { ProxyChecker } from './check.js';
 import { checkBodySchema, createProxySchema, proxyListSchema, proxySchema } from './schema.js';

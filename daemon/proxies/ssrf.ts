@@ -14,7 +14,7 @@
 // deadline (resolve.ts) and judges every address.
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { BadRequestError } from '../http/errors.js';
+import { BadRequestError } from '../core/errors.js';
 import type { ResolveOptions, Resolver } from './resolve.js';
 import { CheckFailure } from './tunnel.js';
 

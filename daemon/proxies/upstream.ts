@@ -2,7 +2,7 @@
 // residential, mobile) goes through the gateway of BROWSERD_PROXY_PROVIDERS_FILE for its type,
 // with the targeting in the username.
 import type { ManagedProxyType, ProxyGateway } from '../core/config.js';
-import { OperationFailedError } from '../http/errors.js';
+import { OperationFailedError } from '../core/errors.js';
 import type { StoredProxy } from './store.js';
 
 export interface Upstream {

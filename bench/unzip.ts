@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { safeUnzip } from '../daemon/extensions/unzip.js';
+import { safeUnzip } from '../daemon/core/zip/unzip.js';
 import { buildZip, type ZipEntry } from '../test/helpers/zip.js';
 import { median, notInstalled, progress, skippedRow, tempDir, timed, which, type Row } from './lib.js';
 

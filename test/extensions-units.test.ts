@@ -4,12 +4,14 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { isChromiumVersion, readManifest } from '../daemon/extensions/manifest.js';
-import { pairParts, parseFieldName, type ReceivedPart } from '../daemon/extensions/multipart-pairs.js';
-import { POLICY_FILE, unpackedBlockedReason, writeForcelist } from '../daemon/extensions/policy.js';
-import { extensionRoot } from '../daemon/extensions/prepare.js';
-import { Rejection } from '../daemon/extensions/rejection.js';
-import { safeUnzip } from '../daemon/extensions/unzip.js';
+import { pairListParts, parseListField } from '../daemon/core/multipart/pairs.js';
+import type { ReceivedPart } from '../daemon/core/multipart/receive.js';
+import { ArchiveError, safeUnzip } from '../daemon/core/zip/unzip.js';
+import { isChromiumVersion, readManifest } from '../daemon/extensions/intake/manifest.js';
+import { extensionRoot } from '../daemon/extensions/intake/prepare.js';
+import { Rejection } from '../daemon/extensions/intake/rejection.js';
+import { uploadSpec } from '../daemon/extensions/intake/upload.js';
+import { POLICY_FILE, unpackedBlockedReason, writeForcelist } from '../daemon/extensions/policy/policy.js';
 import { BadRequestError, PayloadTooLargeError } from '../daemon/core/errors.js';
 import { tempDir } from './helpers/daemon.js';
 import { buildZip, fixtureDir, fixtureZip, treeEntries, type ZipEntry } from './helpers/zip.js';
@@ -37,7 +39,7 @@ async function unzip(entries: ZipEntry[] | Buffer, limits = LIMITS): Promise<str
 
 async function rejects(entries: ZipEntry[] | Buffer, cause: string, limits = LIMITS): Promise<void> {
   await assert.rejects(unzip(entries, limits), (err: unknown) => {
-    assert.ok(err instanceof Rejection, `expected a Rejection, got ${String(err)}`);
+    assert.ok(err instanceof ArchiveError, `expected an ArchiveError, got ${String(err)}`);
     assert.equal(err.causeCode, cause, err.message);
     return true;
   });
@@ -212,6 +214,13 @@ describe('manifest', () => {
 });
 
 describe('multipart pairing', () => {
+  const FIELDS = { list: 'extensions', text: 'name', file: 'zip_file' };
+  const parseFieldName = (name: string): { field: string; index: number | null } | null => {
+    const p = parseListField(name, FIELDS);
+    return p === null ? null : { field: p.field === 'text' ? 'name' : 'zip_file', index: p.index };
+  };
+  const pairParts = (parts: ReceivedPart[], max: number): { label: string; name: string; zipFile: string }[] =>
+    pairListParts(parts, uploadSpec(max)).map((i) => ({ label: i.label, name: i.text, zipFile: i.file }));
   const f = (fieldName: string, value: string): ReceivedPart => ({ fieldName, kind: 'field', value });
   const z = (fieldName: string, file = `/tmp/${fieldName}.zip`): ReceivedPart => ({ fieldName, kind: 'file', file });
   const problems = (parts: ReceivedPart[], max = 20): string[] => {
@@ -249,9 +258,9 @@ describe('multipart pairing', () => {
 
   test('one detail per problem', () => {
     assert.deepEqual(problems([]), ['extensions: the list is empty; send at least one item with name and zip_file']);
-    assert.deepEqual(problems([f('extensions[0][name]', 'a')]), ['extensions[0].zip_file: is missing (a name without its archive)']);
-    assert.deepEqual(problems([z('extensions[][zip_file]')]), ['extensions[0].name: is missing (an archive without its name)']);
-    assert.deepEqual(problems([f('extensions.name', 'a'), z('extensions.zip_file'), f('extensions.name', 'b')]), ['extensions[1].zip_file: is missing (a name without its archive)']);
+    assert.deepEqual(problems([f('extensions[0][name]', 'a')]), ['extensions[0].zip_file: is missing (a name without its zip_file)']);
+    assert.deepEqual(problems([z('extensions[][zip_file]')]), ['extensions[0].name: is missing (a zip_file without its name)']);
+    assert.deepEqual(problems([f('extensions.name', 'a'), z('extensions.zip_file'), f('extensions.name', 'b')]), ['extensions[1].zip_file: is missing (a name without its zip_file)']);
     assert.deepEqual(
       problems([f('extensions[0][name]', 'same'), z('extensions[0][zip_file]'), f('extensions[1][name]', 'same'), z('extensions[1][zip_file]')]),
       ['extensions[1].name: "same" is already used by extensions[0] in this request'],

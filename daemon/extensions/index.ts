@@ -6,7 +6,7 @@ import type { Metrics } from '../core/metrics.js';
 import type { Browser } from '../chromium/types.js';
 import type { Route } from '../http/router.js';
 import { Installer } from './installer.js';
-import { PolicyPublisher } from './publisher.js';
+import { PolicyPublisher } from './policy/publisher.js';
 import { extensionRoutes } from './routes.js';
 import { Store } from './store.js';
 

@@ -21,15 +21,15 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Browser, LaunchExtras, RestartResult } from '../chromium/types.js';
 import { BrowserdError, BrowserUnavailableError, NotFoundError, OperationFailedError } from '../core/errors.js';
-import { CdpClient, CdpError } from './cdp.js';
-import { activateLive, CONNECT_TIMEOUT_MS, LoadRefused, undoLive, unloadUnpacked, type LiveDeps } from './live.js';
-import { checkIds, planItems, setMode, type Plan } from './plan.js';
-import { unpackedBlockedReason } from './policy.js';
-import type { PreparedItem } from './prepare.js';
-import type { PolicyPublisher } from './publisher.js';
-import { Rejection, rejectedError } from './rejection.js';
+import { CdpClient, CdpError } from './activation/cdp.js';
+import { activateLive, CONNECT_TIMEOUT_MS, LoadRefused, undoLive, unloadUnpacked, type LiveDeps } from './activation/live.js';
+import { checkIds, planItems, setMode, type Plan } from './activation/plan.js';
+import { unpackedBlockedReason } from './policy/policy.js';
+import type { PreparedItem } from './intake/prepare.js';
+import type { PolicyPublisher } from './policy/publisher.js';
+import { Rejection, rejectedError } from './intake/rejection.js';
 import type { Activation, InstalledEntry, Store } from './store.js';
-import { verifyGone, verifyInstalled, VerifyError, type Expectation } from './verify.js';
+import { verifyGone, verifyInstalled, VerifyError, type Expectation } from './activation/verify.js';
 
 export interface InstallerDeps {
   config: Config;

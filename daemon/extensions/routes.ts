@@ -6,9 +6,8 @@ import type { Browser } from '../chromium/types.js';
 import { BadRequestError, LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { Route } from '../http/router.js';
 import type { Installer } from './installer.js';
-import { pairParts } from './multipart-pairs.js';
-import { receiveMultipart } from './multipart.js';
-import { prepareItems } from './prepare.js';
+import { receiveUpload } from './intake/upload.js';
+import { prepareItems } from './intake/prepare.js';
 import { ACTIVATIONS, isValidName, NAME_RE, type Store } from './store.js';
 
 export interface RouteDeps {
@@ -134,8 +133,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
         uploads++;
         const staging = store.newStagingDir();
         try {
-          const parts = await receiveMultipart(ctx.req, staging, lim);
-          const items = pairParts(parts, lim.maxItems);
+          const items = await receiveUpload(ctx.req, staging, lim);
           ctx.log.info({ event: 'extension_upload', names: items.map((i) => i.name) }, 'extension upload received');
           const prepared = await prepareItems(items, staging, { ...lim, allowManifestV2: deps.allowManifestV2() }, ctx.log);
           const result = await browser.withLock('extensions', () => installer.install(prepared, ctx.log), { wait, signal: ctx.signal });

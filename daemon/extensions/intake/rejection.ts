@@ -3,19 +3,11 @@
 // turns every rejection of a request into one 422 extension_rejected (a detail per item, the
 // first cause as inner_error). Size limits are not rejections: they are 413 payload_too_large
 // (PayloadTooLargeError), per the contract.
-import { OperationFailedError, type ErrorDetail } from '../core/errors.js';
+import { OperationFailedError, type ErrorDetail } from '../../core/errors.js';
+import type { ArchiveCause } from '../../core/zip/unzip.js';
 
 export type RejectCause =
-  | 'bad_zip' // not a zip, truncated, CRC or structure error
-  | 'zip_slip' // an entry path leaving the extension folder (`..`, absolute, drive letter)
-  | 'bad_entry_name' // backslash, NUL, empty segment, undecodable name
-  | 'duplicate_entry'
-  | 'symlink'
-  | 'special_file' // device, fifo, socket
-  | 'encrypted'
-  | 'unsupported_compression'
-  | 'too_many_entries'
-  | 'size_mismatch' // an entry's real size differs from the size its header declares
+  | ArchiveCause // the archive itself (core/zip/unzip.ts)
   | 'manifest_missing'
   | 'manifest_invalid'
   | 'id_conflict' // the id equals another item's of the request, or an installed extension's of another name

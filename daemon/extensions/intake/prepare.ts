@@ -3,12 +3,12 @@
 // folder), manifest checks. Every item is checked; all rejections come back in one 422.
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '../core/log.js';
-import { PayloadTooLargeError } from '../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import { PayloadTooLargeError } from '../../core/errors.js';
 import { readManifest, type ManifestFacts } from './manifest.js';
-import type { UploadItem } from './multipart-pairs.js';
+import { ArchiveError, safeUnzip, type UnzipLimits } from '../../core/zip/unzip.js';
 import { Rejection, rejectedError, type ItemRejection } from './rejection.js';
-import { safeUnzip, type UnzipLimits } from './unzip.js';
+import type { UploadItem } from './upload.js';
 
 export interface PreparedItem {
   label: string;
@@ -43,7 +43,9 @@ export async function prepareItems(items: UploadItem[], stagingDir: string, opts
     const dest = path.join(stagingDir, `tree-${k}`);
     await mkdir(dest, { mode: 0o755 });
     try {
-      await safeUnzip(item.zipFile, dest, opts);
+      await safeUnzip(item.zipFile, dest, { ...opts, unpackedWhat: 'the unpacked extension', unpackedSetting: 'BROWSERD_EXTENSION_MAX_UNPACKED_BYTES' }).catch((err: unknown) => {
+        throw err instanceof ArchiveError ? new Rejection(err.causeCode, err.message) : err;
+      });
       const tree = await extensionRoot(dest);
       const facts = await readManifest(tree, { allowV2: opts.allowManifestV2 });
       prepared.push({ label: item.label, name: item.name, tree, facts });

@@ -2,12 +2,12 @@
 // entry (its id), and the id check. Chromium knows an extension by its id alone, so an item whose
 // id is another's (a manifest `key` copied from another extension) is refused: it would silently
 // replace that one.
-import type { Logger } from '../core/log.js';
-import { idFromPath, idFromPublicKey } from './crx3.js';
-import type { PreparedItem } from './prepare.js';
-import type { PolicyPublisher } from './publisher.js';
-import { Rejection, rejectedError, type ItemRejection } from './rejection.js';
-import type { Activation, InstalledEntry, Store } from './store.js';
+import type { Logger } from '../../core/log.js';
+import { idFromPath, idFromPublicKey } from '../policy/crx3.js';
+import type { PreparedItem } from '../intake/prepare.js';
+import type { PolicyPublisher } from '../policy/publisher.js';
+import { Rejection, rejectedError, type ItemRejection } from '../intake/rejection.js';
+import type { Activation, InstalledEntry, Store } from '../store.js';
 
 export interface Plan {
   item: PreparedItem;

@@ -9,7 +9,7 @@ import { createHash, createPrivateKey, createPublicKey, createSign, generateKeyP
 import { mkdir, open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { writeFileAtomic } from '../core/fs-atomic.js';
+import { writeFileAtomic } from '../../core/fs-atomic.js';
 
 const generateKeyPairAsync = promisify(generateKeyPair);
 const SIGNATURE_CONTEXT = Buffer.from('CRX3 SignedData\x00', 'latin1');

@@ -3,7 +3,7 @@
 // extensions. Other files in the directory are read, never written.
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { syncDir, writeFileAtomic } from '../core/fs-atomic.js';
+import { syncDir, writeFileAtomic } from '../../core/fs-atomic.js';
 
 export const POLICY_FILE = 'browserd-extensions.json';
 

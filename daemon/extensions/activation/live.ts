@@ -2,11 +2,11 @@
 // then verification. A refusal by Chromium (an error answer of loadUnpacked) is told apart from
 // a timeout or a lost connection: it rejects the item (LoadRefused), and undoLive() takes the
 // items of the request that were already loaded back out, without a restart.
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Browser } from '../chromium/types.js';
+import type { Config } from '../../core/config.js';
+import type { Logger } from '../../core/log.js';
+import type { Browser } from '../../chromium/types.js';
 import { CdpClient, CdpError } from './cdp.js';
-import type { InstalledEntry } from './store.js';
+import type { InstalledEntry } from '../store.js';
 import { verifyGone, verifyInstalled, type Expectation } from './verify.js';
 
 export const CONNECT_TIMEOUT_MS = 5000;

@@ -6,13 +6,13 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '../core/log.js';
+import type { Logger } from '../../core/log.js';
 import { loadOrCreateKey, packCrx3, publicKeyDer, idFromPublicKey } from './crx3.js';
-import { syncDir } from '../core/fs-atomic.js';
+import { syncDir } from '../../core/fs-atomic.js';
 import { writeForcelist } from './policy.js';
-import type { InstalledEntry, Store } from './store.js';
+import type { InstalledEntry, Store } from '../store.js';
 import { UpdateServer } from './update-server.js';
-import { zipDirectory } from './zip-write.js';
+import { zipDirectory } from '../../core/zip/write.js';
 
 export class PolicyPublisher {
   private readonly server: UpdateServer;

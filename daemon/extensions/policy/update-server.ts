@@ -4,7 +4,7 @@
 import { createReadStream } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from '../core/log.js';
+import type { Logger } from '../../core/log.js';
 
 export interface ServedCrx {
   id: string;

@@ -1,0 +1,188 @@
+// Receives a multipart/form-data body with busboy: plain fields in memory (small), file parts
+// streamed to files the caller names, never the whole upload in memory. Limits: the whole request
+// (counted as it arrives), each file (busboy `limit`: 413, never a short file), the number of
+// parts. Resolves once every file is on disk; on any failure every stream is stopped first and
+// the promise rejects once. Every stream here has its 'error' listener: a body that ends inside a
+// part (busboy destroys the part's stream with "Unexpected end of form"), a client that goes away,
+// a full disk — each is an answer, never an uncaught exception.
+import busboy from 'busboy';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import { Transform, type Readable, type TransformCallback } from 'node:stream';
+import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../errors.js';
+
+export interface MultipartLimits {
+  /** Most file parts and most plain fields (each). */
+  maxParts: number;
+  maxFileBytes: number;
+  maxRequestBytes: number;
+  /** The list the parts make, for the 400 past maxParts (`extensions`). */
+  listName?: string;
+  /** What a file part is, for the 413 (`archive`: "the archive of <field> is over ..."). */
+  fileNoun?: string;
+  /** Names the limit settings in 413 messages. */
+  fileSetting?: string;
+  requestSetting?: string;
+}
+
+export interface ReceivedPart {
+  fieldName: string;
+  kind: 'field' | 'file';
+  /** The value of a plain field. */
+  value?: string;
+  /** Where a file part was stored (undefined for a file part that was not kept). */
+  file?: string;
+  /** Bytes of a stored file part. */
+  size?: number;
+}
+
+/** Where a file part goes (created with O_EXCL, mode 0600), or null to discard its bytes. */
+export type FileSink = (fieldName: string, index: number) => string | null;
+
+/** Longest accepted value of a plain field. */
+const FIELD_VALUE_LIMIT = 4096;
+
+class ByteCounter extends Transform {
+  private seen = 0;
+  constructor(
+    private readonly limit: number,
+    private readonly setting: string | undefined,
+  ) {
+    super();
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.seen += chunk.length;
+    if (this.seen > this.limit) cb(new PayloadTooLargeError('the request body', this.limit, this.setting));
+    else cb(null, chunk);
+  }
+}
+
+export function isMultipart(req: IncomingMessage): boolean {
+  return /^multipart\/form-data\s*;/i.test(req.headers['content-type'] ?? '');
+}
+
+/** Checks the content type and declared length; throws before anything is read. */
+export function assertMultipart(req: IncomingMessage, limits: MultipartLimits): void {
+  if (!isMultipart(req)) {
+    throw new InvalidRequestError(`the body must be multipart/form-data with a boundary, got ${req.headers['content-type'] || 'no content type'}`);
+  }
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limits.maxRequestBytes) {
+    throw new PayloadTooLargeError('the request body', limits.maxRequestBytes, limits.requestSetting);
+  }
+}
+
+export async function receiveMultipart(req: IncomingMessage, limits: MultipartLimits, sink: FileSink): Promise<ReceivedPart[]> {
+  assertMultipart(req, limits);
+  let bb: busboy.Busboy;
+  try {
+    bb = busboy({
+      headers: req.headers,
+      limits: {
+        fileSize: limits.maxFileBytes,
+        files: limits.maxParts,
+        fields: limits.maxParts,
+        parts: limits.maxParts * 2,
+        fieldSize: FIELD_VALUE_LIMIT,
+        fieldNameSize: 200,
+      },
+    });
+  } catch (err) {
+    throw new InvalidRequestError(`the multipart body cannot be parsed: ${(err as Error).message}`);
+  }
+
+  return new Promise<ReceivedPart[]>((resolve, reject) => {
+    const parts: ReceivedPart[] = [];
+    const writes: Promise<void>[] = [];
+    const open = new Set<Readable>();
+    const sinks = new Set<WriteStream>();
+    const counter = new ByteCounter(limits.maxRequestBytes, limits.requestSetting);
+    let failed = false;
+    let files = 0;
+
+    const stopReading = (): void => {
+      req.unpipe(counter);
+      req.pause();
+    };
+    /**
+     * Stops parsing and every file write. With `drain`, the rest of the body is read and dropped
+     * (still within the request limit) before the error is answered, so that the client reads the
+     * answer instead of a reset connection; else the server closes the connection after it.
+     */
+    const fail = (err: Error, drain: boolean): void => {
+      if (failed) return;
+      failed = true;
+      counter.unpipe(bb);
+      for (const s of open) s.destroy();
+      for (const w of sinks) w.destroy();
+      const answer = (): void => void Promise.allSettled(writes).then(() => reject(err));
+      if (!drain || req.complete || req.destroyed) {
+        if (!req.complete) stopReading();
+        answer();
+        return;
+      }
+      counter.removeAllListeners('error');
+      counter.once('error', () => {
+        stopReading();
+        answer();
+      });
+      counter.once('end', answer);
+      req.once('close', () => {
+        if (!req.complete) answer();
+      });
+      counter.resume();
+    };
+    const tooMany = (): void =>
+      fail(new BadRequestError([`${limits.listName ?? '(body)'}: more parts than ${limits.maxParts} items allow (at most ${limits.maxParts} items per request)`]), true);
+    const broken = (err: Error): void => fail(new InvalidRequestError(`the multipart body cannot be parsed: ${err.message}`), false);
+
+    bb.on('field', (fieldName, value, info) => {
+      if (failed) return;
+      parts.push({ fieldName, kind: 'field', value: info.valueTruncated ? `${value}…` : value });
+    });
+    bb.on('file', (fieldName, stream) => {
+      // busboy destroys a part's stream when the body ends inside it: the listener turns that into a 400.
+      stream.on('error', broken);
+      const target = failed ? null : sink(fieldName, files);
+      if (target === null) {
+        if (!failed) parts.push({ fieldName, kind: 'file' });
+        stream.resume();
+        return;
+      }
+      files++;
+      const out = createWriteStream(target, { flags: 'wx', mode: 0o600 });
+      const part: ReceivedPart = { fieldName, kind: 'file', file: target, size: 0 };
+      open.add(stream);
+      sinks.add(out);
+      parts.push(part);
+      stream.on('data', (d: Buffer) => (part.size = (part.size ?? 0) + d.length));
+      stream.on('limit', () => fail(new PayloadTooLargeError(`the ${limits.fileNoun ?? 'file part'} of ${fieldName}`, limits.maxFileBytes, limits.fileSetting), true));
+      stream.on('end', () => open.delete(stream));
+      writes.push(
+        new Promise<void>((done) => {
+          out.on('close', () => {
+            sinks.delete(out);
+            done();
+          });
+          out.on('error', (err) => fail(err, false));
+        }),
+      );
+      stream.pipe(out);
+    });
+    bb.on('filesLimit', tooMany);
+    bb.on('fieldsLimit', tooMany);
+    bb.on('partsLimit', tooMany);
+    bb.on('error', (err: Error) => fail(new InvalidRequestError(`the multipart body cannot be parsed: ${err.message}`), true));
+    bb.on('close', () => {
+      void Promise.all(writes).then(() => {
+        if (!failed) resolve(parts);
+      });
+    });
+    counter.on('error', (err) => fail(err, false));
+    req.on('error', (err) => fail(new InvalidRequestError(`the request body could not be read: ${err.message}`), false));
+    req.on('close', () => {
+      if (!req.complete) fail(new InvalidRequestError('the request body ended early (the client went away)'), false);
+    });
+    req.pipe(counter).pipe(bb);
+  });
+}

@@ -67,7 +67,7 @@ test('Chromium replaced while the upstream handshake runs: the client waits and 
   const server = http.createServer((_req, res) => res.end());
   server.on('upgrade', (req, socket, head) => {
     const identity: Identity = { keyId: 'test', scopes: new Set(['cdp']), project: null };
-    proxy.handle({ req, socket, head, url: new URL(req.url ?? '/', 'http://x'), params: {}, identity, reqId: 'req-1', log, refuse: (err) => socket.end(`HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\r\n${JSON.stringify({ code: (err as { code?: string }).code })}`) });
+    proxy.handle({ req, socket, head, url: new URL(req.url ?? '/', 'http://x'), params: {}, query: {}, identity, reqId: 'req-1', log, refuse: (err) => socket.end(`HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\r\n${JSON.stringify({ code: (err as { code?: string }).code })}`) });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   closers.push(() => new Promise<void>((resolve) => server.close(() => resolve())));

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { BadRequestError } from '../core/errors.js';
+import { waitQuery } from '../http/query.js';
 import type { Route } from '../http/router.js';
 import { CDP_READY_WAIT_MS, CdpProxy, CLOSE_SERVICE_RESTART } from './cdp-proxy.js';
 import { profileDirOf } from './profile.js';
@@ -106,12 +106,12 @@ export function createBrowser(deps: BrowserDeps): Browser {
           'Restarts, extension installs and shutdown share one lock: a request queues behind a running operation in arrival order, ' +
           'and each queued request restarts again when its turn comes; with `?wait=false` it is refused with 409 busy instead. ' +
           'Live CDP connections are closed with code 1012. 503 when Chromium does not become ready within BROWSERD_READY_TIMEOUT_MS.',
-        query: { wait: { description: 'false: answer 409 busy instead of queueing behind a running browser operation (default true)', schema: { type: 'boolean' } } },
+        query: waitQuery,
         responses: { 200: { description: 'Chromium is ready again', schema: snapshotSchema } },
         errors: [400, 409, 503],
       },
       handler: async (ctx) => {
-        const wait = parseWait(ctx.url);
+        const wait = ctx.query.wait !== false;
         // The snapshot is taken under the lock: a queued operation may change the state right after.
         const body = await withLock(
           RESTART_OP,
@@ -182,9 +182,3 @@ function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-function parseWait(url: URL): boolean {
-  const raw = url.searchParams.get('wait');
-  if (raw === null || raw === 'true') return true;
-  if (raw === 'false') return false;
-  throw BadRequestError.field('wait', `must be true or false, got "${raw}"`);
-}

@@ -3,7 +3,8 @@ import { rm } from 'node:fs/promises';
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import type { Browser } from '../chromium/types.js';
-import { BadRequestError, LimitExceededError, NotFoundError } from '../core/errors.js';
+import { LimitExceededError, NotFoundError } from '../core/errors.js';
+import { waitQuery } from '../http/query.js';
 import type { Route } from '../http/router.js';
 import type { Installer } from './installer.js';
 import { receiveUpload } from './intake/upload.js';
@@ -31,19 +32,7 @@ const uploadResult = z.object({
 const listed = z.object({ name: z.string(), id: z.string(), version: z.string(), activation, installed_at: z.string().describe('ISO time') });
 const listResult = z.object({ extensions: z.array(listed) });
 
-const waitQuery = {
-  wait: {
-    description: 'false: answer 409 busy instead of queueing behind a running browser operation (restart, another install); default true',
-    schema: { type: 'boolean' },
-  },
-};
 
-function parseWait(url: URL): boolean {
-  const raw = url.searchParams.get('wait');
-  if (raw === null || raw === 'true') return true;
-  if (raw === 'false') return false;
-  throw BadRequestError.field('wait', `must be true or false, got "${raw}"`);
-}
 
 export function extensionRoutes(deps: RouteDeps): Route[] {
   const { config, browser, store, installer } = deps;
@@ -124,7 +113,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
         errors: [400, 409, 413, 422, 429, 503],
       },
       handler: async (ctx) => {
-        const wait = parseWait(ctx.url);
+        const wait = ctx.query.wait !== false;
         installer.refuseIfUnusable();
         if (uploads >= lim.maxConcurrentUploads) throw new LimitExceededError('extension uploads', lim.maxConcurrentUploads);
         // wait=false: 409 busy before the body is read (up to BROWSERD_EXTENSION_MAX_REQUEST_BYTES);
@@ -166,7 +155,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
         errors: [400, 409, 503],
       },
       handler: async (ctx) => {
-        const wait = parseWait(ctx.url);
+        const wait = ctx.query.wait !== false;
         const name = ctx.params.name ?? '';
         if (!isValidName(name) || !store.committed.has(name)) throw new NotFoundError(`no extension named ${name}`);
         await browser.withLock('extensions', () => installer.remove(name, ctx.log), { wait, signal: ctx.signal });

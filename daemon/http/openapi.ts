@@ -58,7 +58,11 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
       schema: { type: 'string' },
       description: m[1] === 'id' ? 'the session id (BROWSERD_SESSION_ID); any other is 404' : undefined,
     }));
-    const query = Object.entries(d.query ?? {}).map(([name, q]) => ({ name, in: 'query', required: false, description: q.description, schema: q.schema }));
+    const query = Object.entries(d.query?.shape ?? {}).map(([name, q]) => {
+      const schema = toSchema(q, 'input');
+      const { description, ...rest } = schema as { description?: string };
+      return { name, in: 'query', required: !q.safeParse(undefined).success, description, schema: rest };
+    });
     const responses: Record<string, unknown> = {};
     for (const [status, r] of Object.entries(d.responses)) {
       responses[status] = r.schema

@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { ZodType } from 'zod';
 import type { Logger } from '../core/log.js';
 import type { Identity, Scope } from './auth.js';
+import type { QuerySchema } from './query.js';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -16,6 +17,8 @@ export interface RequestContext {
   res: ServerResponse;
   url: URL;
   params: Record<string, string>;
+  /** The query parameters as the route's `doc.query` parsed them (unknown ones are refused before the handler runs). */
+  query: Record<string, unknown>;
   /** null only on public routes. */
   identity: Identity | null;
   reqId: string;
@@ -32,6 +35,7 @@ export interface UpgradeContext {
   head: Buffer;
   url: URL;
   params: Record<string, string>;
+  query: Record<string, unknown>;
   identity: Identity;
   reqId: string;
   log: Logger;
@@ -46,7 +50,8 @@ export interface RouteDoc {
   /** A zod schema (JSON body) or a ready JSON Schema object with its media type. */
   body?: ZodType | { mediaType: string; schema: Record<string, unknown>; required?: boolean };
   bodyRequired?: boolean;
-  query?: Record<string, { description: string; schema: Record<string, unknown> }>;
+  /** The query parameters (a strict zod object of http/query.ts helpers); without it the route takes none. */
+  query?: QuerySchema;
   /** Success responses: status → description and schema (zod or JSON Schema). */
   responses: Record<number, { description: string; schema?: ZodType | Record<string, unknown>; mediaType?: string }>;
   /** Error statuses this route can answer besides 401/403/404/405/500. */

@@ -9,7 +9,8 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { requireScope, type Identity, type KeyRing } from './auth.js';
 import { lingerOnRefusedBody, readJson } from './body.js';
-import { InvalidRequestError, NotFoundError } from '../core/errors.js';
+import { parseQuery } from './query.js';
+import { BadRequestError, InvalidRequestError, NotFoundError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
 import { Router, type RequestContext, type Route } from './router.js';
 
@@ -118,11 +119,14 @@ export class HttpServer {
       const identity = this.authorize(route, req, params);
       keyId = identity?.keyId;
       if (route.upgrade) throw new InvalidRequestError('this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)');
+      const query = parseQuery(route.doc.query, url);
+      if (!query.ok) throw new BadRequestError(query.problems);
       const ctx: RequestContext = {
         req,
         res,
         url,
         params,
+        query: query.value,
         identity,
         reqId,
         log,
@@ -189,6 +193,8 @@ export class HttpServer {
       routeName = match.route.path;
       const identity = this.authorize(match.route, req, match.params);
       if (identity === null) throw new NotFoundError('WebSocket routes need a token');
+      const query = parseQuery(match.route.doc.query, url);
+      if (!query.ok) throw new BadRequestError(query.problems);
       log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
       this.upgraded.add(socket);
       socket.once('close', () => this.upgraded.delete(socket));
@@ -198,7 +204,7 @@ export class HttpServer {
         if (!socket.destroyed) writeRawError(socket, httpErr, reqId);
         log.info({ event: 'request', method: 'GET', route: routeName, status: httpErr.status, upgrade: true }, 'request');
       };
-      match.route.upgrade({ req, socket, head, url, params: match.params, identity, reqId, log, refuse });
+      match.route.upgrade({ req, socket, head, url, params: match.params, query: query.value, identity, reqId, log, refuse });
     } catch (err) {
       const httpErr = toHttpError(err);
       if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');

@@ -23,20 +23,21 @@ export interface HandChromium {
 
 /** The flags browserd would pass for this profile (headless, root → --no-sandbox), plus `extra`. */
 export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[]; extraFlags?: string[] } = {}): string[] {
+  // The peer speaks DevTools over a port (the most direct way for a client), the daemon over its pipe.
   return chromiumFlags({
     profileDir,
     headless: true,
     extraFlags: opts.extraFlags ?? [],
     extras: { extensionPaths: opts.extensionPaths ?? [], allowBackgroundNetworking: false },
     isRoot: process.getuid?.() === 0,
-  });
+  }).map((f) => (f === '--remote-debugging-pipe' ? '--remote-debugging-port=0' : f));
 }
 
 /** Spawns Chromium in its own process group and waits until it is ready (DevTools line + Browser.getVersion). */
 export async function startChromium(args: string[], timeoutMs = 60_000): Promise<HandChromium> {
   checkRunning();
   const t0 = performance.now();
-  const proc = spawn(CHROMIUM, args, { env: chromiumEnv(process.env, (args.find((a) => a.startsWith('--user-data-dir=')) ?? '--user-data-dir=/tmp').slice('--user-data-dir='.length)), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(CHROMIUM, args, { env: chromiumEnv(process.env, (args.find((a) => a.startsWith('--user-data-dir=')) ?? '--user-data-dir=/tmp').slice('--user-data-dir='.length), process.env.TMPDIR ?? '/tmp'), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   const pid = proc.pid as number;
   const exited = exitOf(proc);
   let stopping: Promise<void> | null = null;

@@ -93,8 +93,8 @@ test('POST /restart closes live sockets with 1012; a client connecting during th
   assert.match((await c.call<{ product: string }>('Browser.getVersion')).product, /Chrome\//);
   // It arrived while the browser was restarting (it had to wait), and is connected to the new Chromium.
   const waited = since((l) => l.event === 'cdp_wait');
-  const newReady = since((l) => l.event === 'chromium_ready' && l.pid === after.chromium.pid);
-  const connected = since((l) => l.event === 'cdp_connected' && l.pid === after.chromium.pid);
+  const newReady = since((l) => l.event === 'chromium_ready' && l.chromium_pid === after.chromium.pid);
+  const connected = since((l) => l.event === 'cdp_connected' && l.chromium_pid === after.chromium.pid);
   assert.ok(waited >= 0, 'the client waited for the restart');
   assert.ok(waited < newReady && newReady < connected, `waited at ${waited}, new Chromium ready at ${newReady}, connected at ${connected}`);
   assert.equal(d.logs.filter((l, i) => i >= logStart && l.event === 'cdp_connected').length, 1, 'one connection: this one, to the new pid');
@@ -123,7 +123,7 @@ test('messages are bounded both ways: a client message or a Chromium answer over
   void c.call('Runtime.evaluate', { expression: `'x'.repeat(${MAX_MESSAGE * 2})`, returnByValue: true }, sessionId).catch(() => {});
   const fromChromium = await c.closed;
   assert.equal(fromChromium.code, 1009);
-  assert.match(fromChromium.reason, /from Chromium is over 65536 bytes/);
+  assert.match(fromChromium.reason, /from Chromium \(\d+ bytes\) is over 65536 bytes/);
 
   const c2 = await cdpConnect(cdpUrl, FULL);
   c2.ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion', params: { pad: 'y'.repeat(MAX_MESSAGE) } }));

@@ -1,7 +1,8 @@
 // The Chromium supervisor with the real Chromium, through the real daemon: start → ready, a
 // crash (kill -9) → restarted with the exit recorded, requested restarts queueing in order and
 // `?wait=false` → 409, the whole tree in one group, a daemon killed with SIGKILL whose Chromium
-// is ended by the next daemon (even one that does not start Chromium), SIGTERM leaving no process
+// ends with it (and a stray Chromium on the profile ended by the next daemon, even one that does
+// not start Chromium), SIGTERM leaving no process
 // behind even while an extension install holds the lifecycle lock, and a caller's own process
 // naming the profile left alone throughout. One state dir, two daemons.
 import assert from 'node:assert/strict';
@@ -71,11 +72,11 @@ test('start → ready: pid, version, the stable CDP URL, /readyz 200, lifecycle 
   assert.equal(rz.status, 200);
   await rz.text();
 
-  const launched = await d.waitLog((l) => l.event === 'chromium_launched' && l.pid === s.chromium.pid);
+  const launched = await d.waitLog((l) => l.event === 'chromium_launched' && l.chromium_pid === s.chromium.pid);
   const flags = launched.flags as string[];
   assert.ok(flags.includes(`--user-data-dir=${profileDir(d)}`));
   assert.ok(!flags.includes('--disable-extensions'));
-  const readyLine = await d.waitLog((l) => l.event === 'chromium_ready' && l.pid === s.chromium.pid);
+  const readyLine = await d.waitLog((l) => l.event === 'chromium_ready' && l.chromium_pid === s.chromium.pid);
   assert.equal(typeof readyLine.ms, 'number');
   assert.equal(readyLine.version, s.chromium.version);
   const metrics = await (await d.fetch('/metrics')).text();
@@ -114,7 +115,7 @@ test('kill -9 of Chromium: a new pid, ready again, the crash in last_exit, the o
     [],
     'no process of the old group remains',
   );
-  const exited = await d.waitLog((l) => l.event === 'chromium_exited' && l.pid === oldPid);
+  const exited = await d.waitLog((l) => l.event === 'chromium_exited' && l.chromium_pid === oldPid);
   assert.equal(exited.signal, 'SIGKILL');
   const restart = await d.waitLog((l) => l.event === 'chromium_restart' && typeof l.backoff_ms === 'number' && /SIGKILL/.test(String(l.reason)));
   assert.equal(restart.backoff_ms, 250);
@@ -151,8 +152,8 @@ test('POST /restart queues behind a running restart (each restarts again, in ord
   assert.ok(s2.chromium.last_exit?.code === 0 || s2.chromium.last_exit?.code === null, `no error exit: ${JSON.stringify(s2.chromium.last_exit)}`);
   // In order: the second restart began only after the first was ready.
   const idx = (pred: (l: Record<string, unknown>) => boolean): number => d.logs.findIndex((l, i) => i >= logStart && pred(l));
-  const firstReady = idx((l) => l.event === 'chromium_ready' && l.pid === s1.chromium.pid);
-  const secondLaunch = idx((l) => l.event === 'chromium_launched' && l.pid === s2.chromium.pid);
+  const firstReady = idx((l) => l.event === 'chromium_ready' && l.chromium_pid === s1.chromium.pid);
+  const secondLaunch = idx((l) => l.event === 'chromium_launched' && l.chromium_pid === s2.chromium.pid);
   assert.ok(firstReady >= 0 && secondLaunch > firstReady, `first ready at ${firstReady}, second launched at ${secondLaunch}`);
   assert.ok(!isAlive(s1.chromium.pid as number));
 });
@@ -169,14 +170,23 @@ test('POST /restart?wait=junk is 400 bad_request naming the parameter', async ()
   assert.match(String((body.details as { message: string }[])[0]?.message), /^wait: /);
 });
 
-test('SIGKILL to the daemon leaves Chromium; the next daemon ends it before it listens, even with autostart off', async () => {
+test('SIGKILL to the daemon: its Chromium (DevTools on a pipe) ends with it; a Chromium left on the profile anyway is ended by the next daemon before it listens, even with autostart off', async () => {
   const s = await waitBrowser(d, ready, 'ready');
   const oldPid = s.chromium.pid as number;
   const oldTree = processesWithEnv(marker, [d.pid]).map((p) => p.pid);
   assert.ok(oldTree.length >= 3 && oldTree.includes(oldPid));
   d.proc.kill('SIGKILL');
   await d.waitExit();
-  assert.ok(isAlive(oldPid), 'a Chromium with a DevTools port outlives its daemon');
+  // A pipe-mode Chromium reads EOF on its fd 3 and exits; its crashpad handlers follow it.
+  await waitUntil(() => oldTree.every((pid) => !isAlive(pid)), 'the old tree gone without a daemon', 10_000);
+  // A Chromium left on the profile all the same (started by hand, with a port: it outlives whoever started it).
+  const stray = spawn('/usr/lib/chromium/chromium', ['--headless', '--no-sandbox', '--disable-gpu', `--user-data-dir=${profileDir(d)}`, '--remote-debugging-port=0', 'about:blank'], {
+    detached: true,
+    stdio: 'ignore',
+    env: { ...process.env, ...env },
+  });
+  await waitUntil(() => chromiumOnProfile(profileDir(d)).length >= 3, 'the stray Chromium running');
+  const strayTree = chromiumOnProfile(profileDir(d));
   second = await startDaemon({
     noBrowser: true, // BROWSERD_BROWSER_AUTOSTART=false: no launch, yet the profile is swept
     stateDir,
@@ -185,11 +195,11 @@ test('SIGKILL to the daemon leaves Chromium; the next daemon ends it before it l
   // startDaemon returned at `listening`: the sweep came before it.
   const at = (event: string): number => (second as Daemon).logs.findIndex((l) => l.event === event);
   const leftover = second.logs[at('chromium_leftover')];
-  assert.ok(leftover, 'the old tree was found');
-  assert.ok((leftover.pids as number[]).includes(oldPid));
+  assert.ok(leftover, 'the stray tree was found');
+  assert.ok((leftover.pids as number[]).includes(stray.pid as number));
   assert.ok(at('chromium_leftover_ended') >= 0 && at('chromium_leftover_ended') < at('listening'), 'ended before listening');
-  // Every process of the old tree (its crashpad handlers included) is gone; the caller's is not.
-  assert.deepEqual(oldTree.filter((pid) => isAlive(pid)), [], 'no process of the old tree remains');
+  // Every process of the stray tree (its crashpad handlers included) is gone; the caller's is not.
+  assert.deepEqual(strayTree.filter((pid) => isAlive(pid)), [], 'no process of the stray tree remains');
   assert.deepEqual(foreignPids.filter((pid) => !isAlive(pid)), [], "the caller's processes live on");
   assert.equal((await browser(second)).state, 'stopped');
 

@@ -1,24 +1,22 @@
 // Unit tests of the Chromium module's pure parts: flags, the output ring buffer, line splitting
-// and rate limiting, backoff and the crash-loop window, the DevTools line parser, the launch
-// failure diagnosis, the policy check, the lifecycle lock and the CDP relay's backpressure.
+// and rate limiting, backoff and the crash-loop window, the launch failure diagnosis, the policy
+// check and the lifecycle lock.
 import assert from 'node:assert/strict';
-import { EventEmitter } from 'node:events';
 import { spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../daemon/core/log.js';
-import { forward, HIGH_WATER_BYTES, type RelaySocket } from '../daemon/chromium/cdp-proxy.js';
 import { backoffFor, CrashLoop } from '../daemon/chromium/crash-loop.js';
 import { blockingPolicy, explainLaunchFailure, stderrGist } from '../daemon/chromium/diagnose.js';
 import { chromiumEnv, chromiumFlags, type FlagInputs } from '../daemon/chromium/flags.js';
-import { LaunchError, listProcesses } from '../daemon/chromium/launcher.js';
+import { LaunchError } from '../daemon/chromium/launcher.js';
+import { exeOf, listProcesses } from '../daemon/core/process/proc.js';
 import { LifecycleLock } from '../daemon/chromium/lock.js';
 import { LineRateLimiter, LineSplitter, RingBuffer } from '../daemon/chromium/output.js';
-import { ChromiumIdentity, exeOf } from '../daemon/chromium/identity.js';
+import { ChromiumIdentity } from '../daemon/chromium/identity.js';
 import { namesDir } from '../daemon/chromium/profile.js';
-import { parseDevToolsLine } from '../daemon/chromium/readiness.js';
 import { BrowserdError } from '../daemon/core/errors.js';
 import { tempDir } from './helpers/daemon.js';
 
@@ -32,15 +30,14 @@ const base: FlagInputs = {
   isRoot: false,
 };
 
-test('flags: the daemon owns the profile and a loopback DevTools port chosen by the kernel', () => {
+test('flags: the daemon owns the profile, and DevTools is a pipe, never a TCP port', () => {
   const f = chromiumFlags(base);
   assert.ok(f.includes('--user-data-dir=/state/chromium-profile'));
-  assert.ok(f.includes('--remote-debugging-port=0'));
-  assert.ok(f.includes('--remote-debugging-address=127.0.0.1'));
+  assert.ok(f.includes('--remote-debugging-pipe'));
+  assert.ok(!f.some((x) => x.startsWith('--remote-debugging-port') || x.startsWith('--remote-debugging-address')));
   assert.ok(f.includes('--headless'));
   // It breaks Chromium 156's network service (restarts ~20/s); crashpad is swept by the profile instead.
   assert.ok(!f.includes('--disable-crashpad-for-testing'));
-  assert.ok(!f.some((x) => x.startsWith('--remote-debugging-pipe')));
 });
 
 test('flags: never --disable-extensions, in any combination', () => {
@@ -83,9 +80,13 @@ test('flags: extra flags go last, in their order', () => {
   assert.deepEqual(f.slice(-2), ['--lang=de', '--window-size=800,600']);
 });
 
-test('flags: Chromium does not inherit the daemon settings or systemd variables', () => {
-  const env = chromiumEnv({ PATH: '/bin', HOME: '/root', BROWSERD_TOKEN: 'secret-secret-secret', NOTIFY_SOCKET: '/run/x', DISPLAY: ':1', XDG_CONFIG_HOME: '/root/.config' }, '/s/p');
-  assert.deepEqual(env, { PATH: '/bin', HOME: '/root', DISPLAY: ':1', XDG_CONFIG_HOME: '/s/p/xdg-config' });
+test('flags: Chromium does not inherit the daemon settings or systemd variables; its TMPDIR is in the state dir', () => {
+  const env = chromiumEnv(
+    { PATH: '/bin', HOME: '/root', BROWSERD_TOKEN: 'secret-secret-secret', NOTIFY_SOCKET: '/run/x', DISPLAY: ':1', XDG_CONFIG_HOME: '/root/.config', TMPDIR: '/tmp' },
+    '/s/p',
+    '/s/chromium-tmp',
+  );
+  assert.deepEqual(env, { PATH: '/bin', HOME: '/root', DISPLAY: ':1', XDG_CONFIG_HOME: '/s/p/xdg-config', TMPDIR: '/s/chromium-tmp' });
 });
 
 test('ring buffer: keeps the last lines in order, each cut to its limit', () => {
@@ -159,24 +160,6 @@ test('crash loop: N crashes within the window is a loop; older crashes fall out 
   assert.equal(loop.record().count, 1);
 });
 
-test('DevTools line: IPv4, [::1] and a hostname; other lines are not it', () => {
-  assert.deepEqual(parseDevToolsLine('DevTools listening on ws://127.0.0.1:33343/devtools/browser/546a47d5-886b-4059-a00e-24888ba7ee52'), {
-    browserWsUrl: 'ws://127.0.0.1:33343/devtools/browser/546a47d5-886b-4059-a00e-24888ba7ee52',
-    host: '127.0.0.1',
-    port: 33343,
-  });
-  assert.deepEqual(parseDevToolsLine('DevTools listening on ws://[::1]:9222/devtools/browser/abc-def\r'), {
-    browserWsUrl: 'ws://[::1]:9222/devtools/browser/abc-def',
-    host: '::1',
-    port: 9222,
-  });
-  assert.equal(parseDevToolsLine('DevTools listening on ws://localhost:9222/devtools/browser/x')?.host, 'localhost');
-  assert.equal(parseDevToolsLine(''), null);
-  assert.equal(parseDevToolsLine('[1:1:ERROR:bus.cc] Failed to connect to the bus'), null);
-  assert.equal(parseDevToolsLine('DevTools listening on ws://127.0.0.1:99999/devtools/browser/x'), null);
-  assert.equal(parseDevToolsLine('DevTools listening on ws://127.0.0.1:9222/devtools/page/x'), null);
-});
-
 const ctx = { binary: '/usr/lib/chromium/chromium', profileDir: '/s/chromium-profile', policyDir: '/nonexistent-policy-dir', readyTimeoutMs: 1000 };
 const at = new Date();
 
@@ -198,9 +181,7 @@ test('diagnosis: missing binary, profile in use, no display, timeouts, plain exi
   assert.match(noDisplay.message, /^no display: .*BROWSERD_HEADLESS=false/);
 
   const silent = explainLaunchFailure(new LaunchError('x', 'timeout', ['hello']), ctx);
-  assert.match(silent.message, /did not announce DevTools .* within 1000 ms; last stderr: "hello"/);
-  const mute = explainLaunchFailure(new LaunchError('x', 'timeout', ['DevTools listening on ws://127.0.0.1:1234/devtools/browser/a']), ctx);
-  assert.match(mute.message, /announced DevTools but did not answer Browser.getVersion/);
+  assert.match(silent.message, /did not answer Browser.getVersion on its DevTools pipe within 1000 ms; last stderr: "hello"/);
 
   const exited = explainLaunchFailure(new LaunchError('x', 'exit', [], { exit: { code: null, signal: 'SIGSEGV', at } }), ctx);
   assert.equal(exited.message, 'Chromium exited on signal SIGSEGV before it was ready');
@@ -320,47 +301,4 @@ test('lock: one holder at a time, waiters in arrival order, wait=false is 409 bu
   // A throwing holder releases the lock too.
   await assert.rejects(lock.run('boom', async () => Promise.reject(new Error('boom'))), /boom/);
   assert.equal(await lock.run('after', async () => 42), 42);
-});
-
-class FakeSocket extends EventEmitter implements RelaySocket {
-  readyState = 1;
-  bufferedAmount = 0;
-  isPaused = false;
-  pending: (() => void)[] = [];
-  send(data: Buffer, _opts: { binary: boolean }, cb: () => void): void {
-    this.bufferedAmount += data.length;
-    this.pending.push(() => {
-      this.bufferedAmount -= data.length;
-      cb();
-    });
-  }
-  pause(): void {
-    this.isPaused = true;
-  }
-  resume(): void {
-    this.isPaused = false;
-  }
-  /** The network takes everything queued. */
-  drain(): void {
-    for (const f of this.pending.splice(0)) f();
-  }
-}
-
-test('relay: the sender is paused while its peer has too much unsent, resumed once drained', () => {
-  const from = new FakeSocket();
-  const to = new FakeSocket();
-  forward(from, to);
-  const chunk = Buffer.alloc(1024 * 1024);
-  let sent = 0;
-  while (!from.isPaused && sent < 100) {
-    from.emit('message', chunk, false);
-    sent++;
-  }
-  assert.ok(from.isPaused, 'paused');
-  assert.ok(to.bufferedAmount > HIGH_WATER_BYTES && to.bufferedAmount <= HIGH_WATER_BYTES + chunk.length);
-  to.drain();
-  assert.equal(from.isPaused, false, 'resumed once the peer drained');
-  to.readyState = 3;
-  from.emit('message', chunk, false);
-  assert.equal(to.bufferedAmount, 0, 'nothing is sent to a closed peer');
 });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { repoRoot, startDaemon, type Daemon } from './helpers/daemon.js';
 
-/** Every route of ../shared/CONTRACT.md. */
+/** Every route of ../shared/CONTRACT.md, and those of the SDK and the DevTools discovery the daemon serves. */
 const CONTRACT_ROUTES = [
   'GET /healthz',
   'GET /readyz',
@@ -16,6 +16,11 @@ const CONTRACT_ROUTES = [
   'GET /browsers/{id}',
   'POST /browsers/{id}/restart',
   'GET /browsers/{id}/cdp',
+  'GET /browsers/{id}/cdp/devtools/page/{target_id}',
+  'GET /browsers/{id}/cdp/json/version',
+  'GET /browsers/{id}/cdp/json/list',
+  'GET /browsers/{id}/cdp/json',
+  'GET /browsers/{id}/cdp/json/protocol',
   'POST /browsers/{id}/process/exec',
   'POST /browsers/{id}/process/spawn',
   'GET /browsers/{id}/process',

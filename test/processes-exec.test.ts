@@ -68,7 +68,7 @@ test('exec runs a command to completion: what it leaves in its process group is 
       assert.equal(r.timed_out, false);
       await waitPidGone(grandchild, 5000);
       assert.deepEqual(groupMembers(r.pid), [], 'nothing of the group is left');
-      await d.waitLog((l) => l.event === 'process_exited' && l.kind === 'exec' && l.pid === r.pid && l.group_killed === true);
+      await d.waitLog((l) => l.event === 'process_exited' && l.kind === 'exec' && l.child_pid === r.pid && l.group_killed === true);
     } finally {
       killGroup(r.pid);
     }

@@ -72,8 +72,8 @@ test('spawn answers the id and pid; status and list show it running, then exited
   assert.equal(done.exit_code, 7);
   assert.equal(done.signal, null);
   assert.ok(done.exited_at !== null && done.exited_at >= done.started_at);
-  assert.ok(d.logs.some((l) => l.event === 'process_spawned' && l.pid === pid && l.process_id === process_id));
-  assert.ok(d.logs.some((l) => l.event === 'process_exited' && l.pid === pid && l.code === 7));
+  assert.ok(d.logs.some((l) => l.event === 'process_spawned' && l.child_pid === pid && l.process_id === process_id));
+  assert.ok(d.logs.some((l) => l.event === 'process_exited' && l.child_pid === pid && l.code === 7));
 });
 
 test('unknown process ids are 404 on every process route', async () => {

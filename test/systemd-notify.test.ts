@@ -51,7 +51,7 @@ test('READY=1 is sent once, only after `listening` and Chromium is ready, with i
   assert.ok(at('listening') >= 0 && at('chromium_ready') >= 0 && at('systemd_ready') >= 0);
   assert.ok(at('listening') < at('systemd_ready'), 'READY=1 after listening');
   assert.ok(at('chromium_ready') < at('systemd_ready'), 'READY=1 after chromium_ready');
-  assert.equal(daemon.logs.find((l) => l.event === 'chromium_ready')?.pid, Number(m[1]));
+  assert.equal(daemon.logs.find((l) => l.event === 'chromium_ready')?.chromium_pid, Number(m[1]));
   assert.equal(`http://${m[2]}`, daemon.url);
 
   // Before READY=1: status lines (listening, chromium starting), and no READY.

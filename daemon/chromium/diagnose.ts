@@ -4,7 +4,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describeExit, type LaunchError } from './launcher.js';
-import { parseDevToolsLine } from './readiness.js';
 
 export interface Diagnosis {
   message: string;
@@ -54,13 +53,8 @@ export function explainLaunchFailure(err: LaunchError, ctx: DiagnoseContext): Di
   if (err.kind === 'timeout') {
     const policy = blockingPolicy(ctx.policyDir);
     if (policy !== null) return { message: policy, permanent: true };
-    const sawLine = err.output.some((l) => parseDevToolsLine(l) !== null);
     return {
-      message: withGist(
-        sawLine
-          ? `Chromium announced DevTools but did not answer Browser.getVersion within ${ctx.readyTimeoutMs} ms`
-          : `Chromium did not announce DevTools (no "DevTools listening on" line) within ${ctx.readyTimeoutMs} ms`,
-      ),
+      message: withGist(`Chromium did not answer Browser.getVersion on its DevTools pipe within ${ctx.readyTimeoutMs} ms`),
       permanent: false,
     };
   }

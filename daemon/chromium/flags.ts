@@ -20,12 +20,10 @@ export function chromiumFlags(i: FlagInputs): string[] {
   const flags: string[] = [
     // A dedicated profile in the state dir: no other Chromium shares it, and its leftovers are findable.
     `--user-data-dir=${i.profileDir}`,
-    // Port 0: the kernel picks a free port, so two daemons (or a stale Chromium) never collide;
-    // Chromium announces the chosen port on stderr ("DevTools listening on ws://…").
-    '--remote-debugging-port=0',
-    // DevTools on IPv4 loopback only (else it may bind [::1]); the outside reaches it only through
-    // the authenticated proxy at /browsers/{id}/cdp.
-    '--remote-debugging-address=127.0.0.1',
+    // DevTools over the child's fd 3/4 only, never a TCP port: no other local user can reach it,
+    // every client goes through the authenticated proxy at /browsers/{id}/cdp (one pipe serves many
+    // clients, each with its own session), and Chromium exits when the daemon does (EOF on fd 3).
+    '--remote-debugging-pipe',
     // Not --disable-crashpad-for-testing: on Chromium 156 it makes the network service crash and
     // restart ~20 times a second (policy installs never fetch, extension workers die). The two
     // crashpad handlers run outside the group instead; chromiumEnv() puts their database under
@@ -76,14 +74,16 @@ export function xdgConfigDirOf(profileDir: string): string {
 
 /**
  * The environment Chromium gets: the daemon's, without its own settings (a token among them),
- * with XDG_CONFIG_HOME inside the profile (crashpad's database, otherwise under $HOME/.config).
+ * with XDG_CONFIG_HOME inside the profile (crashpad's database, otherwise under $HOME/.config)
+ * and TMPDIR in the state dir (Chromium leaves org.chromium.Chromium.* there; emptied after
+ * every stop, so a run leaves nothing in /tmp).
  */
-export function chromiumEnv(env: NodeJS.ProcessEnv, profileDir: string): NodeJS.ProcessEnv {
-  const out: NodeJS.ProcessEnv = { XDG_CONFIG_HOME: xdgConfigDirOf(profileDir) };
+export function chromiumEnv(env: NodeJS.ProcessEnv, profileDir: string, tmpDir: string): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = { XDG_CONFIG_HOME: xdgConfigDirOf(profileDir), TMPDIR: tmpDir };
   for (const [k, v] of Object.entries(env)) {
     if (k.startsWith('BROWSERD_')) continue; // settings, tokens: not Chromium's business
     if (SYSTEMD_VARS.has(k)) continue; // systemd's, meant for the daemon only
-    if (k === 'XDG_CONFIG_HOME') continue; // set above
+    if (k === 'XDG_CONFIG_HOME' || k === 'TMPDIR') continue; // set above
     out[k] = v;
   }
   return out;

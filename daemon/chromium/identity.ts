@@ -15,33 +15,21 @@
 //     /usr/bin, which holds sh and tail too;
 // or when its argv[0] (a direct exec) or argv[1] (a script run through its #! interpreter, whose
 // executable is the interpreter) is the configured binary.
-import { readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../core/log.js';
 import { writeFileAtomic } from '../core/fs-atomic.js';
-import { listProcesses } from './launcher.js';
+import { exeOf, listProcesses, readCmdline } from '../core/process/proc.js';
 
 /** Executables Chromium starts from its own directory (crashpad runs outside the process group). */
 const HELPER_RE = /^(?:[a-z]+_)?crashpad_handler$|^chrome[-_]sandbox$|^nacl_helper(?:_bootstrap)?$/;
 /** Learned executables kept, newest last (a few binaries over the VM's life). */
 const MAX_LEARNED = 8;
-/** The kernel appends this to /proc/PID/exe when the file was replaced (a package upgrade). */
-const DELETED_SUFFIX = ' (deleted)';
 
 export interface ProcView {
   /** The resolved executable, or null when it cannot be read (another user's process, gone). */
   exe: string | null;
   argv: string[];
-}
-
-/** The executable of a process, without the " (deleted)" mark; null when unreadable. */
-export function exeOf(pid: number): string | null {
-  try {
-    const link = readlinkSync(`/proc/${pid}/exe`);
-    return link.endsWith(DELETED_SUFFIX) ? link.slice(0, -DELETED_SUFFIX.length) : link;
-  } catch {
-    return null;
-  }
 }
 
 /** The NUL-separated command line as arguments (Chromium's children rewrite it into one). */
@@ -91,12 +79,8 @@ export class ChromiumIdentity {
     const found = new Set<string>();
     for (const p of listProcesses()) {
       if (p.pgid !== leaderPid || p.state === 'Z') continue;
-      let raw: string;
-      try {
-        raw = readFileSync(`/proc/${p.pid}/cmdline`, 'utf8');
-      } catch {
-        continue;
-      }
+      const raw = readCmdline(p.pid);
+      if (raw === '') continue;
       // Chromium's children rewrite their command line into one space-separated string.
       if (!/(?:^|[\0 ])--type=[a-z-]+/.test(raw)) continue;
       const exe = exeOf(p.pid);

@@ -1,13 +1,15 @@
-// The Chromium module: the supervisor, the CDP proxy and their routes, behind the `Browser`
-// interface of ./types.ts (what main, the extensions module and the systemd integration use).
-import { z } from 'zod';
+// The Chromium module: the supervisor, the CDP endpoint over the pipe multiplexer and their
+// routes, behind the `Browser` interface of ./types.ts (what main, the other modules and the
+// systemd integration use).
+import path from 'node:path';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { waitQuery } from '../http/query.js';
-import type { Route } from '../http/router.js';
-import { CDP_READY_WAIT_MS, CdpProxy, CLOSE_SERVICE_RESTART } from './cdp-proxy.js';
+import { CdpBridge } from '../cdp/bridge.js';
+import { CdpClient } from '../cdp/client.js';
+import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './profile.js';
+import { browserRoutes } from './routes.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
 import type { Browser, BrowserSnapshot } from './types.js';
 
@@ -17,66 +19,51 @@ export interface BrowserDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
+  /** Every line Chromium writes (the log stream keeps recent ones). */
+  onChromiumLine?(line: string): void;
 }
-
-const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
-const lastExitSchema = z.object({
-  code: z.number().int().nullable().describe('exit code, null when ended by a signal'),
-  signal: z.string().nullable().describe('e.g. SIGKILL, null when it exited with a code'),
-  at: z.string().describe('ISO time'),
-  reason: z.string().describe('crash, launch failed, restart requested, restart: <reason>, stopped'),
-});
-const snapshotSchema = z.object({
-  id: z.string(),
-  state: z.enum(STATES),
-  reason: z.string().nullable().describe('why the browser is failed (or restarting after a crash or failed launch), else null'),
-  chromium: z.object({
-    pid: z.number().int().nullable().describe('the current Chromium (null while none runs)'),
-    version: z.string().nullable().describe('the product of Browser.getVersion, once ready'),
-    started_at: z.string().nullable().describe('ISO time the current Chromium was spawned'),
-    restarts: z.number().int().describe('launches since the daemon started, besides the first'),
-    last_exit: lastExitSchema.nullable(),
-  }),
-  cdp_url: z.string().describe('ws://host:port/browsers/{id}/cdp: the same across Chromium restarts; needs the cdp scope'),
-  extensions: z.array(z.unknown()),
-});
 
 export function createBrowser(deps: BrowserDeps): Browser {
   const { config, log: baseLog, metrics } = deps;
   const log = baseLog.child({ module: 'chromium' });
   const sessionId = config.sessionId;
+  const createdAt = new Date().toISOString();
   let publicAddress = hostPort(config.listen.host, config.listen.port);
-  let listExtensions: () => unknown[] = () => [];
+  const snapshotFields: (() => Record<string, unknown>)[] = [];
   let shutdownAt: number | null = null;
 
-  let proxy: CdpProxy | null = null;
   const sup = new Supervisor({
     config,
     log,
     metrics,
     profileDir: profileDirOf(config.stateDir),
-    onRunEnded: (pid) => proxy?.closeAll(CLOSE_SERVICE_RESTART, 'Chromium restarted; reconnect to the same URL', pid),
+    tmpDir: path.join(config.stateDir, 'chromium-tmp'),
+    onChromiumLine: deps.onChromiumLine,
   });
-  proxy = new CdpProxy({
-    log,
-    maxMessageBytes: config.chromium.cdpMaxMessageBytes,
-    // A client arriving while a restart is queued (the browser still stopped or failed) waits for it too.
-    waitEndpoint: (ms) => sup.waitReady(ms, { whileRestartQueued: true }),
-    currentPid: () => sup.endpoint()?.pid ?? null,
-    notReadyReason: () => sup.notReadyReason(),
-  });
-  const cdp = proxy;
+  const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
+  // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
+  const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, { maxMessageBytes: config.chromium.cdpMaxMessageBytes, log });
 
   const snapshot = (): BrowserSnapshot => {
     const s = sup.status();
-    return {
+    const cdpUrl = wsBase();
+    const base: BrowserSnapshot = {
       id: sessionId,
+      session_id: sessionId,
       state: s.state,
       reason: s.reason,
       chromium: { pid: s.pid, version: s.version, started_at: s.startedAt, restarts: s.restarts, last_exit: s.lastExit },
-      cdp_url: `ws://${publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`,
-      extensions: listExtensions(),
+      cdp_url: cdpUrl,
+      cdp_ws_url: cdpUrl,
+      webdriver_ws_url: '',
+      created_at: createdAt,
+      headless: config.chromium.headless,
+      stealth: false,
+      timeout_seconds: 0,
+      extensions: [],
     };
+    for (const f of snapshotFields) Object.assign(base, f());
+    return base;
   };
   const withLock = <T>(name: string, fn: () => Promise<T>, opts?: { wait?: boolean; signal?: AbortSignal }): Promise<T> => {
     const heldBy = sup.lock.heldBy;
@@ -86,60 +73,20 @@ export function createBrowser(deps: BrowserDeps): Browser {
     return sup.lock.run(name, fn, opts);
   };
 
-  const routes: Route[] = [
-    {
-      method: 'GET',
-      path: '/browsers/{id}',
-      scope: 'browser:read',
-      doc: { summary: 'The browser session: state, the current Chromium, its last exit, the CDP URL', responses: { 200: { description: 'the browser', schema: snapshotSchema } } },
-      handler: async () => ({ status: 200, body: snapshot() }),
-    },
-    {
-      method: 'POST',
-      path: '/browsers/{id}/restart',
-      scope: 'browser:write',
-      doc: {
-        summary: 'Restart Chromium; answers once DevTools is ready again',
-        description:
-          'Stops the whole Chromium tree (SIGTERM, SIGKILL after BROWSERD_STOP_GRACE_MS) and launches it again with the installed extensions. ' +
-          'A `failed` browser (crash loop) is started afresh with its crash history cleared; a `stopped` one is started. ' +
-          'Restarts, extension installs and shutdown share one lock: a request queues behind a running operation in arrival order, ' +
-          'and each queued request restarts again when its turn comes; with `?wait=false` it is refused with 409 busy instead. ' +
-          'Live CDP connections are closed with code 1012. 503 when Chromium does not become ready within BROWSERD_READY_TIMEOUT_MS.',
-        query: waitQuery,
-        responses: { 200: { description: 'Chromium is ready again', schema: snapshotSchema } },
-        errors: [400, 409, 503],
-      },
-      handler: async (ctx) => {
-        const wait = ctx.query.wait !== false;
-        // The snapshot is taken under the lock: a queued operation may change the state right after.
-        const body = await withLock(
+  const routes = [
+    ...browserRoutes({
+      snapshot,
+      restart: ({ wait, signal }) =>
+        withLock(
           RESTART_OP,
           async () => {
-            await sup.restartLocked('request');
-            return snapshot();
+            const result = await sup.restartLocked('request');
+            return { result, snapshot: snapshot() };
           },
-          { wait, signal: ctx.signal },
-        );
-        return { status: 200, body };
-      },
-    },
-    {
-      method: 'GET',
-      path: '/browsers/{id}/cdp',
-      scope: 'cdp',
-      doc: {
-        summary: 'WebSocket: the Chrome DevTools Protocol of the browser',
-        description:
-          "Proxied to the current Chromium's browser endpoint; the URL stays the same across restarts. " +
-          `A starting or restarting browser (or a stopped or failed one with a restart queued) is waited for up to ${CDP_READY_WAIT_MS / 1000} s, else 503 (at once when failed or stopped). ` +
-          'Messages are limited to BROWSERD_CDP_MAX_MESSAGE_BYTES (close code 1009 past it, either direction). ' +
-          'A Chromium restart or exit closes the socket with code 1012 (reconnect); daemon shutdown with 1001.',
-        responses: { 101: { description: 'Switching Protocols: the WebSocket is connected to Chromium' } },
-        errors: [400, 503],
-      },
-      upgrade: (ctx) => cdp.handle(ctx),
-    },
+          { wait, signal },
+        ),
+    }),
+    ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];
 
   return {
@@ -147,29 +94,46 @@ export function createBrowser(deps: BrowserDeps): Browser {
     start: () => sup.start(),
     notReadyReason: () => sup.notReadyReason(),
     snapshot,
-    waitReady: (ms) => sup.waitReady(ms),
+    async withCdp(fn, deadline) {
+      const { mux, pid } = await sup.waitMux(deadline);
+      const cdp = await CdpClient.overChannel((sink) => mux.open({ kind: 'browser' }, sink, deadline.signal));
+      try {
+        return await fn(cdp, pid);
+      } finally {
+        cdp.close();
+      }
+    },
     withLock,
     restartLocked: (reason) => sup.restartLocked(reason),
     setLaunchExtras: (provider) => sup.setLaunchExtras(provider),
-    setExtensionsLister: (lister) => {
-      listExtensions = lister;
+    onLaunch: (hook) =>
+      sup.onReady(async (run) => {
+        if (run.cdp === null) throw new Error('the run has no session of its own');
+        await hook(run.cdp, run.pid);
+      }),
+    async daemonCdp(deadline) {
+      const { pid } = await sup.waitMux(deadline);
+      const cdp = sup.runCdp();
+      if (cdp === null) throw new Error('the ready run has no session of its own');
+      return { cdp, pid };
     },
+    addSnapshotFields: (provider) => void snapshotFields.push(provider),
     onStateChange: (listener) => {
       sup.onState((state) => listener(state, snapshot()));
     },
     sweep: () => sup.sweep(),
     beginShutdown: () => {
       shutdownAt ??= Date.now();
-      cdp.close();
+      bridge.close();
     },
     close: async () => {
-      cdp.close();
+      bridge.close();
       // The lifecycle lock is waited for until the shutdown deadline (counted from beginShutdown,
       // so the HTTP drain and this wait overlap), then Chromium is killed whoever holds it.
       await sup.close((shutdownAt ?? Date.now()) + config.http.shutdownTimeoutMs);
     },
     destroy: () => {
-      cdp.destroy();
+      bridge.destroy();
       sup.destroy();
     },
     setPublicAddress: (host, port) => {

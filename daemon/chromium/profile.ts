@@ -2,12 +2,12 @@
 // port outlives a daemon killed with SIGKILL; crashpad handlers run outside the process group),
 // at daemon start, before a launch, after every stop; then remove the profile's stale singleton
 // locks and DevToolsActivePort. Only Chromium is ended (identity.ts), never a caller's process.
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../core/log.js';
-import { argvOf, exeOf, type ChromiumIdentity } from './identity.js';
-import { listProcesses } from './launcher.js';
+import { exeOf, listProcesses, readCmdline } from '../core/process/proc.js';
+import { argvOf, type ChromiumIdentity } from './identity.js';
 
 /** Files Chromium leaves in a profile that a new Chromium must not trust. */
 const STALE_FILES = ['SingletonLock', 'SingletonSocket', 'SingletonCookie', 'DevToolsActivePort'];
@@ -46,13 +46,8 @@ export function findProfileProcesses(profileDir: string, identity: ChromiumIdent
   const out: ProfileProcess[] = [];
   for (const p of listProcesses()) {
     if (p.pid === process.pid || p.state === 'Z') continue;
-    let raw: string;
-    try {
-      raw = readFileSync(`/proc/${p.pid}/cmdline`, 'utf8');
-    } catch {
-      continue;
-    }
-    if (!namesDir(raw, profileDir)) continue;
+    const raw = readCmdline(p.pid);
+    if (raw === '' || !namesDir(raw, profileDir)) continue;
     if (!identity.matches({ exe: exeOf(p.pid), argv: argvOf(raw) })) continue;
     out.push({ pid: p.pid, pgid: p.pgid, cmdline: raw.replaceAll('\0', ' ').slice(0, 300) });
   }

@@ -1,34 +1,31 @@
 // The Chromium supervisor: one Chromium at a time, the state machine
 //   stopped → starting → ready → restarting → ready …, failed after a crash loop,
 // crash restarts with exponential backoff, the last exit, and the one lifecycle lock through
-// which every launch and stop goes (start, requested and crash restarts, extension installs,
-// shutdown).
+// which every launch and stop goes (start, requested, client and crash restarts, extension
+// installs, shutdown). A run (run.ts) is one Chromium with its DevTools pipe and multiplexer.
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../core/config.js';
+import { Deadline } from '../core/deadline.js';
+import { BrowserUnavailableError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { BrowserUnavailableError } from '../core/errors.js';
+import type { Channel, ChannelEnd } from '../cdp/channel.js';
+import type { CdpClient } from '../cdp/client.js';
+import type { CdpMux } from '../cdp/mux.js';
 import { CrashLoop } from './crash-loop.js';
 import { explainLaunchFailure, blockingPolicy, stderrGist } from './diagnose.js';
-import { chromiumEnv, chromiumFlags } from './flags.js';
 import { ChromiumIdentity } from './identity.js';
-import { describeExit, launch, LaunchError, type LaunchedProcess } from './launcher.js';
+import { describeExit, LaunchError } from './launcher.js';
 import { LifecycleLock } from './lock.js';
-import { LineRateLimiter } from './output.js';
-import { endLeftovers, ensureProfileDir, findProfileProcesses, removeStaleFiles } from './profile.js';
-import { probeReady } from './readiness.js';
-import type { BrowserState, DevToolsEndpoint, LastExit, LaunchExtras, RestartResult } from './types.js';
+import { endLeftovers } from './profile.js';
+import { ChromiumRun, emptyDir, type BrowserVersion } from './run.js';
+import type { BrowserState, LastExit, LaunchExtras, RestartResult } from './types.js';
 
-/** Chromium's own output forwarded to the log, at most this many lines a second. */
-const STDERR_LINES_PER_SECOND = 50;
-/** How long the crashpad handlers get to end on their own after the browser is gone. */
-const CRASHPAD_EXIT_WAIT_MS = 3000;
 const NO_EXTRAS: LaunchExtras = { extensionPaths: [], allowBackgroundNetworking: false };
-/** The lock name of a requested restart (POST /browsers/{id}/restart). */
+/** Lock names of the operations that launch Chromium: a CDP client waits for them (waitMux). */
 export const RESTART_OP = 'restart requested';
-/** Lock operations that launch Chromium: a CDP client waits for them (waitReady's whileRestartQueued). */
-const LAUNCH_OPS: ReadonlySet<string> = new Set(['start', 'crash restart', RESTART_OP]);
+export const CLIENT_CLOSE_OP = 'client close';
+const LAUNCH_OPS: ReadonlySet<string> = new Set(['start', 'crash restart', RESTART_OP, CLIENT_CLOSE_OP]);
 /** Where the executables a wrapper binary runs are kept (identity.ts), in the state dir. */
 const EXECUTABLES_FILE = 'chromium-executables.json';
 
@@ -37,16 +34,9 @@ export interface SupervisorDeps {
   log: Logger;
   metrics: Metrics;
   profileDir: string;
-  /** Called when a Chromium stops being the current one (restart, crash, stop): close its CDP clients. */
-  onRunEnded(pid: number): void;
-}
-
-interface Run {
-  proc: LaunchedProcess;
-  endpoint: DevToolsEndpoint | null;
-  version: string | null;
-  /** Stopped on purpose: its exit is not a crash. */
-  intentional: boolean;
+  tmpDir: string;
+  /** Every line Chromium writes (for the log stream). */
+  onChromiumLine?(line: string): void;
 }
 
 export interface SupervisorStatus {
@@ -63,7 +53,7 @@ export class Supervisor {
   readonly lock = new LifecycleLock();
   private state: BrowserState = 'stopped';
   private reason: string | null = null;
-  private run: Run | null = null;
+  private run: ChromiumRun | null = null;
   /** A crashed run's remaining tree being stopped; every launch waits for it. */
   private dying: Promise<void> | null = null;
   private restarts = 0;
@@ -76,6 +66,7 @@ export class Supervisor {
   private readonly shutdown = new AbortController();
   private extras: () => LaunchExtras = () => NO_EXTRAS;
   private readonly listeners = new Set<(state: BrowserState) => void>();
+  private readonly readyHooks: ((run: ChromiumRun) => Promise<void>)[] = [];
   private readonly identity: ChromiumIdentity;
 
   constructor(private readonly deps: SupervisorDeps) {
@@ -89,17 +80,23 @@ export class Supervisor {
     return {
       state: this.state,
       reason: this.reason,
-      pid: run?.proc.pid ?? null,
-      version: run?.version ?? null,
+      pid: run?.pid ?? null,
+      version: run?.version?.product ?? null,
       startedAt: run?.proc.spawnedAt.toISOString() ?? null,
       restarts: this.restarts,
       lastExit: this.lastExit,
     };
   }
 
-  /** The endpoint when ready, else null. */
-  endpoint(): DevToolsEndpoint | null {
-    return this.state === 'ready' ? (this.run?.endpoint ?? null) : null;
+  /** The ready run's multiplexer, pid and version; null when not ready. */
+  current(): { mux: CdpMux; pid: number; version: BrowserVersion } | null {
+    const run = this.run;
+    return this.state === 'ready' && run !== null && run.version !== null && !run.mux.isClosed ? { mux: run.mux, pid: run.pid, version: run.version } : null;
+  }
+
+  /** The daemon's own session of the ready run, else null. */
+  runCdp(): CdpClient | null {
+    return this.current() === null ? null : (this.run?.cdp ?? null);
   }
 
   notReadyReason(): string | null {
@@ -123,6 +120,11 @@ export class Supervisor {
     return () => this.listeners.delete(listener);
   }
 
+  /** Runs at every launch once Chromium answers, before it counts as ready (download behaviour, the proxy's auth...). */
+  onReady(hook: (run: ChromiumRun) => Promise<void>): void {
+    this.readyHooks.push(hook);
+  }
+
   setLaunchExtras(provider: () => LaunchExtras): void {
     this.extras = provider;
   }
@@ -138,60 +140,70 @@ export class Supervisor {
   }
 
   /**
-   * Resolves with the endpoint once ready. A failed or stopped browser rejects at once, unless
-   * `whileRestartQueued` (the CDP proxy) and a launch holds or waits for the lifecycle lock: then
-   * it is waited for, and its outcome is the answer. Not for a caller holding the lock itself (it
-   * would wait for an operation queued behind it).
+   * The ready Chromium's multiplexer, waited for within `deadline`. A failed or stopped browser is
+   * refused at once unless `whileLaunchQueued` and a launch holds or waits for the lifecycle lock
+   * (then its outcome is the answer). Not for a caller holding the lock (it would wait for itself).
    */
-  waitReady(timeoutMs: number, opts: { whileRestartQueued?: boolean } = {}): Promise<DevToolsEndpoint> {
-    const now = this.endpoint();
+  waitMux(deadline: Deadline, opts: { whileLaunchQueued?: boolean } = {}): Promise<{ mux: CdpMux; pid: number; version: BrowserVersion }> {
+    const now = this.current();
     if (now !== null) return Promise.resolve(now);
     const settled = (s: BrowserState): boolean => s === 'failed' || s === 'stopped';
     // A launch that holds the lock and ends in failed/stopped has failed: only a queued one is waited for.
     const launchPending = (orHolding: boolean): boolean =>
-      opts.whileRestartQueued === true && !this.closed && ((orHolding && LAUNCH_OPS.has(this.lock.heldBy ?? '')) || [...LAUNCH_OPS].some((op) => this.lock.isQueued(op)));
-    if (settled(this.state) && !launchPending(true)) return Promise.reject(new BrowserUnavailableError(this.notReadyReason() ?? undefined));
+      opts.whileLaunchQueued === true && !this.closed && ((orHolding && LAUNCH_OPS.has(this.lock.heldBy ?? '')) || [...LAUNCH_OPS].some((op) => this.lock.isQueued(op)));
+    const unavailable = (why: string | null): BrowserUnavailableError =>
+      new BrowserUnavailableError(why ?? 'Chromium is not ready', { retryable: this.state !== 'failed' && !this.closed });
+    if (settled(this.state) && !launchPending(true)) return Promise.reject(unavailable(this.notReadyReason()));
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const onAbort = (): void => {
         off();
-        reject(new BrowserUnavailableError(`Chromium did not become ready within ${timeoutMs} ms: ${this.notReadyReason()}`));
-      }, timeoutMs);
+        reject(unavailable(`Chromium did not become ready in time: ${this.notReadyReason()}`));
+      };
       const off = this.onState((s) => {
-        const ep = this.endpoint();
-        if (ep === null && (!settled(s) || launchPending(false))) return;
-        clearTimeout(timer);
+        const ready = this.current();
+        if (ready === null && (!settled(s) || launchPending(false))) return;
+        deadline.signal.removeEventListener('abort', onAbort);
         off();
-        if (ep !== null) resolve(ep);
-        else reject(new BrowserUnavailableError(this.notReadyReason() ?? undefined));
+        if (ready !== null) resolve(ready);
+        else reject(unavailable(this.notReadyReason()));
       });
+      if (deadline.expired) return onAbort();
+      deadline.signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
   /** Restart now (stop, launch, wait ready); the caller holds the lock. A failed or stopped browser starts afresh. */
   async restartLocked(reason: string): Promise<RestartResult> {
     if (this.lock.heldBy === null) throw new Error('restartLocked needs the lifecycle lock: call it inside withLock');
-    if (this.closed) throw new BrowserUnavailableError('browserd is stopping');
+    if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
     this.cancelBackoff();
     const fresh = this.state === 'failed' || this.state === 'stopped';
     if (fresh) this.crashes.reset();
     this.deps.log.info({ event: 'chromium_restart', reason, backoff_ms: 0, fresh }, 'restarting Chromium');
     this.setState(fresh ? 'starting' : 'restarting', null);
-    await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`);
+    await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' });
     return this.launchLocked(fresh, metricReason(reason));
   }
 
   /**
-   * Ends the Chromium processes an earlier run left on the profile (a daemon killed with SIGKILL
-   * leaves its Chromium), under the lock. At daemon start, whether or not Chromium autostarts.
-   * Never throws: a failure is logged, and the next launch tries again.
+   * Ends the Chromium processes an earlier run left on the profile, under the lock: at daemon
+   * start, whether or not Chromium autostarts. Never throws: a failure is logged, the next launch tries again.
    */
   async sweep(): Promise<void> {
     const { profileDir, config, log } = this.deps;
     try {
-      await this.lock.run('sweep', () => endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log));
+      await this.lock.run('sweep', async () => {
+        await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
+        emptyDir(this.deps.tmpDir);
+      });
     } catch (err) {
       log.error({ event: 'chromium_sweep_failed', err }, 'Chromium processes left on the profile could not be ended');
     }
+  }
+
+  /** Ends every CDP client of the current run (shutdown: 1001), without touching Chromium. */
+  endClients(end: ChannelEnd): void {
+    this.run?.mux.closeAll(end);
   }
 
   /**
@@ -206,17 +218,16 @@ export class Supervisor {
       this.cancelBackoff();
       this.shutdown.abort();
       const { log, profileDir, config } = this.deps;
-      const waitMs = Math.max(0, lockDeadline - Date.now());
-      const gaveUp = new AbortController();
-      const timer = Number.isFinite(waitMs) ? setTimeout(() => gaveUp.abort(), waitMs) : undefined;
+      const gaveUp = Deadline.at(lockDeadline, 'waiting for the browser lifecycle lock');
       let locked = false;
+      const stopping: ChannelEnd = { code: 'stopping', message: 'browserd is stopping' };
       try {
         await this.lock.run(
           'shutdown',
           async () => {
             locked = true;
-            clearTimeout(timer);
-            await this.stopRun('stopped');
+            gaveUp.dispose();
+            await this.stopRun('stopped', stopping);
             await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
           },
           { signal: gaveUp.signal },
@@ -224,13 +235,14 @@ export class Supervisor {
       } catch (err) {
         if (locked) throw err;
       } finally {
-        clearTimeout(timer);
+        gaveUp.dispose();
       }
       if (!locked) {
-        log.warn({ event: 'chromium_stop_forced', held_by: this.lock.heldBy, waited_ms: waitMs }, 'the browser lifecycle lock is still held at the shutdown deadline: killing Chromium now');
-        await this.stopRun('stopped', 0);
+        log.warn({ event: 'chromium_stop_forced', held_by: this.lock.heldBy }, 'the browser lifecycle lock is still held at the shutdown deadline: killing Chromium now');
+        await this.stopRun('stopped', stopping, 0);
         await endLeftovers(profileDir, this.identity, 0, log);
       }
+      emptyDir(this.deps.tmpDir);
       this.setState('stopped', null);
       log.info({ event: 'chromium_stopped', forced: !locked }, 'Chromium stopped');
     })();
@@ -246,11 +258,18 @@ export class Supervisor {
     this.deps.metrics.chromiumReady.set(0);
   }
 
+  /** A CDP client sent Browser.close: a fresh Chromium, not counted as a crash. */
+  private onBrowserClose(_channel: Channel): void {
+    if (this.closed || this.lock.isQueued(CLIENT_CLOSE_OP)) return; // one queued is enough for every close sent meanwhile
+    this.deps.log.info({ event: 'chromium_client_close' }, 'a CDP client sent Browser.close: restarting Chromium');
+    void this.lock.run(CLIENT_CLOSE_OP, () => this.restartLocked('client_close')).catch(() => {}); // a failed launch is handled inside
+  }
+
   /** Launches Chromium and waits until it is ready; the caller holds the lock. */
   private async launchLocked(fresh: boolean, metric: string): Promise<RestartResult> {
     const { config, log, metrics, profileDir } = this.deps;
     const c = config.chromium;
-    if (this.closed) throw new BrowserUnavailableError('browserd is stopping');
+    if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
     if (this.dying) {
       await this.dying;
       this.dying = null;
@@ -264,71 +283,66 @@ export class Supervisor {
     }
     this.launchedOnce = true;
     this.setState(fresh ? 'starting' : 'restarting', this.reason);
-    let proc: LaunchedProcess | null = null;
+    const deadline = Deadline.in(c.readyTimeoutMs, `${c.readyTimeoutMs} ms`, this.shutdown.signal);
+    let run: ChromiumRun | null = null;
     try {
-      ensureProfileDir(profileDir);
-      await endLeftovers(profileDir, this.identity, c.stopGraceMs, log);
-      // A shutdown that gave up waiting for the lock may have swept the profile meanwhile.
-      if (this.closed) throw new BrowserUnavailableError('browserd is stopping');
-      removeStaleFiles(profileDir);
-      const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras: this.extras(), isRoot: process.getuid?.() === 0 });
-      const pidRef = { pid: 0 };
-      const limiter = new LineRateLimiter(
-        STDERR_LINES_PER_SECOND,
-        (line) => log.debug({ event: 'chromium_stderr', pid: pidRef.pid, line }, 'chromium'),
-        (n) => log.debug({ event: 'chromium_stderr', pid: pidRef.pid, dropped: n }, `${n} lines of Chromium output dropped (over ${STDERR_LINES_PER_SECOND}/s)`),
+      run = await ChromiumRun.launch(
+        {
+          config,
+          log,
+          profileDir,
+          tmpDir: this.deps.tmpDir,
+          identity: this.identity,
+          onBrowserClose: (ch) => this.onBrowserClose(ch),
+          onLine: this.deps.onChromiumLine,
+        },
+        this.extras(),
       );
-      proc = await launch({ command: c.binary, args, env: chromiumEnv(process.env, profileDir), cwd: profileDir, onLine: (line) => limiter.push(line) });
-      const started = proc;
-      pidRef.pid = started.pid;
-      const run: Run = { proc: started, endpoint: null, version: null, intentional: false };
-      this.run = run;
-      log.info({ event: 'chromium_launched', pid: started.pid, binary: c.binary, flags: args }, 'Chromium launched');
-      void started.exited.then((exit) => {
-        limiter.flush();
-        log.info({ event: 'chromium_exited', pid: started.pid, code: exit.code, signal: exit.signal, expected: run.intentional }, 'Chromium exited');
-        this.onExit(run);
+      // A shutdown that gave up waiting for the lock may have begun meanwhile.
+      if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
+      const started = run;
+      this.run = started;
+      void started.proc.exited.then((exit) => {
+        log.info({ event: 'chromium_exited', chromium_pid: started.pid, code: exit.code, signal: exit.signal, expected: started.intentional }, 'Chromium exited');
+        this.onExit(started);
       });
-      const ready = await started.waitReady((signal) => probeReady(started, signal), {
-        deadlineMs: c.readyTimeoutMs,
-        graceMs: c.stopGraceMs,
-        signal: this.shutdown.signal,
-      });
-      run.endpoint = { browserWsUrl: ready.browserWsUrl, port: ready.port, pid: started.pid };
-      run.version = ready.version.product;
+      const version = await started.waitReady(deadline);
+      for (const hook of this.readyHooks) await deadline.race(hook(started));
       await this.identity.learnFrom(started.pid);
-      const readyMs = Date.now() - started.spawnedAt.getTime();
-      log.info({ event: 'chromium_ready', pid: started.pid, ms: readyMs, version: run.version, port: ready.port }, 'Chromium is ready');
+      const readyMs = Date.now() - started.proc.spawnedAt.getTime();
+      log.info({ event: 'chromium_ready', chromium_pid: started.pid, ms: readyMs, version: version.product }, 'Chromium is ready');
       metrics.chromiumReady.set(1);
       this.setState('ready', null);
       return { pid: started.pid, readyMs };
     } catch (err) {
-      if (proc !== null && this.run?.proc === proc) this.run = null;
+      if (run !== null && this.run === run) this.run = null;
+      if (run !== null && run.proc.exitInfo === null) await run.stop(c.stopGraceMs, { code: 'browser_gone', message: 'Chromium did not become ready' }).catch(() => undefined);
       const diag =
         err instanceof LaunchError
           ? explainLaunchFailure(err, { binary: c.binary, profileDir, policyDir: c.policyDir, readyTimeoutMs: c.readyTimeoutMs })
           : { message: (err as Error).message, permanent: false };
-      const exit = proc?.exitInfo;
+      const exit = run?.proc.exitInfo;
       if (exit) this.lastExit = { code: exit.code, signal: exit.signal, at: exit.at.toISOString(), reason: this.closed ? 'stopped' : 'launch failed' };
-      log.warn({ event: 'chromium_launch_failed', pid: proc?.pid, reason: diag.message }, 'Chromium did not become ready');
+      log.warn({ event: 'chromium_launch_failed', chromium_pid: run?.pid, reason: diag.message }, 'Chromium did not become ready');
       this.onCrash(diag.message, diag.permanent);
-      throw new BrowserUnavailableError(`Chromium did not become ready: ${diag.message}`);
+      throw new BrowserUnavailableError(`Chromium did not become ready: ${diag.message}`, { retryable: !diag.permanent && !this.closed });
+    } finally {
+      deadline.dispose();
     }
   }
 
   /** The leader exited. A ready Chromium that we did not stop has crashed. */
-  private onExit(run: Run): void {
-    if (run !== this.run || run.intentional || run.endpoint === null) return; // stopped on purpose, or a failed launch
+  private onExit(run: ChromiumRun): void {
+    if (run !== this.run || run.intentional || !run.ready) return; // stopped on purpose, or a failed launch
     const exit = run.proc.exitInfo;
     this.run = null;
     this.deps.metrics.chromiumReady.set(0);
-    this.deps.onRunEnded(run.proc.pid);
     if (exit) this.lastExit = { code: exit.code, signal: exit.signal, at: exit.at.toISOString(), reason: 'crash' };
     const gist = stderrGist(run.proc.output.lines());
     const message = `Chromium exited unexpectedly ${exit ? describeExit(exit) : ''}${gist === '' ? '' : `; last stderr: ${gist}`}`;
     // The rest of the tree (zygotes, renderers) may still run: stop it before any new launch.
-    this.dying = this.stopTree(run.proc).catch((err: unknown) => {
-      this.deps.log.error({ event: 'chromium_stop_failed', pid: run.proc.pid, err }, 'the crashed Chromium tree did not stop');
+    this.dying = run.stop(this.deps.config.chromium.stopGraceMs, { code: 'browser_gone', message: 'Chromium exited' }).catch((err: unknown) => {
+      this.deps.log.error({ event: 'chromium_stop_failed', chromium_pid: run.pid, err }, 'the crashed Chromium tree did not stop');
     });
     this.onCrash(message, false);
   }
@@ -364,19 +378,17 @@ export class Supervisor {
 
   private failAndThrow(message: string): never {
     this.fail(message);
-    throw new BrowserUnavailableError(`Chromium cannot start: ${message}`);
+    throw new BrowserUnavailableError(`Chromium cannot start: ${message}`, { retryable: false });
   }
 
   /** Stops the current run on purpose and records its exit with `why`; `graceMs` 0 kills it at once. */
-  private async stopRun(why: string, graceMs = this.deps.config.chromium.stopGraceMs): Promise<void> {
+  private async stopRun(why: string, end: ChannelEnd, graceMs = this.deps.config.chromium.stopGraceMs): Promise<void> {
     const run = this.run;
     if (run !== null) {
       run.intentional = true;
       this.run = null;
       this.deps.metrics.chromiumReady.set(0);
-      this.deps.onRunEnded(run.proc.pid);
-      if (graceMs <= 0) run.proc.killNow();
-      await this.stopTree(run.proc, graceMs);
+      await run.stop(graceMs, end);
       const e = run.proc.exitInfo;
       if (e) this.lastExit = { code: e.code, signal: e.signal, at: e.at.toISOString(), reason: why };
     }
@@ -384,20 +396,6 @@ export class Supervisor {
       await this.dying;
       this.dying = null;
     }
-  }
-
-  /**
-   * Stops the process group, then the processes of this run outside it (the crashpad handlers,
-   * own session, parent 1): they end on their own soon after the browser; whatever Chromium
-   * process still names the profile after CRASHPAD_EXIT_WAIT_MS is ended. No process of the old
-   * tree remains; processes that only name the profile are neither waited for nor ended.
-   */
-  private async stopTree(proc: LaunchedProcess, graceMs = this.deps.config.chromium.stopGraceMs): Promise<void> {
-    const { profileDir, log } = this.deps;
-    await proc.stop(graceMs);
-    const until = Date.now() + (graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0);
-    while (findProfileProcesses(profileDir, this.identity).length > 0 && Date.now() < until) await sleep(25);
-    await endLeftovers(profileDir, this.identity, graceMs, log);
   }
 
   private cancelBackoff(): void {
@@ -419,7 +417,7 @@ export class Supervisor {
   }
 }
 
-/** A low-cardinality metric label from a restart reason ('request', 'extensions', 'policy', ...). */
+/** A low-cardinality metric label from a restart reason ('request', 'extensions', 'policy', 'client_close', ...). */
 function metricReason(reason: string): string {
   return /^[a-z_]{1,32}$/.test(reason) ? reason : 'other';
 }

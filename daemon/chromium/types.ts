@@ -1,5 +1,7 @@
-// The public face of the Chromium module: what main, the extensions module and the systemd
+// The public face of the Chromium module: what main, the other modules and the systemd
 // integration may use. Everything else in daemon/chromium/ is private to it.
+import type { CdpClient } from '../cdp/client.js';
+import type { Deadline } from '../core/deadline.js';
 import type { Route } from '../http/router.js';
 
 export type BrowserState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
@@ -13,6 +15,8 @@ export interface LastExit {
 
 export interface BrowserSnapshot {
   id: string;
+  /** The SDK's name for `id`. */
+  session_id: string;
   state: BrowserState;
   /** Why the browser is `failed` (or the last launch error), else null. */
   reason: string | null;
@@ -25,7 +29,18 @@ export interface BrowserSnapshot {
   };
   /** The stable, authenticated CDP URL of this daemon (ws://host:port/browsers/{id}/cdp). */
   cdp_url: string;
+  /** The SDK's name for `cdp_url`. */
+  cdp_ws_url: string;
+  /** BiDi is not served: always "". */
+  webdriver_ws_url: string;
+  /** When this daemon started serving the session (ISO time). */
+  created_at: string;
+  headless: boolean;
+  stealth: boolean;
+  /** No inactivity timeout on the VM: 0. */
+  timeout_seconds: number;
   extensions: unknown[];
+  [extra: string]: unknown;
 }
 
 /** What the extensions module contributes to every launch. */
@@ -34,13 +49,6 @@ export interface LaunchExtras {
   extensionPaths: string[];
   /** true when policy force-installs need Chromium's background networking (component updater). */
   allowBackgroundNetworking: boolean;
-}
-
-export interface DevToolsEndpoint {
-  /** ws://127.0.0.1:PORT/devtools/browser/UUID of the current Chromium. */
-  browserWsUrl: string;
-  port: number;
-  pid: number;
 }
 
 export interface RestartResult {
@@ -56,8 +64,12 @@ export interface Browser {
   /** null when ready, else why not (the 503 message of /readyz). */
   notReadyReason(): string | null;
   snapshot(): BrowserSnapshot;
-  /** Resolves with the endpoint once ready; BrowserUnavailableError after `timeoutMs`. */
-  waitReady(timeoutMs: number): Promise<DevToolsEndpoint>;
+  /**
+   * Waits for the ready Chromium (within the deadline; not from inside withLock unless the
+   * browser is ready), opens a CDP client on its own browser-level session, runs `fn`, closes it.
+   * Rejects with BrowserUnavailableError when Chromium is not ready in time.
+   */
+  withCdp<T>(fn: (cdp: CdpClient, pid: number) => Promise<T>, deadline: Deadline): Promise<T>;
   /**
    * The one lifecycle lock: restarts, extension installs and shutdown never overlap; waiters
    * queue in order. `wait: false` and the lock held → ConflictError('busy').
@@ -71,14 +83,21 @@ export interface Browser {
   restartLocked(reason: string): Promise<RestartResult>;
   /** Called at every launch for the extension paths and networking needs. */
   setLaunchExtras(provider: () => LaunchExtras): void;
-  /** Supplies the `extensions` list of GET /browsers/{id}. */
-  setExtensionsLister(lister: () => unknown[]): void;
+  /**
+   * Runs at every launch once Chromium answers and before it counts as ready, with the daemon's own
+   * session of that run (kept for the run's life: settings made there, such as the download
+   * behaviour, last as long as the run). A hook that throws fails the launch.
+   */
+  onLaunch(hook: (cdp: CdpClient, pid: number) => Promise<void>): void;
+  /** The daemon's own session of the ready Chromium (waited for within the deadline). */
+  daemonCdp(deadline: Deadline): Promise<{ cdp: CdpClient; pid: number }>;
+  /** Adds fields to GET /browsers/{id} (extensions, the active proxy, the downloads folder). */
+  addSnapshotFields(provider: () => Record<string, unknown>): void;
   /** Every state change (for sd_notify STATUS= and READY=1). */
   onStateChange(listener: (state: BrowserState, snapshot: BrowserSnapshot) => void): void;
   /**
-   * Ends the Chromium processes an earlier run left on the profile (a daemon killed with SIGKILL
-   * leaves its Chromium running). Call once at start, before listening, whatever
-   * BROWSERD_BROWSER_AUTOSTART says. Never rejects (a failure is logged).
+   * Ends the Chromium processes an earlier run left on the profile. Call once at start, before
+   * listening, whatever BROWSERD_BROWSER_AUTOSTART says. Never rejects (a failure is logged).
    */
   sweep(): Promise<void>;
   /**

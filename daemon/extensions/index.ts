@@ -7,6 +7,7 @@ import type { Browser } from '../chromium/types.js';
 import type { Route } from '../http/router.js';
 import { Installer } from './installer.js';
 import { PolicyPublisher } from './policy/publisher.js';
+import { removeExtension } from './removal.js';
 import { extensionRoutes } from './routes.js';
 import { Store } from './store.js';
 
@@ -35,7 +36,7 @@ export function createExtensions(deps: ExtensionsDeps): Extensions {
   const publisher = new PolicyPublisher(store, config.chromium.policyDir, log);
   const installer = new Installer({ config, metrics, browser, store, publisher });
   browser.setLaunchExtras(() => installer.launchExtras());
-  browser.setExtensionsLister(() => installer.list());
+  browser.addSnapshotFields(() => ({ extensions: installer.list() }));
 
   const allowManifestV2 = (): boolean => {
     const m = /(\d+)\.\d+/.exec(browser.snapshot().chromium.version ?? '');
@@ -44,7 +45,7 @@ export function createExtensions(deps: ExtensionsDeps): Extensions {
   let closing: Promise<void> | null = null;
 
   return {
-    routes: extensionRoutes({ config, browser, store, installer, allowManifestV2 }),
+    routes: extensionRoutes({ config, browser, store, installer, allowManifestV2, remove: (name, log) => removeExtension({ config, metrics, browser, store, publisher }, installer, name, log) }),
     async start() {
       try {
         await store.open();

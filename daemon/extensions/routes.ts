@@ -2,6 +2,7 @@
 import { rm } from 'node:fs/promises';
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
 import type { Browser } from '../chromium/types.js';
 import { LimitExceededError, NotFoundError } from '../core/errors.js';
 import { waitQuery } from '../http/query.js';
@@ -18,6 +19,8 @@ export interface RouteDeps {
   installer: Installer;
   /** Whether this Chromium still loads Manifest V2 extensions. */
   allowManifestV2(): boolean;
+  /** Removes an installed extension (under the lifecycle lock). */
+  remove(name: string, log: Logger): Promise<void>;
 }
 
 const activation = z.enum(ACTIVATIONS).describe('live: Extensions.loadUnpacked; restart: applied at a Chromium restart; policy: force-installed through managed policy');
@@ -158,7 +161,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
         const wait = ctx.query.wait !== false;
         const name = ctx.params.name ?? '';
         if (!isValidName(name) || !store.committed.has(name)) throw new NotFoundError(`no extension named ${name}`);
-        await browser.withLock('extensions', () => installer.remove(name, ctx.log), { wait, signal: ctx.signal });
+        await browser.withLock('extensions', () => deps.remove(name, ctx.log), { wait, signal: ctx.signal });
         return { status: 204 };
       },
     },

@@ -7,9 +7,8 @@
 //
 // "Living" means a member that is not a zombie, read from /proc: an orphan in a container whose
 // init does not reap stays a zombie forever, and kill(-pgid, 0) alone would count it.
-import { readFileSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { groupAlive, signalGroup, type GroupSignal } from './spawn.js';
+import { groupExists, livingGroups, signalGroup, type GroupSignal } from '../core/process/group.js';
 
 /** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
 export const PROCESS_STOP_GRACE_MS = 3000;
@@ -18,38 +17,6 @@ export const LINGER_POLL_MS = 500;
 const POLL_MS = 50;
 /** After SIGKILL, how long to wait for the kernel to take the groups down. */
 const KILL_WAIT_MS = 2000;
-
-/**
- * The groups among `pgids` that have a living (not zombie) member. Read from /proc: a zombie whose
- * parent does not reap it (an orphan under an init that does not reap) would otherwise look alive.
- */
-export function livingGroups(pgids: Iterable<number>): Set<number> {
-  const wanted = new Set(pgids);
-  const alive = new Set<number>();
-  if (wanted.size === 0) return alive;
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    for (const g of wanted) if (groupAlive(g)) alive.add(g);
-    return alive;
-  }
-  for (const name of entries) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'latin1');
-    } catch {
-      continue; // gone meanwhile
-    }
-    // "pid (comm) state ppid pgrp ..."; comm may hold spaces and parentheses, so split after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const state = fields[0];
-    const pgrp = Number(fields[2]);
-    if (wanted.has(pgrp) && state !== 'Z' && state !== 'X') alive.add(pgrp);
-  }
-  return alive;
-}
 
 /** One process group started by this module, from its start until no member of it lives. */
 export class ProcessGroup {
@@ -151,7 +118,7 @@ export class GroupSet {
   refresh(only?: Iterable<ProcessGroup>): void {
     const candidates = [...(only ?? this.groups.values())].filter((g) => g.leaderExited && !g.ended);
     if (candidates.length > 0) {
-      const existing = candidates.filter((g) => groupAlive(g.pgid)).map((g) => g.pgid);
+      const existing = candidates.filter((g) => groupExists(g.pgid)).map((g) => g.pgid);
       const living = livingGroups(existing);
       for (const g of candidates) if (!living.has(g.pgid)) this.forget(g);
     }

@@ -8,7 +8,8 @@ import type { Metrics } from '../core/metrics.js';
 import { ConflictError } from '../core/errors.js';
 import type { ProcessGroup } from './groups.js';
 import { ReplayBuffer, type ExitInfo } from './replay-buffer.js';
-import { outputSettled, type GroupSignal, type Launched } from './spawn.js';
+import type { GroupSignal } from '../core/process/group.js';
+import { outputSettled, type Launched } from './spawn.js';
 import { StdinWriter } from './stdin-writer.js';
 
 /** How long output may still arrive after the child's exit (grandchildren holding the pipes). */
@@ -75,7 +76,7 @@ export class ManagedProcess {
       this.exitedAt = new Date();
       this.stdin.processExited();
       opts.log.info(
-        { event: 'process_exited', pid: this.pid, process_id: this.id, code: info.exit_code, signal: info.signal, group_alive: !group.ended },
+        { event: 'process_exited', child_pid: this.pid, process_id: this.id, code: info.exit_code, signal: info.signal, group_alive: !group.ended },
         'process exited',
       );
       void outputSettled(launched, OUTPUT_GRACE_MS).then(() => this.output.finish(info));

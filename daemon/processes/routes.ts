@@ -83,7 +83,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
     group.onGone(release);
     void launched.exit.then(() => group.leaderExit());
     ctx.log.info(
-      { event: 'process_spawned', kind, pid: launched.pid, process_id: processId, command: spec.command, as_user: launched.user.name },
+      { event: 'process_spawned', kind, child_pid: launched.pid, process_id: processId, command: spec.command, as_user: launched.user.name },
       'process spawned',
     );
     return { launched, group };
@@ -127,7 +127,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
           {
             event: 'process_exited',
             kind: 'exec',
-            pid: launched.pid,
+            child_pid: launched.pid,
             code: result.exit_code,
             signal: result.signal,
             timed_out: result.timed_out,
@@ -244,7 +244,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const queuedBefore = proc.stdin.queuedBytes;
         const writing = proc.writeStdin(data, body.close ?? false);
         ctx.log.debug(
-          { event: 'stdin_queued', pid: proc.pid, process_id: proc.id, bytes: data.length, close: body.close ?? false, queued_before: queuedBefore },
+          { event: 'stdin_queued', child_pid: proc.pid, process_id: proc.id, bytes: data.length, close: body.close ?? false, queued_before: queuedBefore },
           'stdin request queued',
         );
         const written = await writing;
@@ -271,7 +271,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const body = await ctx.json(killBody, { optional: true });
         const signal = `SIG${body.signal ?? 'TERM'}` as const;
         proc.kill(signal);
-        ctx.log.info({ event: 'process_signalled', pid: proc.pid, process_id: proc.id, signal }, 'process group signalled');
+        ctx.log.info({ event: 'process_signalled', child_pid: proc.pid, process_id: proc.id, signal }, 'process group signalled');
         return { status: 200, body: { ok: true } };
       },
     },

@@ -1,21 +1,19 @@
-// Starting a child with execa: every child leads its own process group (detached), so a signal
-// to the group reaches everything it started; output is not buffered by execa (the caller reads
-// the streams); execa's exit-time cleanup and forced kills are off because this module ends
-// groups itself. A command that cannot be started is a 400 the caller can act on.
-import type { ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+// Starting a child of the processes API on the daemon's one launcher (core/process/launch.ts):
+// every child leads its own process group, so a signal to the group reaches everything it
+// started; the caller reads the streams. A command that cannot be started is a 400 the caller can
+// act on.
 import type { Readable, Writable } from 'node:stream';
-import { execa } from 'execa';
 import { BadRequestError } from '../core/errors.js';
+import { launch as launchChild, SpawnError } from '../core/process/launch.js';
 import type { ExitInfo } from './replay-buffer.js';
 import { childEnv, cwdProblem, resolveCwd, resolveUser, type RunAs } from './user-env.js';
 
 export interface LaunchSpec {
   command: string;
   args?: string[] | undefined;
-  cwd?: string | undefined;
+  cwd?: string | null | undefined;
   env?: Record<string, string> | undefined;
-  as_user?: string | undefined;
+  as_user?: string | null | undefined;
 }
 
 export interface Launched {
@@ -32,53 +30,33 @@ export interface Launched {
   outputEnded: Promise<void>;
 }
 
-export type GroupSignal = 'SIGTERM' | 'SIGKILL' | 'SIGINT' | 'SIGHUP';
-
 /** Starts the child; throws BadRequestError when it cannot be started (unknown command, bad cwd or user). */
 export async function launch(spec: LaunchSpec): Promise<Launched> {
-  const user = resolveUser(spec.as_user);
-  const cwd = resolveCwd(spec.cwd, user);
-  const child = execa(spec.command, spec.args ?? [], {
-    cwd,
-    env: childEnv(user, spec.env),
-    extendEnv: false,
-    ...(user.switchUser ? { uid: user.uid, gid: user.gid } : {}),
-    detached: true,
-    cleanup: false,
-    buffer: false,
-    reject: false,
-    encoding: 'buffer',
-    stdin: 'pipe',
-    stdout: 'pipe',
-    stderr: 'pipe',
-    forceKillAfterDelay: false,
-    stripFinalNewline: false,
-  });
-  // execa's promise settles when the child and its streams are done; nothing waits on it here.
-  child.catch(() => {});
-  const cp = child as unknown as ChildProcess;
-  if (child.pid === undefined) {
-    const result = await child;
-    throw spawnError(spec, user, cwd, (result as { code?: string }).code);
+  const user = resolveUser(spec.as_user ?? undefined);
+  const cwd = resolveCwd(spec.cwd ?? undefined, user);
+  let child;
+  try {
+    child = await launchChild({
+      command: spec.command,
+      args: spec.args ?? [],
+      cwd,
+      env: childEnv(user, spec.env),
+      ...(user.switchUser ? { uid: user.uid, gid: user.gid } : {}),
+    });
+  } catch (err) {
+    if (err instanceof SpawnError) throw spawnError(spec, user, cwd, err.errno);
+    throw err;
   }
-  const { stdin, stdout, stderr } = cp;
-  if (stdin === null || stdout === null || stderr === null) throw new Error('child without stdio pipes');
-  const exit = new Promise<ExitInfo>((resolve) => {
-    cp.once('exit', (code, signal) => resolve({ exit_code: code, signal }));
-  });
-  const ended = (s: Readable): Promise<void> =>
-    s.readableEnded || s.destroyed ? Promise.resolve() : Promise.race([once(s, 'end').then(() => {}), once(s, 'close').then(() => {})]).catch(() => {});
-  stdout.on('error', () => {});
-  stderr.on('error', () => {});
+  if (child.stdin === null) throw new Error('child without a stdin pipe');
   return {
     pid: child.pid,
-    pgid: child.pid,
+    pgid: child.pgid,
     user,
-    stdin,
-    stdout,
-    stderr,
-    exit,
-    outputEnded: Promise.all([ended(stdout), ended(stderr)]).then(() => {}),
+    stdin: child.stdin,
+    stdout: child.stdout,
+    stderr: child.stderr,
+    exit: child.exit.then((e) => ({ exit_code: e.code, signal: e.signal })),
+    outputEnded: child.outputEnded,
   };
 }
 
@@ -110,26 +88,6 @@ function spawnError(spec: LaunchSpec, user: RunAs, cwd: string, code: string | u
       return BadRequestError.field('as_user', `the daemon may not start processes as ${user.name} (EPERM)`);
     default:
       return new Error(`the process could not be started: ${code ?? 'unknown error'}`);
-  }
-}
-
-/** Signals a whole process group. false when the group no longer exists (ESRCH). */
-export function signalGroup(pgid: number, signal: GroupSignal | 0): boolean {
-  try {
-    process.kill(-pgid, signal);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw err;
-  }
-}
-
-/** true while any process of the group exists (zombies count until reaped). */
-export function groupAlive(pgid: number): boolean {
-  try {
-    return signalGroup(pgid, 0);
-  } catch {
-    return true;
   }
 }
 

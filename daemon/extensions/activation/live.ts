@@ -1,15 +1,15 @@
-// Live activation over CDP, in the running Chromium: Extensions.loadUnpacked for each item,
-// then verification. A refusal by Chromium (an error answer of loadUnpacked) is told apart from
-// a timeout or a lost connection: it rejects the item (LoadRefused), and undoLive() takes the
-// items of the request that were already loaded back out, without a restart.
-import type { Config } from '../../core/config.js';
+// Live activation over CDP, in the running Chromium: Extensions.loadUnpacked for each item, then
+// verification. A refusal by Chromium (an error answer of loadUnpacked) is told apart from a
+// timeout or a lost connection: it rejects the item (LoadRefused), and undoLive() takes the items
+// of the request that were already loaded back out, without a restart.
 import type { Logger } from '../../core/log.js';
+import type { Config } from '../../core/config.js';
+import { Deadline } from '../../core/deadline.js';
 import type { Browser } from '../../chromium/types.js';
-import { CdpClient, CdpError } from './cdp.js';
+import type { CdpClient } from '../../cdp/client.js';
 import type { InstalledEntry } from '../store.js';
+import { CdpCallError, listExtensions, loadUnpacked, uninstall, WorkerWatch } from './devtools.js';
 import { verifyGone, verifyInstalled, type Expectation } from './verify.js';
-
-export const CONNECT_TIMEOUT_MS = 5000;
 
 /** One item of an install, as live activation sees it. */
 export interface LiveItem {
@@ -40,11 +40,10 @@ export class LoadRefused extends Error {
   }
 }
 
-async function connect(deps: LiveDeps): Promise<{ cdp: CdpClient; pid: number; deadline: number }> {
-  const ep = await deps.browser.waitReady(deps.config.chromium.readyTimeoutMs);
-  const deadline = Date.now() + deps.config.extensions.activationTimeoutMs;
-  const cdp = await CdpClient.connect(ep.browserWsUrl, CONNECT_TIMEOUT_MS);
-  return { cdp, pid: ep.pid, deadline };
+/** Runs `fn` on a CDP session of the ready Chromium, under the activation's deadline (BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS). */
+export function withActivationCdp<T>(deps: { config: Config; browser: Browser }, fn: (cdp: CdpClient, deadline: Deadline, pid: number) => Promise<T>): Promise<T> {
+  const deadline = Deadline.in(deps.config.extensions.activationTimeoutMs, 'extension activation');
+  return deps.browser.withCdp((cdp, pid) => fn(cdp, deadline, pid), deadline).finally(() => deadline.dispose());
 }
 
 /**
@@ -52,29 +51,30 @@ async function connect(deps: LiveDeps): Promise<{ cdp: CdpClient; pid: number; d
  * Throws LoadRefused when Chromium refuses an item, any other error when an answer is missing
  * or the verification fails.
  */
-export async function activateLive(deps: LiveDeps, items: LiveItem[], log: Logger): Promise<number> {
-  const { cdp, pid, deadline } = await connect(deps);
-  try {
-    await cdp.watchWorkers(CONNECT_TIMEOUT_MS);
-    for (const [index, it] of items.entries()) {
-      if (deps.forcedLiveFailure(it.entry.name)) throw new Error('live activation refused by the test hook fail-live-activation');
-      let id: string;
-      try {
-        id = await cdp.loadUnpacked(deps.installedPath(it.entry.name), Math.max(1, deadline - Date.now()));
-      } catch (err) {
-        if (err instanceof CdpError && err.answered) throw new LoadRefused(index, err.text);
-        throw err;
+export function activateLive(deps: LiveDeps, items: LiveItem[], log: Logger): Promise<number> {
+  return withActivationCdp(deps, async (cdp, deadline, pid) => {
+    const watch = await WorkerWatch.start(cdp, deadline);
+    try {
+      for (const [index, it] of items.entries()) {
+        if (deps.forcedLiveFailure(it.entry.name)) throw new Error('live activation refused by the test hook fail-live-activation');
+        let id: string;
+        try {
+          id = await loadUnpacked(cdp, deps.installedPath(it.entry.name), deadline);
+        } catch (err) {
+          if (err instanceof CdpCallError && err.answered) throw new LoadRefused(index, err.text);
+          throw err;
+        }
+        if (id !== it.entry.id) {
+          log.warn({ event: 'extension_id_differs', name: it.entry.name, expected: it.entry.id, id }, 'Chromium gave the extension another id than expected');
+          it.entry.id = id;
+        }
       }
-      if (id !== it.entry.id) {
-        log.warn({ event: 'extension_id_differs', name: it.entry.name, expected: it.entry.id, id }, 'Chromium gave the extension another id than expected');
-        it.entry.id = id;
-      }
+      await verifyInstalled(cdp, watch, items.map((it) => deps.expectation(it.entry, true)), deadline);
+      return pid;
+    } finally {
+      watch.stop();
     }
-    await verifyInstalled(cdp, items.map((it) => deps.expectation(it.entry, true)), deadline);
-    return pid;
-  } finally {
-    cdp.close();
-  }
+  });
 }
 
 /**
@@ -83,23 +83,24 @@ export async function activateLive(deps: LiveDeps, items: LiveItem[], log: Logge
  * one is loaded again from its path, which brings the previous version back under its id. Then
  * verified: the new ids are gone, every replaced version (the refused item's too) runs.
  */
-export async function undoLive(deps: LiveDeps, loaded: LiveItem[], replaced: InstalledEntry[]): Promise<void> {
-  const { cdp, deadline } = await connect(deps);
-  const left = (): number => Math.max(1, deadline - Date.now());
-  try {
-    const gone: string[] = [];
-    for (const it of [...loaded].reverse()) {
-      if (it.replaced === null || it.replaced.id !== it.entry.id) {
-        await cdp.uninstall(it.entry.id, left());
-        gone.push(it.entry.id);
+export function undoLive(deps: LiveDeps, loaded: LiveItem[], replaced: InstalledEntry[]): Promise<void> {
+  return withActivationCdp(deps, async (cdp, deadline) => {
+    const watch = await WorkerWatch.start(cdp, deadline);
+    try {
+      const gone: string[] = [];
+      for (const it of [...loaded].reverse()) {
+        if (it.replaced === null || it.replaced.id !== it.entry.id) {
+          await uninstall(cdp, it.entry.id, deadline);
+          gone.push(it.entry.id);
+        }
+        if (it.replaced !== null) await loadUnpacked(cdp, deps.installedPath(it.replaced.name), deadline);
       }
-      if (it.replaced !== null) await cdp.loadUnpacked(deps.installedPath(it.replaced.name), left());
+      await verifyGone(cdp, gone, deadline);
+      await verifyInstalled(cdp, watch, replaced.map((e) => deps.expectation(e, false)), deadline);
+    } finally {
+      watch.stop();
     }
-    await verifyGone(cdp, gone, deadline);
-    await verifyInstalled(cdp, replaced.map((e) => deps.expectation(e, false)), deadline);
-  } finally {
-    cdp.close();
-  }
+  });
 }
 
 /**
@@ -107,14 +108,13 @@ export async function undoLive(deps: LiveDeps, loaded: LiveItem[], replaced: Ins
  * unpacked extension"); loading the same path again over CDP turns it into an unpacked one,
  * which uninstall then removes (measured on Chromium 156).
  */
-export async function unloadUnpacked(cdp: CdpClient, entry: InstalledEntry, installedPath: string, deadline: number): Promise<void> {
-  const left = (): number => Math.max(1, deadline - Date.now());
-  if (!(await cdp.getExtensions(left())).some((x) => x.id === entry.id)) return; // not loaded: nothing to unload
+export async function unloadUnpacked(cdp: CdpClient, entry: InstalledEntry, installedPath: string, deadline: Deadline): Promise<void> {
+  if (!(await listExtensions(cdp, deadline)).some((x) => x.id === entry.id)) return; // not loaded: nothing to unload
   try {
-    await cdp.uninstall(entry.id, left());
+    await uninstall(cdp, entry.id, deadline);
   } catch (err) {
-    if (!(err instanceof CdpError)) throw err;
-    await cdp.loadUnpacked(installedPath, left());
-    await cdp.uninstall(entry.id, left());
+    if (!(err instanceof CdpCallError)) throw err;
+    await loadUnpacked(cdp, installedPath, deadline);
+    await uninstall(cdp, entry.id, deadline);
   }
 }

@@ -1,9 +1,11 @@
-// Verification that Chromium runs what the installed set says, polled until a deadline:
-// an unpacked extension is listed by Extensions.getExtensions (enabled, with its version); a policy
-// install, which getExtensions does not list, is read from chrome://extensions
-// (developerPrivate.getExtensionsInfo: enabled, with its version); an extension of the current
-// request that has a service worker must also have shown its service worker target.
-import type { CdpClient, ExtensionsPage } from './cdp.js';
+// Verification that Chromium runs what the installed set says, until a deadline: an unpacked
+// extension is listed by Extensions.getExtensions (enabled, with its version); a policy install,
+// which getExtensions does not list, is read from chrome://extensions (enabled, with its version);
+// an extension of the current request that has a service worker must also have shown its worker
+// target. Presence is polled (from 5 ms, backing off); the worker is waited for as an event.
+import type { CdpClient } from '../../cdp/client.js';
+import type { Deadline } from '../../core/deadline.js';
+import { listExtensions, openExtensionsPage, targets, type ExtensionsPage, type WorkerWatch } from './devtools.js';
 
 export interface Expectation {
   name: string;
@@ -24,25 +26,14 @@ export class VerifyError extends Error {
   }
 }
 
-/** Polls start fast (a worker appears ~10 ms after loadUnpacked) and back off to POLL_MAX_MS. */
 const POLL_MIN_MS = 5;
 const POLL_MAX_MS = 100;
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const nextPoll = (ms: number): number => Math.min(ms * 2, POLL_MAX_MS);
 
-function hasWorker(targets: { type: string; url: string }[], id: string): boolean {
-  return targets.some((t) => t.type === 'service_worker' && t.url.startsWith(`chrome-extension://${id}/`));
-}
-
-/** Seen running: now, or at any time since the client started watching (see CdpClient.watchWorkers). */
-function workerSeen(cdp: CdpClient, targets: { type: string; url: string }[], id: string): boolean {
-  return hasWorker(targets, id) || cdp.workersSeen.has(id);
-}
-
 /** Runs `fn` with the chrome://extensions page open when some expectation needs it. */
-async function withPage<T>(cdp: CdpClient, needed: boolean, deadline: number, fn: (page: ExtensionsPage | null) => Promise<T>): Promise<T> {
+async function withPage<T>(cdp: CdpClient, needed: boolean, deadline: Deadline, fn: (page: ExtensionsPage | null) => Promise<T>): Promise<T> {
   if (!needed) return fn(null);
-  const page = await cdp.openExtensionsPage(Math.max(1, deadline - Date.now()));
+  const page = await openExtensionsPage(cdp, deadline);
   try {
     return await fn(page);
   } finally {
@@ -50,56 +41,63 @@ async function withPage<T>(cdp: CdpClient, needed: boolean, deadline: number, fn
   }
 }
 
-export async function verifyInstalled(cdp: CdpClient, expectations: Expectation[], deadline: number): Promise<void> {
+function describe(pending: Iterable<Expectation>): string {
+  return [...pending].map((e) => `${e.name} (${e.id} ${e.version}${e.worker ? ', service worker' : ''})`).join(', ');
+}
+
+export async function verifyInstalled(cdp: CdpClient, watch: WorkerWatch, expectations: Expectation[], deadline: Deadline): Promise<void> {
   const forced = expectations.find((e) => e.forcedFailure);
   if (forced) throw new VerifyError(`${forced.name} (${forced.id}) was not verified (forced by the test hook fail-activation)`);
-  const pending = new Map(expectations.map((e) => [e.name, e]));
+  const absent = new Map(expectations.map((e) => [e.name, e]));
   await withPage(cdp, expectations.some((e) => e.kind === 'policy'), deadline, async (page) => {
     let poll = POLL_MIN_MS;
-    for (;;) {
-      const left = (): number => Math.max(1, deadline - Date.now());
-      const listed = new Set((await cdp.getExtensions(left())).filter((x) => x.enabled).map((x) => `${x.id}@${x.version}`));
-      const targets = await cdp.getTargets(left());
-      const policy = page === null ? new Map<string, { version: string; state: string }>() : await page.info(left());
-      for (const e of [...pending.values()]) {
+    while (absent.size > 0) {
+      const listed = new Set((await listExtensions(cdp, deadline)).filter((x) => x.enabled).map((x) => `${x.id}@${x.version}`));
+      const policy = page === null ? new Map<string, { version: string; state: string }>() : await page.info(deadline);
+      for (const e of [...absent.values()]) {
         const p = policy.get(e.id);
         const present = e.kind === 'unpacked' ? listed.has(`${e.id}@${e.version}`) : p !== undefined && p.version === e.version && p.state === 'ENABLED';
-        if (present && (!e.worker || workerSeen(cdp, targets, e.id))) pending.delete(e.name);
+        if (present) absent.delete(e.name);
       }
-      if (pending.size === 0) return;
-      if (Date.now() + poll >= deadline) {
-        const names = [...pending.values()].map((e) => `${e.name} (${e.id} ${e.version}${e.worker ? ', service worker' : ''})`);
-        throw new VerifyError(`not running in Chromium in time: ${names.join(', ')}`);
-      }
-      await sleep(poll);
+      if (absent.size === 0) break;
+      if (deadline.left() <= poll) throw new VerifyError(`not running in Chromium in time: ${describe(absent.values())}`);
+      await deadline.sleep(poll);
       poll = nextPoll(poll);
     }
   });
+  const workers = expectations.filter((e) => e.worker && !watch.has(e.id));
+  if (workers.length === 0) return;
+  // A worker that started before the watch began is among the targets now.
+  const running = new Set((await targets(cdp, deadline)).filter((t) => t.type === 'service_worker').map((t) => /^chrome-extension:\/\/([a-p]{32})\//.exec(t.url)?.[1]));
+  const missing = workers.filter((e) => !running.has(e.id));
+  try {
+    await watch.waitFor(missing.map((e) => e.id), deadline);
+  } catch {
+    throw new VerifyError(`not running in Chromium in time: ${describe(missing.filter((e) => !watch.has(e.id)))}`);
+  }
 }
 
 /**
  * Waits until none of `ids` is installed (Extensions.getExtensions, or chrome://extensions with
  * `policy`) or shows a worker target; closes leftover worker targets once.
  */
-export async function verifyGone(cdp: CdpClient, ids: string[], deadline: number, opts: { policy?: boolean } = {}): Promise<void> {
+export async function verifyGone(cdp: CdpClient, ids: string[], deadline: Deadline, opts: { policy?: boolean } = {}): Promise<void> {
   await withPage(cdp, opts.policy === true, deadline, async (page) => {
     let closed = false;
     let poll = POLL_MIN_MS;
     for (;;) {
-      const left = (): number => Math.max(1, deadline - Date.now());
-      const listed = new Set((await cdp.getExtensions(left())).map((x) => x.id));
-      if (page !== null) for (const id of (await page.info(left())).keys()) listed.add(id);
-      const targets = await cdp.getTargets(left());
-      const still = ids.filter((id) => listed.has(id) || hasWorker(targets, id));
+      const listed = new Set((await listExtensions(cdp, deadline)).map((x) => x.id));
+      if (page !== null) for (const id of (await page.info(deadline)).keys()) listed.add(id);
+      const all = await targets(cdp, deadline);
+      const ofIds = all.filter((t) => ids.some((id) => t.url.startsWith(`chrome-extension://${id}/`)));
+      const still = ids.filter((id) => listed.has(id) || ofIds.some((t) => t.type === 'service_worker' && t.url.startsWith(`chrome-extension://${id}/`)));
       if (still.length === 0) return;
       if (!closed) {
         closed = true;
-        for (const t of targets) {
-          if (ids.some((id) => t.url.startsWith(`chrome-extension://${id}/`))) await cdp.closeTarget(t.targetId, left()).catch(() => undefined);
-        }
+        for (const t of ofIds) await cdp.send('Target.closeTarget', { targetId: t.targetId }, { deadline }).catch(() => undefined);
       }
-      if (Date.now() + poll >= deadline) throw new VerifyError(`still present in Chromium: ${still.join(', ')}`);
-      await sleep(poll);
+      if (deadline.left() <= poll) throw new VerifyError(`still present in Chromium: ${still.join(', ')}`);
+      await deadline.sleep(poll);
       poll = nextPoll(poll);
     }
   });

@@ -1,0 +1,191 @@
+// WebSocket clients of the CDP endpoint, each bridged to its own multiplexer channel. The channel
+// (the client's own session in Chromium) is opened before the handshake is answered, so a client
+// gets 101 only when Chromium is there; a client arriving while Chromium starts or restarts waits
+// for it, within one deadline. Messages are bounded (ws maxPayload: close 1009); a client whose
+// Chromium went away is closed with 1012 (reconnect to the same URL); a client that reads too
+// slowly is closed with 1013 rather than buffered without bound; a client writing faster than
+// Chromium reads is paused (its socket stops being read, TCP pushes back).
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Protocol } from 'devtools-protocol';
+import WebSocket, { WebSocketServer } from 'ws';
+import { Deadline, DeadlineError } from '../core/deadline.js';
+import { BrowserUnavailableError, InvalidRequestError, NotFoundError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { Channel, ChannelEnd, ChannelKind } from './channel.js';
+import { CdpCallError, type CdpMux } from './mux.js';
+
+/** How long a CDP client waits for a starting or restarting Chromium before a 503. */
+export const CDP_READY_WAIT_MS = 15_000;
+/** Close codes (RFC 6455 and the IANA registry). */
+export const CLOSE_NORMAL = 1000;
+export const CLOSE_GOING_AWAY = 1001;
+export const CLOSE_TOO_BIG = 1009;
+export const CLOSE_SERVICE_RESTART = 1012;
+export const CLOSE_TRY_AGAIN_LATER = 1013;
+
+export interface ReadyMux {
+  mux: CdpMux;
+  pid: number;
+  version: Protocol.Browser.GetVersionResponse;
+}
+
+export interface BridgeHost {
+  /** The multiplexer of the ready Chromium, waited for within `deadline`; BrowserUnavailableError otherwise. */
+  waitMux(deadline: Deadline): Promise<ReadyMux>;
+  /** null when Chromium is ready, else why not (logged when a client has to wait). */
+  notReadyReason(): string | null;
+}
+
+export interface BridgeContext {
+  req: IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+  log: Logger;
+  refuse(err: unknown): void;
+}
+
+const CLOSE_BY_END: Record<ChannelEnd['code'], number> = {
+  browser_gone: CLOSE_SERVICE_RESTART,
+  restart: CLOSE_SERVICE_RESTART,
+  stopping: CLOSE_GOING_AWAY,
+  target_closed: CLOSE_NORMAL,
+  too_big: CLOSE_TOO_BIG,
+  client_closed: CLOSE_NORMAL,
+};
+
+export class CdpBridge {
+  private readonly wss: WebSocketServer;
+  private readonly live = new Set<WebSocket>();
+  private closed = false;
+
+  constructor(
+    private readonly host: BridgeHost,
+    private readonly opts: { maxMessageBytes: number; log: Logger },
+  ) {
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.maxMessageBytes, perMessageDeflate: false, clientTracking: false });
+  }
+
+  get connections(): number {
+    return this.live.size;
+  }
+
+  /** The upgrade handler: a browser-level client, or a client of one target (`/devtools/page/{id}`). */
+  handle(ctx: BridgeContext, kind: ChannelKind): void {
+    void this.connect(ctx, kind).catch((err: unknown) => ctx.refuse(err));
+  }
+
+  /** Refuses new clients and closes the live ones with 1001. Idempotent. */
+  close(): void {
+    this.closed = true;
+    for (const ws of [...this.live]) ws.close(CLOSE_GOING_AWAY, 'browserd is stopping');
+  }
+
+  /** Cuts every client now. Idempotent. */
+  destroy(): void {
+    this.closed = true;
+    for (const ws of [...this.live]) ws.terminate();
+    this.live.clear();
+  }
+
+  private async connect(ctx: BridgeContext, kind: ChannelKind): Promise<void> {
+    const bad = handshakeProblem(ctx.req);
+    if (bad !== null) throw new InvalidRequestError(bad);
+    if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
+    const deadline = Deadline.in(CDP_READY_WAIT_MS, 'waiting for Chromium');
+    const holder: { ws: WebSocket | null; early: Buffer[]; end: ChannelEnd | null } = { ws: null, early: [], end: null };
+    const sink = {
+      message: (data: Buffer) => (holder.ws === null ? holder.early.push(data) : this.toClient(holder.ws, data, channel)),
+      ended: (end: ChannelEnd) => {
+        holder.end = end;
+        if (holder.ws !== null) this.closeClient(holder.ws, end);
+      },
+    };
+    let channel: Channel | null = null;
+    let pid = 0;
+    const notReady = this.host.notReadyReason();
+    if (notReady !== null) ctx.log.debug({ event: 'cdp_wait', reason: notReady }, 'CDP client waits for Chromium');
+    try {
+      // A restart may begin at any point of the set-up (Chromium dies a moment before the supervisor
+      // sees it, or is replaced while the session is attached): the client waits for the next one.
+      while (channel === null) {
+        const current = await this.host.waitMux(deadline);
+        if (ctx.socket.destroyed) return;
+        try {
+          channel = await current.mux.open(kind, sink, deadline.signal);
+          pid = current.pid;
+        } catch (err) {
+          if (err instanceof CdpCallError && err.answered) throw new NotFoundError(`no target ${kind.kind === 'target' ? kind.targetId : ''}: ${err.text}`);
+          if (deadline.expired) throw err;
+          ctx.log.debug({ event: 'cdp_wait', reason: (err as Error).message }, 'Chromium went away while the client connected; waiting for the next one');
+          await deadline.sleep(50);
+        }
+      }
+    } catch (err) {
+      if (err instanceof DeadlineError || (err instanceof CdpCallError && !err.answered)) {
+        throw new BrowserUnavailableError(`Chromium was not ready within ${CDP_READY_WAIT_MS} ms`);
+      }
+      throw err;
+    } finally {
+      deadline.dispose();
+    }
+    const ch = channel;
+    if (ctx.socket.destroyed || this.closed || holder.end !== null) {
+      ch.close();
+      if (!ctx.socket.destroyed) throw new BrowserUnavailableError(holder.end?.message ?? 'browserd is stopping');
+      return;
+    }
+    this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
+      holder.ws = ws;
+      this.live.add(ws);
+      ctx.log.info({ event: 'cdp_connected', chromium_pid: pid, target: kind.kind === 'target' ? kind.targetId : undefined, connections: this.live.size }, 'CDP client connected');
+      ws.on('message', (data: Buffer, isBinary: boolean) => {
+        if (isBinary) return this.closeClient(ws, { code: 'client_closed', message: 'binary frames are not CDP' }, 1003);
+        if (!ch.send(data)) {
+          ws.pause();
+          ch.whenWritable(() => ws.resume());
+        }
+      });
+      ws.on('error', (err) => ctx.log.debug({ event: 'cdp_client_error', err: err.message }, 'CDP client socket error'));
+      ws.on('close', (code) => {
+        this.live.delete(ws);
+        ch.close();
+        ctx.log.info({ event: 'cdp_closed', chromium_pid: pid, code, by: ch.endReason?.code ?? 'client' }, 'CDP connection closed');
+      });
+      for (const data of holder.early.splice(0)) this.toClient(ws, data, ch);
+    });
+  }
+
+  private toClient(ws: WebSocket, data: Buffer, channel: Channel | null): void {
+    if (ws.readyState !== WebSocket.OPEN) return;
+    ws.send(data, { binary: false });
+    if (ws.bufferedAmount > this.slowClientBytes()) {
+      channel?.close();
+      this.closeClient(ws, { code: 'client_closed', message: `the client reads too slowly (${ws.bufferedAmount} bytes unsent)` }, CLOSE_TRY_AGAIN_LATER);
+    }
+  }
+
+  /** A client may fall this far behind before it is closed (a few of the largest messages). */
+  private slowClientBytes(): number {
+    return Math.max(64 * 1024 * 1024, 2 * this.opts.maxMessageBytes);
+  }
+
+  private closeClient(ws: WebSocket, end: ChannelEnd, code = CLOSE_BY_END[end.code]): void {
+    if (ws.readyState === WebSocket.OPEN) ws.close(code, reasonText(end.code === 'browser_gone' || end.code === 'restart' ? `${end.message}; reconnect to the same URL` : end.message));
+    else if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+  }
+}
+
+/** A close reason fits 123 bytes. */
+function reasonText(text: string): string {
+  return Buffer.byteLength(text) <= 123 ? text : `${Buffer.from(text).subarray(0, 120).toString()}…`;
+}
+
+/** A reason the request is not a usable WebSocket handshake, or null. */
+function handshakeProblem(req: IncomingMessage): string | null {
+  if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return 'the Upgrade header must be "websocket"';
+  const key = req.headers['sec-websocket-key'];
+  if (typeof key !== 'string' || !/^[A-Za-z0-9+/]{22}==$/.test(key)) return 'Sec-WebSocket-Key is missing or malformed';
+  if (req.headers['sec-websocket-version'] !== '13') return 'Sec-WebSocket-Version must be 13';
+  return null;
+}

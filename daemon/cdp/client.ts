@@ -1,0 +1,192 @@
+// The daemon's one CDP client, typed by devtools-protocol: commands with a deadline, events,
+// flat child sessions. It runs over a multiplexer channel in the daemon (every internal consumer:
+// extension activation, downloads, computer controls) and over a WebSocket for tests and
+// benchmarks (through the daemon's authenticated proxy, or straight to a Chromium's port).
+import WebSocket from 'ws';
+import type { ProtocolMapping } from 'devtools-protocol/types/protocol-mapping.js';
+import type { Deadline } from '../core/deadline.js';
+import type { Channel } from './channel.js';
+import { CdpCallError } from './mux.js';
+
+export { CdpCallError };
+
+type Commands = ProtocolMapping.Commands;
+type Events = ProtocolMapping.Events;
+export type CommandName = keyof Commands;
+export type EventName = keyof Events;
+export type Params<M extends CommandName> = Commands[M]['paramsType'] extends [] ? Record<string, never> : Commands[M]['paramsType'][0];
+export type Result<M extends CommandName> = Commands[M]['returnType'];
+export type EventParams<E extends EventName> = Events[E] extends [infer P] ? P : undefined;
+
+/** What a client talks over. */
+export interface CdpTransport {
+  send(text: string): void;
+  close(): void;
+}
+
+export interface SendOptions {
+  sessionId?: string;
+  /** The whole operation's deadline; else `timeoutMs`. */
+  deadline?: Deadline;
+  timeoutMs?: number;
+}
+
+/** Without a deadline, a command waits at most this long: no answer never wedges a caller. */
+export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+interface Pending {
+  method: string;
+  resolve(v: unknown): void;
+  reject(e: Error): void;
+  cleanup(): void;
+}
+
+type Listener = (params: unknown, sessionId: string | undefined) => void;
+
+export class CdpClient {
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private readonly listeners = new Map<string, Set<Listener>>();
+  private closedWith: Error | null = null;
+  private readonly closedWaiters: (() => void)[] = [];
+
+  constructor(private readonly transport: CdpTransport) {}
+
+  /** A client on a multiplexer channel (opened with a sink that feeds `receive` and `ended`). */
+  static overChannel(open: (sink: { message(data: Buffer): void; ended(end: { message: string }): void }) => Promise<Channel>): Promise<CdpClient> {
+    let client: CdpClient | null = null;
+    let early: Error | null = null;
+    const sink = {
+      message: (data: Buffer) => client?.receive(data.toString('utf8')),
+      ended: (end: { message: string }) => {
+        if (client === null) early = new Error(end.message);
+        else client.fail(new Error(end.message));
+      },
+    };
+    return open(sink).then((channel) => {
+      client = new CdpClient({ send: (text) => void channel.send(text), close: () => channel.close() });
+      if (early !== null) client.fail(early);
+      return client;
+    });
+  }
+
+  /** A client over a WebSocket (ws://…/devtools/browser/… of a Chromium, or the daemon's proxy with a token). */
+  static overWebSocket(url: string, opts: { headers?: Record<string, string>; timeoutMs?: number; maxPayload?: number } = {}): Promise<CdpClient> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, { headers: opts.headers, perMessageDeflate: false, handshakeTimeout: opts.timeoutMs ?? 10_000, maxPayload: opts.maxPayload });
+      ws.once('unexpected-response', (_req, res) => reject(new Error(`the WebSocket handshake was answered ${res.statusCode}`)));
+      ws.once('error', reject);
+      ws.once('open', () => {
+        const client = new CdpClient({ send: (text) => ws.send(text), close: () => ws.close() });
+        ws.on('message', (data) => client.receive(data.toString()));
+        ws.on('close', (code, reason) => client.fail(new Error(`the WebSocket closed (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''})`)));
+        ws.on('error', (err) => client.fail(err));
+        resolve(client);
+      });
+    });
+  }
+
+  get isClosed(): boolean {
+    return this.closedWith !== null;
+  }
+
+  /** Resolves once the connection is gone. */
+  whenClosed(): Promise<void> {
+    if (this.closedWith !== null) return Promise.resolve();
+    return new Promise((resolve) => this.closedWaiters.push(resolve));
+  }
+
+  send<M extends CommandName>(method: M, params?: Params<M>, opts: SendOptions = {}): Promise<Result<M>> {
+    if (this.closedWith !== null) return Promise.reject(new CdpCallError(method, this.closedWith.message, false));
+    const id = this.nextId++;
+    return new Promise<Result<M>>((resolve, reject) => {
+      const deadline = opts.deadline;
+      const onAbort = (): void => settle(new CdpCallError(method, (deadline?.signal.reason as Error | undefined)?.message ?? 'no answer in time', false));
+      const timer = deadline === undefined ? setTimeout(() => settle(new CdpCallError(method, `no answer within ${opts.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS} ms`, false)), opts.timeoutMs ?? DEFAULT_CALL_TIMEOUT_MS) : null;
+      const settle = (err: Error | null, value?: unknown): void => {
+        if (!this.pending.delete(id)) return;
+        cleanup();
+        if (err !== null) reject(err);
+        else resolve(value as Result<M>);
+      };
+      const cleanup = (): void => {
+        if (timer !== null) clearTimeout(timer);
+        deadline?.signal.removeEventListener('abort', onAbort);
+      };
+      this.pending.set(id, { method, resolve: (v) => settle(null, v), reject: (e) => settle(e), cleanup });
+      if (deadline?.expired) return onAbort();
+      deadline?.signal.addEventListener('abort', onAbort, { once: true });
+      const msg: Record<string, unknown> = { id, method, params: params ?? {} };
+      if (opts.sessionId !== undefined) msg.sessionId = opts.sessionId;
+      this.transport.send(JSON.stringify(msg));
+    });
+  }
+
+  /** Every `event` (of any session); returns the unsubscribe function. */
+  on<E extends EventName>(event: E, listener: (params: EventParams<E>, sessionId: string | undefined) => void): () => void {
+    let set = this.listeners.get(event);
+    if (set === undefined) this.listeners.set(event, (set = new Set()));
+    set.add(listener as Listener);
+    return () => set.delete(listener as Listener);
+  }
+
+  /** The first `event` for which `pred` holds, before the deadline. */
+  waitFor<E extends EventName>(event: E, pred: (params: EventParams<E>, sessionId: string | undefined) => boolean, deadline: Deadline): Promise<EventParams<E>> {
+    return new Promise((resolve, reject) => {
+      const off = this.on(event, (p, s) => {
+        if (!pred(p, s)) return;
+        done();
+        resolve(p);
+      });
+      const onAbort = (): void => {
+        done();
+        reject(new CdpCallError(event, `not seen: ${(deadline.signal.reason as Error | undefined)?.message ?? 'deadline'}`, false));
+      };
+      const done = (): void => {
+        off();
+        deadline.signal.removeEventListener('abort', onAbort);
+      };
+      if (deadline.expired) return onAbort();
+      deadline.signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Ends the connection (its session is detached); pending commands fail. Idempotent. */
+  close(): void {
+    if (this.closedWith !== null) return;
+    this.transport.close();
+    this.fail(new Error('the CDP client was closed'));
+  }
+
+  private receive(text: string): void {
+    let msg: { id?: number; method?: string; params?: unknown; result?: unknown; error?: { message?: string }; sessionId?: string };
+    try {
+      msg = JSON.parse(text) as typeof msg;
+    } catch {
+      return;
+    }
+    if (typeof msg.id === 'number') {
+      const p = this.pending.get(msg.id);
+      if (p === undefined) return;
+      if (msg.error !== undefined) p.reject(new CdpCallError(p.method, msg.error.message ?? 'error', true));
+      else p.resolve(msg.result ?? {});
+      return;
+    }
+    if (typeof msg.method !== 'string') return;
+    for (const l of [...(this.listeners.get(msg.method) ?? [])]) {
+      try {
+        l(msg.params, msg.sessionId);
+      } catch {
+        // a listener's bug must not break the connection for the others
+      }
+    }
+  }
+
+  private fail(err: Error): void {
+    if (this.closedWith !== null) return;
+    this.closedWith = err;
+    for (const p of [...this.pending.values()]) p.reject(new CdpCallError(p.method, err.message, false));
+    this.pending.clear();
+    for (const w of this.closedWaiters.splice(0)) w();
+  }
+}

@@ -1,0 +1,251 @@
+// The CDP multiplexer: many clients over Chromium's one DevTools pipe. Each channel gets its own
+// session — a browser-level one (`Target.attachToBrowserTarget`: its own setDiscoverTargets and
+// setAutoAttach state) or a page's (`Target.attachToTarget`, flat) — and talks as if it had the
+// connection to itself: its command ids are replaced by the mux's own on the way in and restored on
+// the way out, messages of its top session lose their `sessionId` on the way out, and every child
+// session it attaches (by command or auto-attach, at any depth) is routed to it alone. A channel
+// can name only sessions it owns. `Browser.close` of a client is answered by the mux and reported
+// (the supervisor restarts Chromium, not counting a crash). The root session (no sessionId)
+// belongs to the mux: readiness, attaching channels, listing targets.
+//
+// Messages from Chromium are routed without parsing when they have the shape Chromium writes
+// (`{"id":N,...}` first, `,"sessionId":"…"}` last): large answers (screenshots) are relayed as
+// bytes. Anything else is parsed.
+import type { Logger } from '../core/log.js';
+import { CdpPipe } from './pipe.js';
+import { Channel, type ChannelEnd, type ChannelKind, type ChannelSink } from './channel.js';
+import { attachKind, commandGuard, errorReply, parseHead, parseTail, rewrite } from './wire.js';
+
+export interface MuxOptions {
+  log: Logger;
+  maxMessageBytes: number;
+  /** A channel sent Browser.close (it was answered `{}` already). */
+  onBrowserClose(channel: Channel): void;
+}
+
+interface Pending {
+  /** null: the mux's own command. */
+  channel: Channel | null;
+  clientId: number;
+  method: string;
+  resolve?: (result: Record<string, unknown>) => void;
+  reject?: (err: Error) => void;
+}
+
+export class CdpCallError extends Error {
+  constructor(
+    readonly method: string,
+    readonly text: string,
+    /** Chromium answered with an error (else: no answer, the browser went away). */
+    readonly answered: boolean,
+  ) {
+    super(`${method}: ${text}`);
+    this.name = 'CdpCallError';
+  }
+}
+
+const MAX_ID = 2 ** 31 - 1;
+
+export class CdpMux {
+  readonly pipe: CdpPipe;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  /** Every session a channel owns (its top session and its children) → the channel. */
+  private readonly sessions = new Map<string, Channel>();
+  private readonly channels = new Set<Channel>();
+  private ended: ChannelEnd | null = null;
+
+  constructor(out: NodeJS.WritableStream, input: NodeJS.ReadableStream, private readonly opts: MuxOptions) {
+    this.pipe = new CdpPipe(out as never, input as never, opts.maxMessageBytes, {
+      message: (data) => this.fromChromium(data),
+      tooBig: (head, bytes) => this.tooBig(head, bytes),
+      closed: () => this.closeAll({ code: 'browser_gone', message: 'Chromium went away' }),
+    });
+  }
+
+  get channelCount(): number {
+    return this.channels.size;
+  }
+
+  get isClosed(): boolean {
+    return this.ended !== null;
+  }
+
+  /** A command on the root session; rejects with CdpCallError (answered or not), or when `signal` aborts. */
+  call<T = Record<string, unknown>>(method: string, params: Record<string, unknown> = {}, signal?: AbortSignal): Promise<T> {
+    if (this.ended !== null) return Promise.reject(new CdpCallError(method, this.ended.message, false));
+    return new Promise<T>((resolve, reject) => {
+      const id = this.takeId();
+      const onAbort = (): void => {
+        if (this.pending.delete(id)) reject(new CdpCallError(method, (signal?.reason as Error | undefined)?.message ?? 'aborted', false));
+      };
+      this.pending.set(id, {
+        channel: null,
+        clientId: id,
+        method,
+        resolve: (r) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(r as T);
+        },
+        reject: (e) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(e);
+        },
+      });
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.pipe.send(JSON.stringify({ id, method, params }));
+    });
+  }
+
+  /** A new channel with its own session; rejects when the session cannot be attached. */
+  async open(kind: ChannelKind, sink: ChannelSink, signal?: AbortSignal): Promise<Channel> {
+    const result =
+      kind.kind === 'browser'
+        ? await this.call<{ sessionId: string }>('Target.attachToBrowserTarget', {}, signal)
+        : await this.call<{ sessionId: string }>('Target.attachToTarget', { targetId: kind.targetId, flatten: true }, signal);
+    const channel = new Channel(kind, result.sessionId, sink, {
+      send: (c, data) => this.fromClient(c, data),
+      close: (c) => this.drop(c, true),
+      whenWritable: (cb) => this.pipe.whenDrained(cb),
+    });
+    if (this.ended !== null) {
+      channel.end(this.ended);
+      return channel;
+    }
+    this.channels.add(channel);
+    this.sessions.set(result.sessionId, channel);
+    return channel;
+  }
+
+  /** Ends every channel (Chromium gone, restart, shutdown) and fails the mux's own commands. Idempotent. */
+  closeAll(end: ChannelEnd): void {
+    if (this.ended !== null) return;
+    this.ended = end;
+    for (const p of this.pending.values()) p.reject?.(new CdpCallError(p.method, end.message, false));
+    this.pending.clear();
+    for (const c of [...this.channels]) this.drop(c, false, end);
+    this.pipe.close();
+  }
+
+  private takeId(): number {
+    const id = this.nextId;
+    this.nextId = this.nextId >= MAX_ID ? 1 : this.nextId + 1;
+    return id;
+  }
+
+  /** A client's command: checked, its id replaced, its session filled in, written to the pipe. */
+  private fromClient(channel: Channel, data: Buffer | string): boolean {
+    if (this.ended !== null || channel.isEnded) return true;
+    let msg: Record<string, unknown>;
+    try {
+      msg = JSON.parse(typeof data === 'string' ? data : data.toString('utf8')) as Record<string, unknown>;
+    } catch (err) {
+      channel.deliver(errorReply(undefined, -32700, `JSON: ${(err as Error).message}`));
+      return true;
+    }
+    const refusal = commandGuard(msg, (sid) => this.sessions.get(sid) === channel);
+    if (refusal !== null) {
+      channel.deliver(refusal);
+      return true;
+    }
+    const clientId = msg.id as number;
+    const method = msg.method as string;
+    const sessionId = (msg.sessionId as string | undefined) ?? channel.session;
+    if (method === 'Browser.close' && sessionId === channel.session && channel.kind.kind === 'browser') {
+      channel.deliver(Buffer.from(JSON.stringify({ id: clientId, result: {} })));
+      this.opts.onBrowserClose(channel);
+      return true;
+    }
+    const id = this.takeId();
+    this.pending.set(id, { channel, clientId, method });
+    return this.pipe.send(JSON.stringify({ ...msg, id, sessionId }));
+  }
+
+  private fromChromium(data: Buffer): void {
+    const head = parseHead(data);
+    if (head.kind === 'response') return this.onResponse(head.id, data);
+    if (head.kind === 'event') return this.onEvent(head.method, data);
+    // An error without an id: a message of ours Chromium could not parse (never a client's: those are parsed first).
+    this.opts.log.warn({ event: 'cdp_unroutable', head: data.subarray(0, 200).toString() }, 'a DevTools message without id or method');
+  }
+
+  private onResponse(id: number, data: Buffer): void {
+    const p = this.pending.get(id);
+    if (p === undefined) return; // its channel went away, or a command the mux gave up on
+    this.pending.delete(id);
+    if (p.channel === null) {
+      const msg = JSON.parse(data.toString('utf8')) as { result?: Record<string, unknown>; error?: { message?: string } };
+      if (msg.error !== undefined) p.reject?.(new CdpCallError(p.method, msg.error.message ?? 'error', true));
+      else p.resolve?.(msg.result ?? {});
+      return;
+    }
+    const channel = p.channel;
+    if (channel.isEnded) return;
+    if (attachKind(p.method)) {
+      // The session a client attached by command is its own (the event on its parent may have come first).
+      const sid = (JSON.parse(data.toString('utf8')) as { result?: { sessionId?: string } }).result?.sessionId;
+      if (typeof sid === 'string') this.own(channel, sid);
+    }
+    channel.deliver(rewrite(data, { id: p.clientId, stripSession: channel.session }));
+  }
+
+  private onEvent(method: string, data: Buffer): void {
+    const sid = parseTail(data);
+    if (sid === null) return this.onRootEvent(method, data);
+    const channel = this.sessions.get(sid);
+    if (channel === undefined || channel.isEnded) return;
+    if (method === 'Target.attachedToTarget') {
+      const child = (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId;
+      if (typeof child === 'string') this.own(channel, child);
+    }
+    channel.deliver(sid === channel.session ? rewrite(data, { stripSession: sid }) : data);
+    if (method === 'Target.detachedFromTarget') {
+      const child = (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId;
+      if (typeof child === 'string' && child !== channel.session) this.disown(channel, child);
+    }
+  }
+
+  /** Root events: a channel's top session detached (its page closed, or Chromium let it go). */
+  private onRootEvent(method: string, data: Buffer): void {
+    if (method !== 'Target.detachedFromTarget') return;
+    const sid = (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId;
+    const channel = sid === undefined ? undefined : this.sessions.get(sid);
+    if (channel === undefined || channel.session !== sid) return;
+    this.drop(channel, false, { code: 'target_closed', message: channel.kind.kind === 'target' ? 'the target closed' : 'the session was detached' });
+  }
+
+  private tooBig(head: Buffer, bytes: number): void {
+    const parsed = parseHead(head);
+    const p = parsed.kind === 'response' ? this.pending.get(parsed.id) : undefined;
+    this.opts.log.warn({ event: 'cdp_message_too_big', bytes, limit: this.opts.maxMessageBytes, method: p?.method }, 'a DevTools message over BROWSERD_CDP_MAX_MESSAGE_BYTES was dropped');
+    if (parsed.kind !== 'response' || p === undefined) return;
+    this.pending.delete(parsed.id);
+    if (p.channel === null) p.reject?.(new CdpCallError(p.method, `the answer is over ${this.opts.maxMessageBytes} bytes`, false));
+    else this.drop(p.channel, true, { code: 'too_big', message: `a message from Chromium (${bytes} bytes) is over ${this.opts.maxMessageBytes} bytes` });
+  }
+
+  private own(channel: Channel, sid: string): void {
+    this.sessions.set(sid, channel);
+    channel.owned.add(sid);
+  }
+
+  private disown(channel: Channel, sid: string): void {
+    if (this.sessions.get(sid) === channel) this.sessions.delete(sid);
+    channel.owned.delete(sid);
+  }
+
+  /** Forgets a channel; `detach`: its session is detached in Chromium (its children go with it). */
+  private drop(channel: Channel, detach: boolean, end?: ChannelEnd): void {
+    if (!this.channels.delete(channel)) {
+      if (end !== undefined) channel.end(end);
+      return;
+    }
+    for (const sid of channel.owned) if (this.sessions.get(sid) === channel) this.sessions.delete(sid);
+    for (const [id, p] of this.pending) if (p.channel === channel) this.pending.delete(id);
+    if (detach && this.ended === null) {
+      this.call('Target.detachFromTarget', { sessionId: channel.session }).catch(() => undefined);
+    }
+    channel.end(end ?? { code: 'client_closed', message: 'the client closed the connection' });
+  }
+}

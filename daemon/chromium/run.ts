@@ -1,0 +1,150 @@
+// One Chromium run: the launch (flags, environment, its DevTools pipe and multiplexer), readiness
+// (Browser.getVersion answered over the pipe), and a stop that leaves nothing behind: the process
+// group, then the processes of the run outside it (the crashpad handlers end with the browser; any
+// Chromium process still naming the profile after CRASHPAD_EXIT_WAIT_MS is ended), then the run's
+// TMPDIR is emptied.
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Protocol } from 'devtools-protocol';
+import type { Config } from '../core/config.js';
+import type { Deadline } from '../core/deadline.js';
+import type { Logger } from '../core/log.js';
+import type { Channel, ChannelEnd } from '../cdp/channel.js';
+import { CdpClient } from '../cdp/client.js';
+import { CdpMux } from '../cdp/mux.js';
+import { chromiumEnv, chromiumFlags } from './flags.js';
+import type { ChromiumIdentity } from './identity.js';
+import { launch, type LaunchedProcess } from './launcher.js';
+import { LineRateLimiter } from './output.js';
+import { endLeftovers, ensureProfileDir, findProfileProcesses, removeStaleFiles } from './profile.js';
+import type { LaunchExtras } from './types.js';
+
+/** Chromium's own output forwarded to the log (debug level), at most this many lines a second. */
+const STDERR_LINES_PER_SECOND = 50;
+/** How long the crashpad handlers get to end on their own after the browser is gone. */
+const CRASHPAD_EXIT_WAIT_MS = 3000;
+
+export type BrowserVersion = Protocol.Browser.GetVersionResponse;
+
+export interface RunDeps {
+  config: Config;
+  log: Logger;
+  profileDir: string;
+  /** Chromium's TMPDIR, emptied after every stop. */
+  tmpDir: string;
+  identity: ChromiumIdentity;
+  /** A CDP client sent Browser.close (already answered). */
+  onBrowserClose(channel: Channel): void;
+  /** Every line Chromium writes to stdout or stderr. */
+  onLine?(line: string): void;
+}
+
+export class ChromiumRun {
+  version: BrowserVersion | null = null;
+  /** The daemon's own browser-level session for the run's life (download behaviour, focus tracking, ...); set once ready. */
+  cdp: CdpClient | null = null;
+  /** Stopped on purpose: its exit is not a crash. */
+  intentional = false;
+
+  private constructor(
+    readonly proc: LaunchedProcess,
+    readonly mux: CdpMux,
+    private readonly deps: RunDeps,
+  ) {}
+
+  get pid(): number {
+    return this.proc.pid;
+  }
+
+  get ready(): boolean {
+    return this.version !== null;
+  }
+
+  /**
+   * Ends what an earlier run left on the profile, then launches Chromium with its DevTools pipe.
+   * Returns at once (not ready yet); rejects with LaunchError('spawn') when it cannot start.
+   */
+  static async launch(deps: RunDeps, extras: LaunchExtras): Promise<ChromiumRun> {
+    const { config, log, profileDir, tmpDir } = deps;
+    const c = config.chromium;
+    ensureProfileDir(profileDir);
+    await endLeftovers(profileDir, deps.identity, c.stopGraceMs, log);
+    removeStaleFiles(profileDir);
+    emptyDir(tmpDir);
+    const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, isRoot: process.getuid?.() === 0 });
+    const pidRef = { pid: 0 };
+    const limiter = new LineRateLimiter(
+      STDERR_LINES_PER_SECOND,
+      (line) => log.debug({ event: 'chromium_stderr', chromium_pid: pidRef.pid, line }, 'chromium'),
+      (n) => log.debug({ event: 'chromium_stderr', chromium_pid: pidRef.pid, dropped: n }, `${n} lines of Chromium output dropped (over ${STDERR_LINES_PER_SECOND}/s)`),
+    );
+    const proc = await launch({
+      command: c.binary as string,
+      args,
+      env: chromiumEnv(process.env, profileDir, tmpDir),
+      cwd: profileDir,
+      extraPipes: 2,
+      onLine: (line) => {
+        limiter.push(line);
+        deps.onLine?.(line);
+      },
+    });
+    pidRef.pid = proc.pid;
+    void proc.exited.then(() => limiter.flush());
+    const [toChromium, fromChromium] = proc.child.extra;
+    if (toChromium === undefined || fromChromium === undefined) throw new Error('Chromium was started without its DevTools pipes');
+    let run: ChromiumRun | null = null;
+    const mux = new CdpMux(toChromium, fromChromium, {
+      log: log.child({ chromium_pid: proc.pid }),
+      maxMessageBytes: c.cdpMaxMessageBytes,
+      onBrowserClose: (channel) => {
+        if (run !== null) deps.onBrowserClose(channel);
+      },
+    });
+    run = new ChromiumRun(proc, mux, deps);
+    log.info({ event: 'chromium_launched', chromium_pid: proc.pid, binary: c.binary, flags: args }, 'Chromium launched');
+    return run;
+  }
+
+  /** Resolves with the version once Browser.getVersion is answered over the pipe; LaunchError otherwise (the group is stopped). */
+  async waitReady(deadline: Deadline): Promise<BrowserVersion> {
+    const version = await this.proc.waitReady(
+      async (d) => {
+        const v = await this.mux.call<BrowserVersion>('Browser.getVersion', {}, d.signal);
+        this.cdp = await CdpClient.overChannel((sink) => this.mux.open({ kind: 'browser' }, sink, d.signal));
+        return v;
+      },
+      deadline,
+      this.deps.config.chromium.stopGraceMs,
+    );
+    this.version = version;
+    return version;
+  }
+
+  /**
+   * Ends the run: its CDP clients hear `end` (1012 on a restart), the process group gets SIGTERM
+   * (SIGKILL after `graceMs`; 0: at once), the crashpad handlers get CRASHPAD_EXIT_WAIT_MS to end
+   * with it, whatever Chromium process still names the profile is ended, and TMPDIR is emptied.
+   */
+  async stop(graceMs: number, end: ChannelEnd): Promise<void> {
+    const { profileDir, identity, log, tmpDir } = this.deps;
+    this.mux.closeAll(end);
+    if (graceMs <= 0) this.proc.killNow();
+    await this.proc.stop(graceMs);
+    const until = Date.now() + (graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0);
+    while (findProfileProcesses(profileDir, identity).length > 0 && Date.now() < until) await sleep(25);
+    await endLeftovers(profileDir, identity, graceMs, log);
+    emptyDir(tmpDir);
+  }
+}
+
+/** Removes everything inside `dir` (created 0700 when missing); best effort. */
+export function emptyDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    for (const name of readdirSync(dir)) rmSync(path.join(dir, name), { recursive: true, force: true });
+  } catch {
+    // a file Chromium still writes is gone with the next stop
+  }
+}

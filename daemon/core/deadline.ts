@@ -1,0 +1,98 @@
+// One deadline threaded through a whole operation (launch → ready, connect → call), in the manner
+// of Playwright's `progress`: every step asks it how long is left and races against it, instead
+// of recomputing `deadline - Date.now()` by hand. Aborting (shutdown, a client gone) ends it early.
+
+export class DeadlineError extends Error {
+  constructor(
+    message: string,
+    /** true: the time ran out; false: aborted. */
+    readonly timedOut: boolean,
+  ) {
+    super(message);
+    this.name = 'DeadlineError';
+  }
+}
+
+export class Deadline {
+  private readonly controller = new AbortController();
+  private readonly timer: NodeJS.Timeout | null;
+
+  private constructor(
+    /** Epoch ms; Infinity for none. */
+    readonly at: number,
+    readonly what: string,
+    parent?: AbortSignal,
+  ) {
+    const ms = at - Date.now();
+    this.timer = Number.isFinite(at) ? setTimeout(() => this.controller.abort(new DeadlineError(`${what}: not done within its deadline`, true)), Math.max(0, ms)) : null;
+    this.timer?.unref();
+    if (parent !== undefined) {
+      if (parent.aborted) this.abortWith(parent.reason);
+      else parent.addEventListener('abort', () => this.abortWith(parent.reason), { once: true });
+    }
+  }
+
+  /** A deadline `ms` from now (Infinity: none), aborted with `parent`. */
+  static in(ms: number, what: string, parent?: AbortSignal): Deadline {
+    return new Deadline(Date.now() + ms, what, parent);
+  }
+
+  static at(epochMs: number, what: string, parent?: AbortSignal): Deadline {
+    return new Deadline(epochMs, what, parent);
+  }
+
+  /** Aborted when the time runs out or the parent aborts; its reason is a DeadlineError. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get expired(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  /** Milliseconds left (0 once expired). */
+  left(): number {
+    if (this.expired) return 0;
+    return Math.max(0, this.at - Date.now());
+  }
+
+  /** Throws the DeadlineError once expired or aborted. */
+  check(): void {
+    if (this.expired) throw this.controller.signal.reason as Error;
+  }
+
+  /** `p`, or the DeadlineError when the deadline comes first. */
+  race<T>(p: Promise<T>): Promise<T> {
+    if (this.expired) return Promise.reject(this.controller.signal.reason as Error);
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => reject(this.controller.signal.reason as Error);
+      this.controller.signal.addEventListener('abort', onAbort, { once: true });
+      p.then(
+        (v) => {
+          this.controller.signal.removeEventListener('abort', onAbort);
+          resolve(v);
+        },
+        (e: unknown) => {
+          this.controller.signal.removeEventListener('abort', onAbort);
+          reject(e as Error);
+        },
+      );
+    });
+  }
+
+  /** Sleeps `ms` (at most what is left); rejects when the deadline ends first. */
+  sleep(ms: number): Promise<void> {
+    return this.race(new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, this.left())).unref()));
+  }
+
+  /** Stops the timer (the operation is done). */
+  dispose(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+  }
+
+  private abortWith(reason: unknown): void {
+    if (this.expired) return;
+    const why = reason instanceof Error ? reason.message : 'aborted';
+    this.controller.abort(new DeadlineError(`${this.what}: ${why}`, false));
+  }
+}

@@ -1,0 +1,81 @@
+// Process groups: signalling one as a whole, telling whether it still has a living member (a
+// zombie is not one: an orphan under an init that does not reap stays a zombie forever), and
+// waiting until it is gone. Every signal is preceded by a check by the caller that the group is
+// still the one it started: a pgid is never signalled after its group is known to be gone.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isDead, listProcesses } from './proc.js';
+
+export type GroupSignal = 'SIGTERM' | 'SIGKILL' | 'SIGINT' | 'SIGHUP';
+
+/** Signals the whole group. false when no process of it exists any more (ESRCH); EPERM throws. */
+export function signalGroup(pgid: number, signal: GroupSignal | 0): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}
+
+/** true while any process of the group exists (zombies count until reaped). */
+export function groupExists(pgid: number): boolean {
+  try {
+    return signalGroup(pgid, 0);
+  } catch {
+    return true; // EPERM: it exists, it is just not ours
+  }
+}
+
+/** The groups among `pgids` that have a living (not zombie) member: one /proc scan for all. */
+export function livingGroups(pgids: Iterable<number>): Set<number> {
+  const wanted = new Set([...pgids].filter((g) => groupExists(g)));
+  const alive = new Set<number>();
+  if (wanted.size === 0) return alive;
+  for (const p of listProcesses()) if (wanted.has(p.pgid) && !isDead(p)) alive.add(p.pgid);
+  return alive;
+}
+
+export function groupAlive(pgid: number): boolean {
+  return livingGroups([pgid]).has(pgid);
+}
+
+/** How often a group is polled while waiting for it to vanish. */
+const POLL_MS = 20;
+
+/** Resolves true once no member of any of `pgids` lives, false after `timeoutMs`. */
+export async function waitGroupsGone(pgids: Iterable<number>, timeoutMs: number): Promise<boolean> {
+  const groups = [...pgids];
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    if (livingGroups(groups).size === 0) return true;
+    if (Date.now() >= until) return false;
+    await sleep(POLL_MS);
+  }
+}
+
+/**
+ * SIGTERM to each group, SIGKILL after `graceMs` to those with a living member (graceMs 0: SIGKILL
+ * at once); resolves with the groups still alive `killWaitMs` after SIGKILL (none, normally).
+ */
+export async function endGroups(pgids: Iterable<number>, graceMs: number, killWaitMs: number): Promise<number[]> {
+  const groups = [...livingGroups(pgids)];
+  if (groups.length === 0) return [];
+  const send = (sig: GroupSignal, to: number[]): void => {
+    for (const g of to) {
+      try {
+        signalGroup(g, sig);
+      } catch {
+        // EPERM: not ours to signal any more
+      }
+    }
+  };
+  if (graceMs > 0) {
+    send('SIGTERM', groups);
+    if (await waitGroupsGone(groups, graceMs)) return [];
+  }
+  const stubborn = [...livingGroups(groups)];
+  send('SIGKILL', stubborn);
+  await waitGroupsGone(stubborn, killWaitMs);
+  return [...livingGroups(stubborn)];
+}

@@ -1,0 +1,117 @@
+// The one way the daemon starts a child (Chromium and the processes API alike), in the manner of
+// Playwright's launcher: the child leads its own session and process group (setsid), so one signal
+// reaches everything it starts; its pipes are handed back with their error listeners already on
+// (EPIPE, a destroyed stream: never an uncaught exception); the start resolves only once the
+// kernel has started it, and a child that cannot be started is a SpawnError naming the errno.
+import { spawn, type ChildProcess, type StdioPipe, type StdioNull } from 'node:child_process';
+import { once } from 'node:events';
+import type { Readable, Writable } from 'node:stream';
+
+export interface LaunchSpec {
+  command: string;
+  args: readonly string[];
+  env: NodeJS.ProcessEnv;
+  cwd?: string;
+  /** Switch to this user (needs root). */
+  uid?: number;
+  gid?: number;
+  /** stdin as a pipe (default) or closed. */
+  stdin?: 'pipe' | 'ignore';
+  /** Extra pipes after stderr: fd 3, 4, ... (Chromium's --remote-debugging-pipe takes two). */
+  extraPipes?: number;
+}
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  at: Date;
+}
+
+/** A child that could not be started at all; `errno` is the cause (ENOENT, EACCES, ...). */
+export class SpawnError extends Error {
+  constructor(
+    readonly command: string,
+    readonly errno: string | undefined,
+    cause: unknown,
+  ) {
+    super(`cannot start ${command}: ${errno ?? (cause as Error).message}`, { cause });
+    this.name = 'SpawnError';
+  }
+}
+
+export interface Child {
+  readonly pid: number;
+  /** = pid: the child leads its own process group (and session). */
+  readonly pgid: number;
+  readonly spawnedAt: Date;
+  readonly stdin: Writable | null;
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** fd 3, 4, ... of the child, when `extraPipes` asked for them. */
+  readonly extra: (Readable & Writable)[];
+  /** Resolves when the child itself has exited (its group may live on). */
+  readonly exit: Promise<ExitInfo>;
+  /** The exit, once it happened. */
+  readonly exitInfo: ExitInfo | null;
+  /** Resolves when stdout and stderr have both ended (a grandchild may hold them open longer). */
+  readonly outputEnded: Promise<void>;
+}
+
+function ended(s: Readable): Promise<void> {
+  if (s.readableEnded || s.destroyed) return Promise.resolve();
+  return Promise.race([once(s, 'end'), once(s, 'close')]).then(
+    () => undefined,
+    () => undefined,
+  );
+}
+
+export async function launch(spec: LaunchSpec): Promise<Child> {
+  const pipes: (StdioPipe | StdioNull)[] = [spec.stdin ?? 'pipe', 'pipe', 'pipe'];
+  for (let i = 0; i < (spec.extraPipes ?? 0); i++) pipes.push('pipe');
+  let cp: ChildProcess;
+  try {
+    cp = spawn(spec.command, [...spec.args], {
+      env: spec.env,
+      cwd: spec.cwd,
+      uid: spec.uid,
+      gid: spec.gid,
+      detached: true, // setsid(): own session and process group
+      stdio: pipes,
+    });
+  } catch (err) {
+    // Synchronous failures (EINVAL, a bad argument type) are a spawn failure too.
+    throw new SpawnError(spec.command, (err as NodeJS.ErrnoException).code, err);
+  }
+  // Errors on any stream arrive through the operations that use them; these listeners only keep
+  // an 'error' event from becoming an uncaught exception.
+  for (const s of cp.stdio) s?.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    cp.once('spawn', resolve);
+    cp.once('error', (err: NodeJS.ErrnoException) => reject(new SpawnError(spec.command, err.code, err)));
+  });
+  cp.on('error', () => {}); // kill() errors after the start: callers check ESRCH themselves
+  const { stdout, stderr } = cp;
+  if (stdout === null || stderr === null) throw new Error('child without output pipes');
+  let exitInfo: ExitInfo | null = null;
+  const exit = new Promise<ExitInfo>((resolve) =>
+    cp.once('exit', (code, signal) => {
+      exitInfo = { code, signal, at: new Date() };
+      resolve(exitInfo);
+    }),
+  );
+  const pid = cp.pid as number;
+  return {
+    pid,
+    pgid: pid,
+    spawnedAt: new Date(),
+    stdin: cp.stdin,
+    stdout,
+    stderr,
+    extra: cp.stdio.slice(3) as (Readable & Writable)[],
+    exit,
+    get exitInfo() {
+      return exitInfo;
+    },
+    outputEnded: Promise.all([ended(stdout), ended(stderr)]).then(() => undefined),
+  };
+}

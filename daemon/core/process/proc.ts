@@ -1,0 +1,80 @@
+// What /proc says about processes (Linux): one parser of /proc/<pid>/stat for the whole daemon
+// (process groups, the Chromium sweep, the recorded groups of the processes API).
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+
+export interface ProcInfo {
+  pid: number;
+  ppid: number;
+  pgid: number;
+  /** Session id. */
+  sid: number;
+  /** R, S, D, Z (zombie), T, X, ... */
+  state: string;
+  /** Start time in clock ticks since boot: with the pid, it names one process across pid reuse. */
+  starttime: number;
+}
+
+/** One process's /proc/<pid>/stat, or null when it is gone (or unreadable). */
+export function procInfo(pid: number): ProcInfo | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  return parseStat(pid, stat);
+}
+
+/** "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime ..." */
+export function parseStat(pid: number, stat: string): ProcInfo {
+  // comm may hold spaces and parentheses: the fields start after the last ')'.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { pid, state: f[0] ?? '?', ppid: Number(f[1]), pgid: Number(f[2]), sid: Number(f[3]), starttime: Number(f[19]) };
+}
+
+/** Every process in /proc; those that vanish while reading are skipped. */
+export function listProcesses(): ProcInfo[] {
+  const out: ProcInfo[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+    const info = procInfo(Number(name));
+    if (info !== null) out.push(info);
+  }
+  return out;
+}
+
+/** The NUL-separated command line as arguments ('' when unreadable). Chromium's children rewrite theirs into one space-separated string. */
+export function readCmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+/** The kernel appends this to /proc/PID/exe when the file was replaced (a package upgrade). */
+const DELETED_SUFFIX = ' (deleted)';
+
+/** The executable of a process, without the " (deleted)" mark; null when unreadable. */
+export function exeOf(pid: number): string | null {
+  try {
+    const link = readlinkSync(`/proc/${pid}/exe`);
+    return link.endsWith(DELETED_SUFFIX) ? link.slice(0, -DELETED_SUFFIX.length) : link;
+  } catch {
+    return null;
+  }
+}
+
+/** The kernel's boot id: start times from another boot mean nothing. */
+export function bootId(): string {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** true for a zombie or a dead entry: not a living process. */
+export function isDead(p: ProcInfo): boolean {
+  return p.state === 'Z' || p.state === 'X';
+}

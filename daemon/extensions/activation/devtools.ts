@@ -1,0 +1,124 @@
+// What activation asks Chromium, over the daemon's one CDP client: the Extensions domain (on a
+// browser-level session), service worker targets seen as events (an MV3 worker starts ~10 ms after
+// Extensions.loadUnpacked and may stop again after ~30 s idle, so a sighting is remembered), and
+// chrome://extensions for policy installs, which Extensions.getExtensions does not list.
+import type { Protocol } from 'devtools-protocol';
+import type { CdpClient } from '../../cdp/client.js';
+import { CdpCallError } from '../../cdp/client.js';
+import type { Deadline } from '../../core/deadline.js';
+
+export { CdpCallError };
+
+const WORKER_URL_RE = /^chrome-extension:\/\/([a-p]{32})\//;
+
+/** Extension ids whose service worker target has been seen, from the moment the watch began; waits are event-driven. */
+export class WorkerWatch {
+  private readonly seen = new Set<string>();
+  private readonly waiters = new Set<() => void>();
+  private readonly offs: (() => void)[];
+
+  constructor(cdp: CdpClient) {
+    const note = (t: Protocol.Target.TargetInfo): void => {
+      const m = WORKER_URL_RE.exec(t.url);
+      if (t.type !== 'service_worker' || m === null) return;
+      this.seen.add(m[1] as string);
+      for (const w of [...this.waiters]) w();
+    };
+    this.offs = [cdp.on('Target.targetCreated', (p) => note(p.targetInfo)), cdp.on('Target.targetInfoChanged', (p) => note(p.targetInfo))];
+  }
+
+  /** Starts discovery on the session (its events then include every existing target). */
+  static async start(cdp: CdpClient, deadline: Deadline): Promise<WorkerWatch> {
+    const watch = new WorkerWatch(cdp);
+    await cdp.send('Target.setDiscoverTargets', { discover: true }, { deadline });
+    return watch;
+  }
+
+  has(id: string): boolean {
+    return this.seen.has(id);
+  }
+
+  /** Resolves once every id's worker has been seen; rejects with the missing ids at the deadline. */
+  waitFor(ids: string[], deadline: Deadline): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const check = (): boolean => {
+        if (!ids.every((id) => this.seen.has(id))) return false;
+        done();
+        resolve();
+        return true;
+      };
+      const onAbort = (): void => {
+        done();
+        reject(new Error(`no service worker started for ${ids.filter((id) => !this.seen.has(id)).join(', ')}`));
+      };
+      const done = (): void => {
+        this.waiters.delete(waiter);
+        deadline.signal.removeEventListener('abort', onAbort);
+      };
+      const waiter = (): void => void check();
+      if (check()) return;
+      if (deadline.expired) return onAbort();
+      this.waiters.add(waiter);
+      deadline.signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  stop(): void {
+    for (const off of this.offs) off();
+  }
+}
+
+/** Chromium's refusal (a bad manifest, reserved file names, ...) is a CdpCallError with `answered`. */
+export async function loadUnpacked(cdp: CdpClient, absPath: string, deadline: Deadline): Promise<string> {
+  return (await cdp.send('Extensions.loadUnpacked', { path: absPath }, { deadline })).id;
+}
+
+export async function listExtensions(cdp: CdpClient, deadline: Deadline): Promise<Protocol.Extensions.ExtensionInfo[]> {
+  return (await cdp.send('Extensions.getExtensions', {}, { deadline })).extensions ?? [];
+}
+
+export async function uninstall(cdp: CdpClient, id: string, deadline: Deadline): Promise<void> {
+  await cdp.send('Extensions.uninstall', { id }, { deadline });
+}
+
+export async function targets(cdp: CdpClient, deadline: Deadline): Promise<Protocol.Target.TargetInfo[]> {
+  return (await cdp.send('Target.getTargets', {}, { deadline })).targetInfos;
+}
+
+export interface ExtensionsPage {
+  /** id → version and state (ENABLED, DISABLED, TERMINATED, BLOCKLISTED) of every installed extension. */
+  info(deadline: Deadline): Promise<Map<string, { version: string; state: string }>>;
+  close(): Promise<void>;
+}
+
+/**
+ * What Chromium's extensions page knows about every extension, policy installs included: opens
+ * chrome://extensions in a background tab and reads chrome.developerPrivate.getExtensionsInfo()
+ * there; close() ends it.
+ */
+export async function openExtensionsPage(cdp: CdpClient, deadline: Deadline): Promise<ExtensionsPage> {
+  const { targetId } = await cdp.send('Target.createTarget', { url: 'chrome://extensions', background: true }, { deadline });
+  const close = (): Promise<void> => cdp.send('Target.closeTarget', { targetId }, { timeoutMs: 5000 }).then(() => undefined, () => undefined);
+  try {
+    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline });
+    const evaluate = async <T>(expression: string, d: Deadline): Promise<T> => {
+      const r = await cdp.send('Runtime.evaluate', { expression, awaitPromise: true, returnByValue: true }, { sessionId, deadline: d });
+      if (r.exceptionDetails) throw new CdpCallError('Runtime.evaluate', r.exceptionDetails.text, true);
+      return r.result.value as T;
+    };
+    while (!(await evaluate<boolean>("typeof chrome === 'object' && typeof chrome.developerPrivate === 'object'", deadline))) await deadline.sleep(20);
+    return {
+      info: async (d) => {
+        const list = await evaluate<{ id: string; version: string; state: string }[]>(
+          'chrome.developerPrivate.getExtensionsInfo({ includeDisabled: true, includeTerminated: true }).then((l) => l.map((e) => ({ id: e.id, version: e.version, state: e.state })))',
+          d,
+        );
+        return new Map(list.map((e) => [e.id, { version: e.version, state: e.state }]));
+      },
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

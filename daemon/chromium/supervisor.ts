@@ -152,7 +152,7 @@ export class Supervisor {
     const launchPending = (orHolding: boolean): boolean =>
       opts.whileLaunchQueued === true && !this.closed && ((orHolding && LAUNCH_OPS.has(this.lock.heldBy ?? '')) || [...LAUNCH_OPS].some((op) => this.lock.isQueued(op)));
     const unavailable = (why: string | null): BrowserUnavailableError =>
-      new BrowserUnavailableError(why ?? 'Chromium is not ready', { retryable: this.state !== 'failed' && !this.closed });
+      new BrowserUnavailableError(why ?? 'Chromium is not ready', { retryable: (this.state === 'starting' || this.state === 'restarting') && !this.closed });
     if (settled(this.state) && !launchPending(true)) return Promise.reject(unavailable(this.notReadyReason()));
     return new Promise((resolve, reject) => {
       const onAbort = (): void => {

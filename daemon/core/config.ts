@@ -36,7 +36,7 @@ export interface Config {
   token: string | null;
   keysFile: string | null;
   logLevel: string;
-  http: { bodyLimitBytes: number; shutdownTimeoutMs: number };
+  http: { bodyLimitBytes: number; shutdownTimeoutMs: number; idempotencyMaxKeys: number; idempotencyMaxBytes: number };
   chromium: {
     /** null when no binary was found on the default paths; the browser then reports `failed`. */
     binary: string | null;
@@ -137,6 +137,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       // JSON bodies; the stdin route allows its own larger limit (base64 of BROWSERD_STDIN_LIMIT_BYTES).
       bodyLimitBytes: int('BROWSERD_BODY_LIMIT_BYTES', 1 * MiB, 1024, 64 * MiB),
       shutdownTimeoutMs: int('BROWSERD_SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
+      idempotencyMaxKeys: int('BROWSERD_IDEMPOTENCY_MAX_KEYS', 10_000, 1, 1_000_000),
+      idempotencyMaxBytes: int('BROWSERD_IDEMPOTENCY_MAX_BYTES', 128 * MiB, 1024, 4096 * MiB),
     },
     chromium: {
       binary: resolveChromium(get('BROWSERD_CHROMIUM'), env),

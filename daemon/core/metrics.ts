@@ -13,6 +13,9 @@ export interface Metrics {
   stdinBytes: Counter;
   proxyChecks: Counter<'outcome'>;
   processesLive: Gauge;
+  idempotencyKeys: Gauge;
+  idempotencyBytes: Gauge;
+  idempotencyReplays: Counter;
 }
 
 export function createMetrics(): Metrics {
@@ -65,6 +68,21 @@ export function createMetrics(): Metrics {
     processesLive: new Gauge({
       name: 'browserd_processes_live',
       help: 'Spawned or exec processes whose process group still has a living member',
+      registers: [registry],
+    }),
+    idempotencyKeys: new Gauge({
+      name: 'browserd_idempotency_keys',
+      help: 'Idempotency keys kept (running or answered, within their TTL)',
+      registers: [registry],
+    }),
+    idempotencyBytes: new Gauge({
+      name: 'browserd_idempotency_bytes',
+      help: 'Bytes of answers kept for idempotency-key replays',
+      registers: [registry],
+    }),
+    idempotencyReplays: new Counter({
+      name: 'browserd_idempotency_replays_total',
+      help: 'Requests answered from an earlier request with the same Idempotency-Key',
       registers: [registry],
     }),
   };

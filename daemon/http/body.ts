@@ -70,14 +70,43 @@ export async function readJson<T>(
     if (raw.length === 0 && opts.optional) {
       value = {};
     } else {
+      let text: string;
       try {
-        value = JSON.parse(raw.toString('utf8'));
+        text = STRICT_UTF8.decode(raw);
+      } catch {
+        // toString('utf8') would put U+FFFD in place of the bad bytes, and a child would get other bytes than were sent.
+        throw new InvalidRequestError(`the body is not valid UTF-8 (at or before byte ${firstInvalidUtf8(raw)})`);
+      }
+      try {
+        value = JSON.parse(text);
       } catch (err) {
         throw new InvalidRequestError(`the body is not JSON: ${(err as Error).message}`);
       }
     }
   }
   return validate(schema, value);
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/** The offset of the first byte that is not valid UTF-8 (a prefix is valid when it decodes, an unfinished last character aside). */
+function firstInvalidUtf8(buf: Buffer): number {
+  const validPrefix = (n: number): boolean => {
+    try {
+      new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(0, n), { stream: true });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  let lo = 0;
+  let hi = buf.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >>> 1;
+    if (validPrefix(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 export function validate<T>(schema: ZodType<T>, value: unknown): T {

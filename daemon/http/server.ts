@@ -9,6 +9,8 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { requireScope, type Identity, type KeyRing } from './auth.js';
 import { lingerOnRefusedBody, readJson } from './body.js';
+import { isStateChanging, runKeyed, runRoute } from './dispatch.js';
+import { IdempotencyStore } from './idempotency.js';
 import { parseQuery } from './query.js';
 import { BadRequestError, InvalidRequestError, NotFoundError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
@@ -31,9 +33,11 @@ export class HttpServer {
   /** Sockets handed to upgrade routes: server.close() would wait for them forever. */
   private readonly upgraded = new Set<Duplex>();
   private closing: Promise<void> | null = null;
+  private readonly idempotency: IdempotencyStore;
 
   constructor(private readonly deps: ServerDeps) {
     this.router = new Router(deps.routes);
+    this.idempotency = new IdempotencyStore({ maxKeys: deps.config.http.idempotencyMaxKeys, maxBytes: deps.config.http.idempotencyMaxBytes, metrics: deps.metrics });
     this.server = createServer({ keepAliveTimeout: 5000 }, (req, res) => void this.onRequest(req, res));
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
@@ -99,13 +103,16 @@ export class HttpServer {
       log.info({ event: 'request', method: req.method, route: routeName, status, ms: Math.round(ms * 10) / 10, key_id: keyId }, 'request');
     });
 
+    // A request with an Idempotency-Key owns its work beyond its connection: the client going away
+    // does not abort it (its retry picks the answer up); shutdown does.
+    const keyed = isStateChanging(req.method) && req.headers['idempotency-key'] !== undefined;
     const abort = new AbortController();
     const onGone = (): void => {
       // Once stopping, a reply still to come closes its connection, so close() need not wait out keep-alive.
       if (this.shutdown.signal.aborted && !res.headersSent) res.setHeader('connection', 'close');
       abort.abort();
     };
-    res.on('close', onGone);
+    if (!keyed) res.on('close', onGone);
     this.shutdown.signal.addEventListener('abort', onGone, { once: true });
     res.on('close', () => this.shutdown.signal.removeEventListener('abort', onGone));
 
@@ -134,15 +141,9 @@ export class HttpServer {
         json: (schema, opts) =>
           readJson(req, schema, { limitBytes: opts?.limitBytes ?? this.deps.config.http.bodyLimitBytes, optional: opts?.optional }),
       };
-      const reply = await route.handler(ctx);
-      if (reply !== null && !res.headersSent) {
-        for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
-        if (reply.body === undefined) {
-          res.writeHead(reply.status).end();
-        } else {
-          writeJson(res, reply.status, reply.body);
-        }
-      }
+      const key = keyed && identity !== null ? IdempotencyStore.keyOf(req) : null;
+      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key);
+      else await runRoute(ctx, route);
     } catch (err) {
       const httpErr = toHttpError(err);
       if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in a handler');
@@ -161,13 +162,13 @@ export class HttpServer {
     if (route.scope === null) return null;
     const identity = this.deps.keyring.authenticate(req.headers.authorization);
     if (route.scope !== 'any') requireScope(identity, route.scope);
+    const { sessionId, projectId } = this.deps.config;
+    const otherProject = identity.project !== null && projectId !== null && identity.project !== projectId;
     if (params.id !== undefined && route.path.startsWith('/browsers/{id}')) {
-      const { sessionId, projectId } = this.deps.config;
-      if (params.id !== sessionId) throw new NotFoundError(`no browser session ${params.id}`);
-      if (identity.project !== null && projectId !== null && identity.project !== projectId) {
-        throw new NotFoundError(`no browser session ${params.id}`);
-      }
+      if (params.id !== sessionId || otherProject) throw new NotFoundError(`no browser session ${params.id}`);
     }
+    // The metrics are about this browser: a key of another project learns no more there than elsewhere.
+    if (route.path === '/metrics' && otherProject) throw new NotFoundError('no route for /metrics');
     return identity;
   }
 

@@ -1,0 +1,69 @@
+// Running a matched route: the handler's reply written as JSON, or — for a state-changing request
+// with an Idempotency-Key — claimed in the idempotency store first, so a repeat replays the first
+// answer (byte for byte, with `idempotent-replayed: true`) instead of doing the work again.
+import type { ServerResponse } from 'node:http';
+import { toHttpError } from './errors.js';
+import { BodyTap, type IdempotencyStore, type StoredAnswer } from './idempotency.js';
+import type { Reply, RequestContext, HttpRoute } from './router.js';
+
+/** How much of a repeat's body is read to compare it with the first's (past it: not compared). */
+const REPEAT_BODY_LIMIT = 4 * 1024 * 1024 * 1024;
+
+export function isStateChanging(method: string | undefined): boolean {
+  return method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
+}
+
+function answerOf(reply: NonNullable<Reply>): StoredAnswer {
+  const headers: Record<string, string> = { ...(reply.headers ?? {}) };
+  if (reply.body === undefined) return { status: reply.status, headers, body: Buffer.alloc(0) };
+  headers['content-type'] = 'application/json; charset=utf-8';
+  return { status: reply.status, headers, body: Buffer.from(JSON.stringify(reply.body)) };
+}
+
+export function writeAnswer(res: ServerResponse, answer: StoredAnswer, extra: Record<string, string> = {}): void {
+  if (res.headersSent) return;
+  for (const [k, v] of Object.entries({ ...answer.headers, ...extra })) res.setHeader(k, v);
+  if (answer.body.length === 0 && answer.headers['content-type'] === undefined) {
+    res.writeHead(answer.status).end();
+    return;
+  }
+  res.writeHead(answer.status, { 'content-length': answer.body.length }).end(answer.body);
+}
+
+export async function runRoute(ctx: RequestContext, route: HttpRoute): Promise<void> {
+  const reply = await route.handler(ctx);
+  if (reply !== null) writeAnswer(ctx.res, answerOf(reply));
+}
+
+/** The route run once per Idempotency-Key; errors are thrown for the server to write (and kept first when final). */
+export async function runKeyed(ctx: RequestContext, route: HttpRoute, store: IdempotencyStore, scope: string, key: string): Promise<void> {
+  const tap = new BodyTap(ctx.req);
+  const shape = JSON.stringify([ctx.req.method, route.path, ctx.params, ctx.url.search]);
+  for (;;) {
+    const claim = store.claim(scope, key, shape);
+    if (claim.kind === 'repeat') {
+      const answer = await claim.wait(await tap.drain(REPEAT_BODY_LIMIT));
+      if (answer === null) continue; // the first's answer was one a retry may redo: this one runs
+      ctx.log.info({ event: 'idempotent_replay', route: route.path }, 'answered from the idempotency key');
+      writeAnswer(ctx.res, answer, { 'idempotent-replayed': 'true' });
+      return;
+    }
+    let reply: Reply;
+    try {
+      reply = await route.handler(ctx);
+    } catch (err) {
+      const e = toHttpError(err);
+      const final = e.headers['x-should-retry'] !== 'true' && !e.unexpected;
+      claim.settle(final ? { status: e.status, headers: { ...e.headers, 'content-type': 'application/json; charset=utf-8' }, body: Buffer.from(JSON.stringify(e.body)) } : null, tap.digest());
+      throw err;
+    }
+    if (reply === null) {
+      claim.settle(null, null); // the handler wrote its own answer (a stream): nothing to replay
+      return;
+    }
+    const answer = answerOf(reply);
+    claim.settle(answer, tap.digest());
+    writeAnswer(ctx.res, answer);
+    return;
+  }
+}

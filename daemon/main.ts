@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, type Config } from './core/config.js';
 import { createLogger, type Logger } from './core/log.js';
 import { createMetrics } from './core/metrics.js';
+import { removeStaleTemps } from './core/fs-atomic.js';
+import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
@@ -41,8 +43,25 @@ function exitBadSetting(log: Logger, err: unknown): never {
   process.exit(EXIT_BAD_SETTING);
 }
 
+/** One daemon per state dir (held until exit, released by the kernel however the daemon ends). */
+function lockOrExit(config: Config, log: Logger): void {
+  try {
+    lockStateDir(config.stateDir);
+  } catch (err) {
+    if (err instanceof StateDirLockedError) {
+      log.fatal({ event: 'state_dir_locked', setting: 'BROWSERD_STATE_DIR', holder_pid: err.holderPid, lock_file: err.lockFile }, err.message);
+      process.exit(EXIT_RETRY);
+    }
+    log.fatal({ event: 'state_dir_lock_failed', setting: 'BROWSERD_STATE_DIR', err }, (err as Error).message);
+    process.exit(EXIT_BAD_SETTING);
+  }
+}
+
 async function main(): Promise<void> {
   const { config, log } = settingsOrExit();
+  lockOrExit(config, log); // before anything in the state dir is read or written
+  // Atomic writes a killed daemon left unfinished (proxies.json, chromium-executables.json, ...).
+  for (const name of removeStaleTemps(config.stateDir)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished store write');
   const version = packageVersion();
   const metrics = createMetrics();
   // First: it takes NOTIFY_SOCKET & co. out of process.env before anything spawns.

@@ -164,6 +164,18 @@ describe('manifest', () => {
     });
   };
 
+  test('comments are accepted as Chromium accepts them; trailing commas and raw control characters are not', async () => {
+    const commented = dirWith(
+      '// first line\n{\n  /* block\n comment */ "manifest_version": 3, // line\n  "name": "with // in a string /* too */",\n  "homepage_url": "http://example.test/a//b",\n  "version": "1.2"\n}\n',
+    );
+    const facts = await readManifest(commented, { allowV2: false });
+    assert.equal(facts.name, 'with // in a string /* too */');
+    assert.equal(facts.version, '1.2');
+    await invalid(dirWith('{"manifest_version": 3, "name": "x", "version": "1.0",}'), /not JSON/);
+    await invalid(dirWith('{"manifest_version": 3, "name": "a\tb", "version": "1.0"}'), /not JSON/);
+    await invalid(dirWith('{"manifest_version": 3, /* never closed'), /not JSON/);
+  });
+
   test('the fixtures', async () => {
     const w = await readManifest(fixtureDir('mv3-worker'), { allowV2: false });
     assert.deepEqual(w, { manifestVersion: 3, name: 'browserd fixture: service worker', version: '1.0.0', serviceWorker: 'worker.js', needsPolicy: false, key: null });

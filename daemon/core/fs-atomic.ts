@@ -2,12 +2,18 @@
 // the same folder, fsync, rename over, fsync of the folder. A daemon killed at any point leaves
 // the old content or the new, never a torn file.
 import { randomUUID } from 'node:crypto';
+import { readdirSync, rmSync } from 'node:fs';
 import { open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 
-/** `tempPath` (same folder) lets a store recognise its own leftovers; default a hidden random name. */
-export async function writeFileAtomic(file: string, data: string | Buffer, mode = 0o644, tempPath?: string): Promise<void> {
-  const tmp = tempPath ?? path.join(path.dirname(file), `.${path.basename(file)}.${randomUUID()}.tmp`);
+/**
+ * The temp file of one atomic write: hidden, beside the file, recognisable by removeStaleTemps
+ * (also the `<file>.tmp-<pid>-<n>` names of earlier versions).
+ */
+const TEMP_RE = /^(?:\..+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp|.+\.tmp-\d+-\d+)$/;
+
+export async function writeFileAtomic(file: string, data: string | Buffer, mode = 0o644): Promise<void> {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${randomUUID()}.tmp`);
   try {
     const fh = await open(tmp, 'wx', mode);
     try {
@@ -23,6 +29,25 @@ export async function writeFileAtomic(file: string, data: string | Buffer, mode 
     throw err;
   }
   await syncDir(path.dirname(file));
+}
+
+/**
+ * The recovery of every store: removes the temp files of atomic writes that never reached their
+ * rename (a daemon killed inside writeFileAtomic) from `dir`. Call at start, before the store is
+ * read, for every folder a store writes into (`onlyOf`: only the temps of that file name). Returns
+ * the names removed.
+ */
+export function removeStaleTemps(dir: string, onlyOf?: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  // In a folder the daemon shares (the policy folder), only the temps of its own file.
+  const stale = names.filter((n) => TEMP_RE.test(n) && (onlyOf === undefined || n.startsWith(`.${onlyOf}.`)));
+  for (const n of stale) rmSync(path.join(dir, n), { force: true });
+  return stale;
 }
 
 export async function syncDir(dir: string): Promise<void> {

@@ -7,6 +7,8 @@ import type { Browser } from '../chromium/types.js';
 import type { Route } from '../http/router.js';
 import { Installer } from './installer.js';
 import { PolicyPublisher } from './policy/publisher.js';
+import { removeStaleTemps } from '../core/fs-atomic.js';
+import { POLICY_FILE } from './policy/policy.js';
 import { removeExtension } from './removal.js';
 import { extensionRoutes } from './routes.js';
 import { Store } from './store.js';
@@ -49,6 +51,7 @@ export function createExtensions(deps: ExtensionsDeps): Extensions {
     async start() {
       try {
         await store.open();
+        removeStaleTemps(config.chromium.policyDir, POLICY_FILE); // the machine's policy folder: only the daemon's own file's temps
         installer.reset();
         const all = [...store.committed.values()];
         if (all.some((e) => e.activation === 'policy') || store.policyFileWritten) await publisher.sync(all);

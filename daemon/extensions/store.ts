@@ -16,7 +16,7 @@ import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '../core/log.js';
-import { exists, syncDir, writeFileAtomic } from '../core/fs-atomic.js';
+import { exists, removeStaleTemps, syncDir, writeFileAtomic } from '../core/fs-atomic.js';
 
 const CRX_FILE_RE = /^[0-9.]{1,64}(-[0-9a-f]{16})?\.crx$/;
 
@@ -87,6 +87,9 @@ export class Store {
   async open(): Promise<void> {
     for (const dir of [this.root, this.installedDir, this.stagingDir, this.previousDir, this.crxDir]) {
       await mkdir(dir, { recursive: true, mode: 0o700 });
+    }
+    for (const dir of [this.root, this.keysDir]) {
+      for (const name of removeStaleTemps(dir)) this.log.info({ event: 'store_temp_removed', path: path.join(dir, name) }, 'removed a temp file of an unfinished store write');
     }
     try {
       const parsed = stateSchema.parse(JSON.parse(await readFile(this.file, 'utf8')));

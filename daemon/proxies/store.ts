@@ -7,7 +7,7 @@
 // the in-memory list only changes once its write is on disk (a failed write changes nothing).
 // A file that cannot be read as a store at start is renamed aside (`proxies.json.broken-<time>`)
 // and reported (`proxy_store_broken`), never overwritten.
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../core/fs-atomic.js';
@@ -16,7 +16,6 @@ import type { ProxyType } from './schema.js';
 
 export const STORE_FILE = 'proxies.json';
 const STORE_VERSION = 1;
-const TEMP_INFIX = '.tmp-';
 
 export interface StoredProxy {
   id: string;
@@ -56,7 +55,6 @@ const fileSchema = z.object({
 export class ProxyStore {
   private records: readonly StoredProxy[];
   private queue: Promise<unknown> = Promise.resolve();
-  private tempCounter = 0;
 
   private constructor(
     readonly file: string,
@@ -65,11 +63,13 @@ export class ProxyStore {
     this.records = records;
   }
 
-  /** Reads `<dir>/proxies.json` (creating `dir` 0700 when missing). A broken file is set aside. */
+  /**
+   * Reads `<dir>/proxies.json` (creating `dir` 0700 when missing). A broken file is set aside. The
+   * temps of unfinished writes in the state dir are removed at start, before this (main.ts).
+   */
   static open(dir: string, log: Logger): ProxyStore {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, STORE_FILE);
-    removeTempFiles(dir, log);
     let text: string;
     try {
       text = readFileSync(file, 'utf8');
@@ -153,7 +153,7 @@ export class ProxyStore {
 
   private write(records: readonly StoredProxy[]): Promise<void> {
     const text = `${JSON.stringify({ version: STORE_VERSION, proxies: records }, null, 1)}\n`;
-    return writeFileAtomic(this.file, text, 0o600, `${this.file}${TEMP_INFIX}${process.pid}-${++this.tempCounter}`);
+    return writeFileAtomic(this.file, text, 0o600);
   }
 }
 
@@ -163,14 +163,5 @@ function fsyncDir(dir: string): void {
     fsyncSync(fd);
   } finally {
     closeSync(fd);
-  }
-}
-
-/** Temp files left by a process killed between its write and its rename hold nothing of value. */
-function removeTempFiles(dir: string, log: Logger): void {
-  for (const name of readdirSync(dir)) {
-    if (!name.startsWith(`${STORE_FILE}${TEMP_INFIX}`)) continue;
-    rmSync(path.join(dir, name), { force: true });
-    log.info({ event: 'proxy_store_temp_removed', path: path.join(dir, name) }, 'removed a temp file of an unfinished store write');
   }
 }

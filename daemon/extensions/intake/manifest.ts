@@ -40,7 +40,7 @@ export async function readManifest(root: string, opts: { allowV2: boolean }): Pr
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(stripJsonComments(text));
   } catch (err) {
     throw new Rejection('manifest_invalid', `${MANIFEST}: not JSON: ${(err as Error).message}`);
   }
@@ -100,6 +100,39 @@ export async function readManifest(root: string, opts: { allowV2: boolean }): Pr
   };
 }
 
+/**
+ * Chromium reads manifest.json with comments allowed (line comments from a double slash, and block
+ * comments from slash-star to star-slash, outside strings), but no trailing commas and no raw control characters in strings (measured on
+ * Chromium 156): the comments are blanked out (their line breaks kept, so JSON's positions stay
+ * right) and the rest is JSON.parse's to judge.
+ */
+export function stripJsonComments(text: string): string {
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i] as string;
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === '/' && text[i + 1] === '/') {
+      const end = text.indexOf('\n', i);
+      out += ' '.repeat((end < 0 ? text.length : end) - i);
+      i = end < 0 ? text.length : end;
+    } else if (c === '/' && text[i + 1] === '*') {
+      const end = text.indexOf('*/', i + 2);
+      if (end < 0) return out + text.slice(i); // unterminated: JSON.parse reports it
+      out += text.slice(i, end + 2).replace(/[^\n]/g, ' ');
+      i = end + 2;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
 /** A locale folder name as Chromium's `_locales/<locale>/` (en, en_US, pt_BR, zh_CN, es_419). */
 const LOCALE_RE = /^[A-Za-z0-9_-]{1,32}$/;
 
@@ -134,7 +167,7 @@ async function checkLocales(root: string, value: unknown): Promise<void> {
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(stripJsonComments(text));
   } catch (err) {
     throw new Rejection('manifest_invalid', `${rel}: not JSON: ${(err as Error).message}`);
   }

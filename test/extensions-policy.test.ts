@@ -1,6 +1,8 @@
 // Policy mode with the real Chromium and its real managed-policy directory (Chromium reads only
 // /etc/chromium/policies/managed): an extension asking for webRequestBlocking is force-installed
-// (CRX3 + loopback update server + forcelist) and its blocking listener works; with
+// (CRX3 + loopback update server + forcelist) and its blocking listener works (once the extension
+// says it is in place: the daemon cannot see into a force-installed worker, so the first request
+// after the answer may come before the listener — the race that made this file flaky); with
 // ExtensionInstallBlocklist ["*"] (written by the test for as short as it can, always removed)
 // an ordinary extension goes the policy way too; DELETE removes them and, last, the policy file.
 import assert from 'node:assert/strict';
@@ -34,6 +36,18 @@ after(async () => {
   rmSync(OWN_FILE, { force: true });
 });
 
+/** The fixture opens this tab from onInstalled, after its blocking listener is in place. */
+const READY_TAB = 'about:blank#browserd-fixture-ready';
+/** Waits for the webrequest-blocking fixture to say it blocks (a tab of its own). */
+async function blockerReady(): Promise<void> {
+  const targets = await watchTargets(d);
+  try {
+    await targets.page(READY_TAB);
+  } finally {
+    targets.close();
+  }
+}
+
 const forcelist = (): string[] => (JSON.parse(readFileSync(OWN_FILE, 'utf8')) as { ExtensionInstallForcelist: string[] }).ExtensionInstallForcelist;
 const installed = async (id: string): Promise<boolean> => (await navigate(d, `chrome-extension://${id}/manifest.json`)) === undefined;
 
@@ -46,6 +60,7 @@ test('webRequestBlocking: a policy install through a restart; its blocking liste
   assert.deepEqual(forcelist().map((e) => e.split(';')[0]), [ids.blocker]);
   assert.match(forcelist()[0] ?? '', new RegExp(`^${ids.blocker};http://127\\.0\\.0\\.1:\\d+/${ids.blocker}/updates\\.xml$`));
   assert.ok(await installed(ids.blocker));
+  await blockerReady();
 
   const targets = await watchTargets(d);
   try {
@@ -92,6 +107,7 @@ test('a policy install is replaced, even by a lower version: same id, still bloc
   assert.deepEqual(body.extensions, [{ name: 'blocker', id: ids.blocker, version: '0.9', activation: 'policy' }]);
   assert.equal((await installedList(d)).find((e) => e.name === 'blocker')?.version, '0.9');
   assert.ok(await installed(ids.worker ?? ''), 'the other policy install stays');
+  await blockerReady();
   assert.equal(await navigate(d, `${d.url}/healthz?browserd-blocked`), 'net::ERR_BLOCKED_BY_CLIENT');
 });
 

@@ -200,10 +200,15 @@ export async function chromiumExtensions(d: Daemon): Promise<Map<string, string>
  * now, new ones as they appear); `worker(id)` resolves once the extension's service worker target
  * was seen. Start it before the upload: an MV3 worker may stop again soon after it ran.
  */
-export async function watchTargets(d: Daemon): Promise<{ worker(id: string, timeoutMs?: number): Promise<{ type: string; url: string }>; close(): void }> {
+export async function watchTargets(
+  d: Daemon,
+): Promise<{ worker(id: string, timeoutMs?: number): Promise<{ type: string; url: string }>; page(url: string, timeoutMs?: number): Promise<void>; close(): void }> {
   const cdp = await daemonCdp(d);
   await cdp.send('Target.setDiscoverTargets', { discover: true });
   return {
+    page: async (url, timeoutMs = 30_000) => {
+      await cdp.event('Target.targetCreated', (params) => (params.targetInfo as { url: string }).url === url, timeoutMs);
+    },
     worker: async (id, timeoutMs = 30_000) => {
       const p = await cdp.event(
         'Target.targetCreated',

@@ -65,15 +65,56 @@ export async function verifyInstalled(cdp: CdpClient, watch: WorkerWatch, expect
       poll = nextPoll(poll);
     }
   });
-  const workers = expectations.filter((e) => e.worker && !watch.has(e.id));
+  const workers = expectations.filter((e) => e.worker);
   if (workers.length === 0) return;
   // A worker that started before the watch began is among the targets now.
-  const running = new Set((await targets(cdp, deadline)).filter((t) => t.type === 'service_worker').map((t) => /^chrome-extension:\/\/([a-p]{32})\//.exec(t.url)?.[1]));
-  const missing = workers.filter((e) => !running.has(e.id));
+  const running = new Set((await targets(cdp, deadline)).filter((t) => t.type === 'service_worker').map((t) => workerId(t.url)));
+  const missing = workers.filter((e) => !watch.has(e.id) && !running.has(e.id));
   try {
     await watch.waitFor(missing.map((e) => e.id), deadline);
   } catch {
     throw new VerifyError(`not running in Chromium in time: ${describe(missing.filter((e) => !watch.has(e.id)))}`);
+  }
+  // Chromium allows no DevTools on a force-installed extension (Target.attachToTarget: "Not allowed"):
+  // for policy installs, a started worker is as far as the daemon can see.
+  for (const e of workers.filter((w) => w.kind === 'unpacked')) {
+    if (!(await workerActivated(cdp, e.id, deadline))) throw new VerifyError(`the service worker of ${e.name} (${e.id}) did not reach "activated" in time`);
+  }
+}
+
+function workerId(url: string): string | undefined {
+  return /^chrome-extension:\/\/([a-p]{32})\//.exec(url)?.[1];
+}
+
+/**
+ * The worker's version has reached `activated`: its top-level script has run, so the listeners it
+ * registers there (webRequest, runtime messages) are in place. A target that appears is not yet
+ * that: a request made at once could slip past a listener not yet added. A worker that stopped
+ * meanwhile (idle) was activated before it stopped. Polled in the worker (unpacked extensions only:
+ * Chromium refuses DevTools on force-installed ones).
+ */
+async function workerActivated(cdp: CdpClient, id: string, deadline: Deadline): Promise<boolean> {
+  let poll = POLL_MIN_MS;
+  for (;;) {
+    const target = (await targets(cdp, deadline)).find((t) => t.type === 'service_worker' && workerId(t.url) === id);
+    if (target === undefined) return true; // stopped again (idle): it had run
+    let state: unknown;
+    try {
+      const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: target.targetId, flatten: true }, { deadline });
+      try {
+        const r = await cdp.send('Runtime.evaluate', { expression: 'self.serviceWorker ? self.serviceWorker.state : "activated"', returnByValue: true }, { sessionId, deadline });
+        state = r.result.value;
+      } finally {
+        await cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
+      }
+    } catch (err) {
+      if (deadline.expired) throw err;
+      state = 'unknown'; // the worker went away between the listing and the attach: look again
+    }
+    if (state === 'activated') return true;
+    if (deadline.left() <= poll) return false;
+    await deadline.sleep(poll);
+    poll = nextPoll(poll);
   }
 }
 

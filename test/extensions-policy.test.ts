@@ -1,3 +1,4 @@
+// @serial: writes to /etc/chromium/policies/managed, which every Chromium on the machine reads.
 // Policy mode with the real Chromium and its real managed-policy directory (Chromium reads only
 // /etc/chromium/policies/managed): an extension asking for webRequestBlocking is force-installed
 // (CRX3 + loopback update server + forcelist) and its blocking listener works (once the extension

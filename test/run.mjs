@@ -1,29 +1,56 @@
-// Runs every test file: the list is read from test/ (Node 20's `node --test` takes no glob),
-// mapped to the compiled files, and each must exist, so no test file can be left out silently.
-// Chromium tests share 2 cores: one file at a time.
+// Runs every test file: the list is read from test/ (Node 20's `node --test` takes no glob), mapped
+// to the compiled files, and each must exist, so no test file can be left out silently.
+//
+// Files run in parallel (each test file starts its own daemons with their own state dir, port and
+// Chromium profile), BROWSERD_TEST_CONCURRENCY at a time (default: the cores, at least 2). Files
+// that touch machine-global state say so with a `// @serial` line near their top (the managed-policy
+// folder that every Chromium reads) and run alone, after the others.
+//
+// Afterwards, /tmp is compared with before: an entry a daemon, Chromium or a test left there
+// (browserd-*, org.chromium.Chromium.*, puppeteer_dev_profile-*, …) fails the run.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
 const sources = readdirSync(path.join(root, 'test')).filter((f) => f.endsWith('.test.ts')).sort();
 const only = process.argv.slice(2);
-const files = sources
-  .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
-  .map((f) => path.join(root, 'dist', 'test', f.replace(/\.ts$/, '.js')));
-if (files.length === 0) {
+const chosen = sources.filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
+if (chosen.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
-for (const f of files) {
-  if (!existsSync(f)) {
-    console.error(`${f} is missing: run the build (tsc -p .) first`);
+const compiled = (f) => path.join(root, 'dist', 'test', f.replace(/\.ts$/, '.js'));
+for (const f of chosen) {
+  if (!existsSync(compiled(f))) {
+    console.error(`${compiled(f)} is missing: run the build (tsc -p .) first`);
     process.exit(1);
   }
 }
-const res = spawnSync(
-  process.execPath,
-  ['--test', '--test-concurrency=1', '--test-timeout=300000', '--test-reporter=spec', ...files],
-  { stdio: 'inherit', cwd: root },
-);
-process.exit(res.status ?? 1);
+const isSerial = (f) => /^\/\/ @serial\b/m.test(readFileSync(path.join(root, 'test', f), 'utf8').split('\n').slice(0, 15).join('\n'));
+const serial = chosen.filter(isSerial);
+const parallel = chosen.filter((f) => !serial.includes(f));
+const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
+
+/** Entries of /tmp that our runs create (test scratch dirs, Chromium's and the clients' temp profiles). */
+const OURS = /^(browserd-|org\.chromium\.Chromium\.|\.org\.chromium\.Chromium\.|puppeteer_dev_|playwright)/;
+const tmp = tmpdir();
+const tmpBefore = new Set(readdirSync(tmp));
+
+function run(files, n) {
+  if (files.length === 0) return 0;
+  const res = spawnSync(process.execPath, ['--test', `--test-concurrency=${n}`, '--test-timeout=300000', '--test-reporter=spec', ...files.map(compiled)], { stdio: 'inherit', cwd: root });
+  return res.status ?? 1;
+}
+
+const t0 = Date.now();
+let status = run(parallel, concurrency);
+status = run(serial, 1) || status;
+const left = readdirSync(tmp).filter((n) => OURS.test(n) && !tmpBefore.has(n));
+if (left.length > 0) {
+  console.error(`\n✖ the tests left ${left.length} entries in ${tmp}: ${left.slice(0, 10).join(', ')}`);
+  status = status || 1;
+}
+console.log(`\n${chosen.length} files (${parallel.length} in parallel, ${concurrency} at a time; ${serial.length} alone) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+process.exit(status);

@@ -25,6 +25,11 @@ export interface RequestContext {
   log: Logger;
   /** Aborted when the client goes away or the daemon shuts down (end long streams then). */
   signal: AbortSignal;
+  /**
+   * Aborted only when the client goes away before the answer — never for a request with an
+   * Idempotency-Key (its retry takes the answer), never at shutdown (requests in flight finish).
+   */
+  clientGone: AbortSignal;
   /** Reads and validates a JSON body (415-style errors are 400 invalid_request, per the contract). */
   json<T>(schema: ZodType<T>, opts?: { limitBytes?: number; optional?: boolean }): Promise<T>;
 }

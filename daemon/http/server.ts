@@ -107,6 +107,8 @@ export class HttpServer {
     // does not abort it (its retry picks the answer up); shutdown does.
     const keyed = isStateChanging(req.method) && req.headers['idempotency-key'] !== undefined;
     const abort = new AbortController();
+    const gone = new AbortController();
+    if (!keyed) res.on('close', () => gone.abort());
     const onGone = (): void => {
       // Once stopping, a reply still to come closes its connection, so close() need not wait out keep-alive.
       if (this.shutdown.signal.aborted && !res.headersSent) res.setHeader('connection', 'close');
@@ -138,6 +140,7 @@ export class HttpServer {
         reqId,
         log,
         signal: abort.signal,
+        clientGone: gone.signal,
         json: (schema, opts) =>
           readJson(req, schema, { limitBytes: opts?.limitBytes ?? this.deps.config.http.bodyLimitBytes, optional: opts?.optional }),
       };

@@ -114,11 +114,11 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const body = await ctx.json(execBody, { limitBytes: execBodyLimit });
         const stdin = body.stdin_b64 === undefined ? null : decode('stdin_b64', body.stdin_b64);
         const { launched, group } = await start(ctx, body, 'exec');
-        // The client went away (ctx.signal; not for a request with an Idempotency-Key, whose retry takes the answer).
+        // The client went away (not for a request with an Idempotency-Key, whose retry takes the answer).
         const abandon = (): void => {
           if (!ctx.res.writableFinished) group.trySignal('SIGKILL');
         };
-        ctx.signal.addEventListener('abort', abandon, { once: true });
+        ctx.clientGone.addEventListener('abort', abandon, { once: true });
         const { result, leftoversKilled } = await runExec(launched, group, {
           timeoutMs: (body.timeout_sec ?? EXEC_DEFAULT_TIMEOUT_SEC) * 1000,
           outputLimitBytes: limits.execOutputLimitBytes,

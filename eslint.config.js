@@ -16,6 +16,15 @@ export default tseslint.config(
   },
   { files: ['daemon/**/*.ts'], rules: { 'no-console': 'error' } },
   {
+    // Domain code knows nothing of HTTP: only a concern's HTTP face (routes.ts, and its index.ts /
+    // types.ts, which hand the routes to main) and main.ts may import daemon/http/.
+    files: ['daemon/**/*.ts'],
+    ignores: ['daemon/http/**', 'daemon/main.ts', 'daemon/**/routes.ts', 'daemon/**/routes/**', 'daemon/**/index.ts', 'daemon/**/types.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/http/*', '**/http/**'], message: 'domain code throws core/errors.ts classes; only routes.ts (the HTTP face) imports daemon/http/' }] }],
+    },
+  },
+  {
     // Extension fixtures run inside Chromium, with the extension and page globals.
     files: ['fixtures/extensions/**/*.js'],
     languageOptions: { globals: { chrome: 'readonly', document: 'readonly', self: 'readonly', console: 'readonly' } },

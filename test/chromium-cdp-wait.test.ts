@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { rmSync } from 'node:fs';
 import { after, test } from 'node:test';
-import { profileDirOf } from '../daemon/chromium/profile.js';
+import { profileDirOf } from '../daemon/chromium/sweep/profile.js';
 import { RESTART_OP, Supervisor } from '../daemon/chromium/supervisor.js';
 import { loadConfig } from '../daemon/core/config.js';
 import { Deadline } from '../daemon/core/deadline.js';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { launch, LaunchError, type LaunchedProcess } from '../daemon/chromium/launcher.js';
+import { launch, LaunchError, type LaunchedProcess } from '../daemon/chromium/launch/launcher.js';
 import { Deadline } from '../daemon/core/deadline.js';
 import { groupAlive } from '../daemon/core/process/group.js';
 import { listProcesses } from '../daemon/core/process/proc.js';

@@ -8,7 +8,7 @@ import type { Metrics } from '../core/metrics.js';
 import { CdpBridge } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
-import { profileDirOf } from './profile.js';
+import { profileDirOf } from './sweep/profile.js';
 import { browserRoutes } from './routes.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
 import type { Browser, BrowserSnapshot } from './types.js';

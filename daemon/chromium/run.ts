@@ -14,10 +14,10 @@ import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import { CdpClient } from '../cdp/client.js';
 import { CdpMux } from '../cdp/mux.js';
 import { chromiumEnv, chromiumFlags } from './flags.js';
-import type { ChromiumIdentity } from './identity.js';
-import { launch, type LaunchedProcess } from './launcher.js';
-import { LineRateLimiter } from './output.js';
-import { endLeftovers, ensureProfileDir, findProfileProcesses, removeStaleFiles } from './profile.js';
+import type { ChromiumIdentity } from './sweep/identity.js';
+import { launch, type LaunchedProcess } from './launch/launcher.js';
+import { LineRateLimiter } from './launch/output.js';
+import { endLeftovers, ensureProfileDir, findProfileProcesses, removeStaleFiles } from './sweep/profile.js';
 import type { LaunchExtras } from './types.js';
 
 /** Chromium's own output forwarded to the log (debug level), at most this many lines a second. */

@@ -12,12 +12,13 @@ import type { Metrics } from '../core/metrics.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import type { CdpClient } from '../cdp/client.js';
 import type { CdpMux } from '../cdp/mux.js';
-import { CrashLoop } from './crash-loop.js';
-import { explainLaunchFailure, blockingPolicy, stderrGist } from './diagnose.js';
-import { ChromiumIdentity } from './identity.js';
-import { describeExit, LaunchError } from './launcher.js';
-import { LifecycleLock } from './lock.js';
-import { endLeftovers } from './profile.js';
+import { CrashLoop } from './state/crash-loop.js';
+import { explainLaunchFailure, blockingPolicy, stderrGist } from './launch/diagnose.js';
+import { ChromiumIdentity } from './sweep/identity.js';
+import { describeExit, LaunchError } from './launch/launcher.js';
+import { LifecycleLock } from './state/lock.js';
+import { metricReason, notReadyReason } from './state/reasons.js';
+import { endLeftovers } from './sweep/profile.js';
 import { ChromiumRun, emptyDir, type BrowserVersion } from './run.js';
 import type { BrowserState, LastExit, LaunchExtras, RestartResult } from './types.js';
 
@@ -100,18 +101,7 @@ export class Supervisor {
   }
 
   notReadyReason(): string | null {
-    switch (this.state) {
-      case 'ready':
-        return null;
-      case 'starting':
-        return 'Chromium is starting';
-      case 'restarting':
-        return this.reason === null ? 'Chromium is restarting' : `Chromium is restarting after: ${this.reason}`;
-      case 'failed':
-        return `Chromium failed: ${this.reason ?? 'unknown reason'}; POST /browsers/{id}/restart starts it afresh`;
-      case 'stopped':
-        return this.closed ? 'browserd is stopping' : 'Chromium is not started (BROWSERD_BROWSER_AUTOSTART=false); POST /browsers/{id}/restart starts it';
-    }
+    return notReadyReason(this.state, this.reason, this.closed);
   }
 
   /** Every state change; returns the unsubscribe function. */
@@ -415,9 +405,4 @@ export class Supervisor {
       }
     }
   }
-}
-
-/** A low-cardinality metric label from a restart reason ('request', 'extensions', 'policy', 'client_close', ...). */
-function metricReason(reason: string): string {
-  return /^[a-z_]{1,32}$/.test(reason) ? reason : 'other';
 }

@@ -17,9 +17,9 @@
 // executable is the interpreter) is the configured binary.
 import { readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import type { Logger } from '../core/log.js';
-import { writeFileAtomic } from '../core/fs-atomic.js';
-import { exeOf, listProcesses, readCmdline } from '../core/process/proc.js';
+import type { Logger } from '../../core/log.js';
+import { writeFileAtomic } from '../../core/fs-atomic.js';
+import { exeOf, listProcesses, readCmdline } from '../../core/process/proc.js';
 
 /** Executables Chromium starts from its own directory (crashpad runs outside the process group). */
 const HELPER_RE = /^(?:[a-z]+_)?crashpad_handler$|^chrome[-_]sandbox$|^nacl_helper(?:_bootstrap)?$/;

@@ -4,9 +4,9 @@
 // abort signal; stop sends SIGTERM to the whole group, SIGKILL after a grace period, and resolves
 // once every member of the group is gone.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Deadline, DeadlineError } from '../core/deadline.js';
-import { launch as launchChild, SpawnError, type Child, type ExitInfo, type LaunchSpec as ChildSpec } from '../core/process/launch.js';
-import { groupAlive, signalGroup, waitGroupsGone } from '../core/process/group.js';
+import { type Deadline, DeadlineError } from '../../core/deadline.js';
+import { launch as launchChild, SpawnError, type Child, type ExitInfo, type LaunchSpec as ChildSpec } from '../../core/process/launch.js';
+import { groupAlive, signalGroup, waitGroupsGone } from '../../core/process/group.js';
 import { LineSplitter, RingBuffer } from './output.js';
 
 export type { ExitInfo };

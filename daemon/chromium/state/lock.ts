@@ -1,7 +1,7 @@
 // The one lifecycle lock: restarts, crash restarts, extension installs and shutdown never overlap.
 // Waiters are served strictly in arrival order: the lock is handed to the next waiter directly,
 // so a newcomer can never overtake the queue.
-import { BrowserUnavailableError, ConflictError } from '../core/errors.js';
+import { BrowserUnavailableError, ConflictError } from '../../core/errors.js';
 
 interface Waiter {
   name: string;

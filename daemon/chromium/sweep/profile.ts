@@ -5,8 +5,8 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from '../core/log.js';
-import { exeOf, listProcesses, readCmdline } from '../core/process/proc.js';
+import type { Logger } from '../../core/log.js';
+import { exeOf, listProcesses, readCmdline } from '../../core/process/proc.js';
 import { argvOf, type ChromiumIdentity } from './identity.js';
 
 /** Files Chromium leaves in a profile that a new Chromium must not trust. */

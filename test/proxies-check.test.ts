@@ -1,7 +1,10 @@
 // POST /proxies/{id}/check through real proxies on loopback: Debian's tinyproxy with Basic auth,
-// and a CONNECT proxy of the test that sends every tunnel to a local origin (so no byte leaves
-// loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve= gives test names),
-// and a DNS server of the test (BROWSERD_TEST_HOOKS dns=) for the names the table does not hold.
+// and a proxy of the test that sends every tunnel and every absolute-form request to a local origin
+// (so no byte leaves loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve=
+// gives test names), and a DNS server of the test (BROWSERD_TEST_HOOKS dns=) for the names the
+// table does not hold. https targets go through CONNECT, http targets in absolute-form (as the
+// browser's requests go through the forwarding proxy); a url check through tinyproxy always uses an
+// https URL, so tinyproxy is only ever asked to CONNECT (and refuses every port but the origin's).
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -153,22 +156,36 @@ test('a check without url through tinyproxy: available, the exit IP, last_checke
   assert.equal(typeof line.ms, 'number');
 });
 
-test('wrong password: unavailable (tinyproxy answers 401)', async () => {
+test('wrong password: unavailable (tinyproxy answers 401), with last_check_error saying why', async () => {
   const id = await createProxy(d, custom(tiny.port, { username: 'user', password: 'wrongpass' }));
   const p = await checkOk(id);
   assert.equal(p.status, 'unavailable');
   assert.equal(p.ip_address, undefined);
   assert.ok(!Number.isNaN(Date.parse(String(p.last_checked))));
+  const err = p.last_check_error as { code: string; message: string };
+  assert.equal(err.code, 'proxy_auth_failed');
+  assert.match(err.message, /refused the credentials: 401/);
+  assert.deepEqual(await get(id), p, 'stored and returned by GET');
   const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
   assert.equal(line.cause_code, 'proxy_auth_failed');
 });
 
-test('proxy down: unavailable', async () => {
-  const id = await createProxy(d, custom(closedPort));
+test('proxy down: unavailable with last_check_error proxy_unreachable; a later available check removes it', async () => {
+  const port = await freePort();
+  const id = await createProxy(d, custom(port));
   const p = await checkOk(id);
   assert.equal(p.status, 'unavailable');
+  assert.equal((p.last_check_error as { code: string }).code, 'proxy_unreachable');
+  assert.match((p.last_check_error as { message: string }).message, /ECONNREFUSED/);
   const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
   assert.equal(line.cause_code, 'proxy_unreachable');
+  // The same port now answers as a proxy.
+  const late = await startConnectProxy({ route, port });
+  closers.push(late);
+  const ok = await checkOk(id);
+  assert.equal(ok.status, 'available');
+  assert.equal(ok.last_check_error, undefined, 'cleared when available');
+  assert.equal((await get(id)).last_check_error, undefined);
 });
 
 test('an https proxy with a ca_bundle: a check without url is available', async () => {
@@ -208,6 +225,9 @@ const REFUSED = [
   'http://224.0.0.1/',
   'http://255.255.255.255/',
   'http://192.0.2.1/',
+  // Port 0: no server listens there (the URL parser accepts it).
+  `http://${PUBLIC_V4}:0/`,
+  'https://test.example:0/',
   // IPv4-compatible IPv6 (::/96, RFC 4291 §2.5.5.1), which ipaddr.js calls unicast; the URL parser
   // writes [::127.0.0.1] as [::7f00:1].
   'http://[::127.0.0.1]/',
@@ -289,8 +309,22 @@ test('a url check leaves status, last_checked and ip_address as they were', asyn
   const id = await createProxy(d, custom(tiny.port, tinyCreds));
   const checked = await checkOk(id);
   assert.equal(checked.status, 'available');
-  await checkFails(id, 'http://test.example/', 'target_unreachable');
+  await checkFails(id, 'https://test.example/', 'target_unreachable');
   assert.deepEqual(await get(id), checked);
+});
+
+test('an http target is asked in absolute-form; its 5xx is target_unreachable there, an https target answering 5xx is reachable', async () => {
+  const id = await createProxy(d, custom(pin.port));
+  await checkOk(id, 'http://test.example/status/404');
+  assert.deepEqual(
+    { form: pin.seen.at(-1)?.form, target: pin.seen.at(-1)?.target },
+    { form: 'absolute', target: `http://${PUBLIC_V4}/status/404` },
+    'the checked address in the request target, the name only in Host',
+  );
+  assert.equal(origin.seen.at(-1)?.host, 'test.example');
+  assert.match(await checkFails(id, 'http://test.example/status/503', 'target_unreachable'), /answered 503/);
+  await checkOk(id, 'https://test.example/status/503');
+  assert.equal(pin.seen.at(-1)?.form, 'connect');
 });
 
 test('failed url checks name their cause', async () => {
@@ -302,10 +336,12 @@ test('failed url checks name their cause', async () => {
 
   // tinyproxy refuses CONNECT to a port other than its ConnectPort lines (403), without connecting.
   const good = await createProxy(d, custom(tiny.port, tinyCreds));
-  assert.match(await checkFails(good, 'http://test.example/', 'target_unreachable'), /CONNECT 93\.184\.216\.34:80 with 403/);
+  assert.match(await checkFails(good, 'https://test.example/', 'target_unreachable'), /CONNECT 93\.184\.216\.34:443 with 403/);
 
   const viaPin = await createProxy(d, custom(pin.port));
-  await checkFails(viaPin, 'http://test.example:81/', 'target_unreachable');
+  // A tunnel the target closes at once; the same in absolute-form is the proxy closing without an answer.
+  assert.match(await checkFails(viaPin, 'https://test.example:81/', 'tls_failed'), /TLS with test\.example failed/);
+  assert.match(await checkFails(viaPin, 'http://test.example:81/', 'proxy_unreachable'), /the proxy gave no HTTP answer/);
   assert.match(await checkFails(viaPin, 'https://other.example/', 'tls_failed'), /other\.example/);
 
   const tlsNoCa = await createProxy(d, custom(tlsProxy.port, {}, 'https'));
@@ -399,10 +435,12 @@ test('a proxy or a name that never answers: timeout, naming the phase', async ()
   const dt = await startDaemon({ env: { BROWSERD_PROXY_CHECK_TIMEOUT_MS: '1000', BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address}` } });
   try {
     const id = await createProxy(dt, custom(hang.port));
-    const err = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://test.example/' } }), 422, 'proxy_check_failed');
+    const err = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'https://test.example/' } }), 422, 'proxy_check_failed');
     const inner = err.inner_error as { code: string; message: string };
     assert.equal(inner.code, 'timeout');
     assert.match(inner.message, /CONNECT/);
+    const plain = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://test.example/' } }), 422, 'proxy_check_failed');
+    assert.deepEqual(plain.inner_error, { code: 'timeout', message: "no answer to GET through the proxy before the check's deadline" });
     // A name whose DNS server never answers: the lookup is under the check's deadline too.
     const connections = hang.connections;
     const slow = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://slow.example/' } }), 422, 'proxy_check_failed');

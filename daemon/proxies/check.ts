@@ -1,6 +1,6 @@
 // Proxy checks: the default check (BROWSERD_PROXY_CHECK_URLS in turn, the exit IP from the first
 // answer that holds one) and the url check (the name looked up and guarded, then the pinned
-// address). A run is keyed by (proxy, url): two checks of one proxy and one url (or both without
+// address). Both reach the proxy through the one dialer (dial.ts) the forwarding proxy uses. A run is keyed by (proxy, url): two checks of one proxy and one url (or both without
 // url) at once share one run; checks with different urls are different runs. At most
 // `maxConcurrentChecks` runs at once: the slot is taken before anything else, name lookups
 // included, and one deadline covers the lookup and every phase of the tunnel.
@@ -12,7 +12,8 @@ import { LimitExceededError, OperationFailedError } from '../core/errors.js';
 import type { Resolver } from './resolve.js';
 import { resolveTarget, type CheckUrl, type GuardedTarget } from './ssrf.js';
 import type { StoredProxy } from './store.js';
-import { CheckFailure, fetchThrough, type CheckCause } from './tunnel.js';
+import { CheckFailure, type CheckCause } from './dial.js';
+import { fetchThrough } from './tunnel.js';
 import { upstreamFor, type Upstream } from './upstream.js';
 
 /** How much of a check URL's answer is read to find the exit IP. */
@@ -37,6 +38,7 @@ export interface CheckerDeps {
 export class ProxyChecker {
   private readonly running = new Map<string, Promise<unknown>>();
   private readonly stopping = new AbortController();
+  private readonly stopReason = 'the daemon is stopping';
 
   constructor(private readonly deps: CheckerDeps) {}
 
@@ -86,7 +88,8 @@ export class ProxyChecker {
           bodyLimitBytes: CHECK_BODY_LIMIT_BYTES,
         });
         if (res.status < 200 || res.status > 299) {
-          failure = { code: 'target_unreachable', message: `${url.host} answered ${res.status}` };
+          const who = res.viaProxyAnswer ? `the proxy (or ${url.host} through it)` : url.host;
+          failure = { code: 'target_unreachable', message: `${who} answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''} to ${url.href}` };
           continue;
         }
         reached = true;
@@ -98,7 +101,8 @@ export class ProxyChecker {
         if (err.atProxy) break;
       }
     }
-    return this.finishDefault(proxy, log, started, { available: reached, ip: null, failure: reached ? null : failure });
+    const none = { code: 'target_unreachable' as const, message: 'no check URL answered 2xx through the proxy' };
+    return this.finishDefault(proxy, log, started, { available: reached, ip: null, failure: reached ? null : (failure ?? none) });
   }
 
   /**
@@ -112,7 +116,7 @@ export class ProxyChecker {
     let target: GuardedTarget | null = null;
     try {
       target = await resolveTarget(checkUrl, this.deps.resolver, { deadline, signal: this.stopping.signal });
-      await fetchThrough(upstream, {
+      const res = await fetchThrough(upstream, {
         url: target.url,
         connectHost: target.address,
         port: target.port,
@@ -120,6 +124,10 @@ export class ProxyChecker {
         signal: this.stopping.signal,
         bodyLimitBytes: 0,
       });
+      // In absolute-form the proxy answers for the target: its own failure to reach it (tinyproxy 500, squid 503, 502, 504) cannot be told from the target's 5xx.
+      if (res.viaProxyAnswer && res.status >= 500) {
+        throw new CheckFailure('target_unreachable', `the proxy answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''} for ${checkUrl.url.host} (through an HTTP proxy a 5xx cannot be told from the proxy's failure to reach the target)`, false);
+      }
     } catch (err) {
       if (!(err instanceof CheckFailure)) throw err;
       this.record(log, proxy, 'url', err.code, started, { target: checkUrl.url.host, address: target?.address, cause: err.message });
@@ -133,12 +141,12 @@ export class ProxyChecker {
 
   /** Cancels every running check (they fail with `timeout`) and waits for them. Idempotent. */
   async close(): Promise<void> {
-    this.stopping.abort();
+    this.stopping.abort(this.stopReason);
     await Promise.allSettled([...this.running.values()]);
   }
 
   destroy(): void {
-    this.stopping.abort();
+    this.stopping.abort(this.stopReason);
   }
 
   private finishDefault(proxy: StoredProxy, log: Logger, started: number, outcome: DefaultOutcome): DefaultOutcome {

@@ -100,9 +100,12 @@ export class Dial {
     return up.protocol === 'https' ? this.proxyTls(raw) : raw;
   }
 
-  /** proxy(), then `CONNECT host:port`; resolves with the tunnel (paused, positioned after the answer). */
-  async tunnel(host: string, port: number, headers: OutgoingHttpHeaders = {}): Promise<ProxySocket> {
-    const sock = await this.proxy();
+  /**
+   * proxy() (or the connection `opened` by an earlier proxy() call), then `CONNECT host:port`;
+   * resolves with the tunnel (paused, positioned after the answer).
+   */
+  async tunnel(host: string, port: number, headers: OutgoingHttpHeaders = {}, opened?: Promise<ProxySocket>): Promise<ProxySocket> {
+    const sock = await (opened ?? this.proxy());
     const authority = authorityOf(host, port);
     const auth = this.authorization;
     return this.phase<ProxySocket>('answer to CONNECT', (e) => failure('proxy_unreachable', 'the proxy gave no HTTP answer to CONNECT', e, true), (s) => {
@@ -129,11 +132,11 @@ export class Dial {
   }
 
   /**
-   * proxy(), then a plain-HTTP request in absolute-form (`GET http://host/path`) on that connection,
+   * proxy() (or `opened`), then a plain-HTTP request in absolute-form (`GET http://host/path`) on that connection,
    * with Basic proxy auth when the upstream has a username. The caller sends the body and reads the answer.
    */
-  async request(method: string, absoluteUrl: string, headers: OutgoingHttpHeaders | string[]): Promise<ClientRequest> {
-    const sock = await this.proxy();
+  async request(method: string, absoluteUrl: string, headers: OutgoingHttpHeaders | string[], opened?: Promise<ProxySocket>): Promise<ClientRequest> {
+    const sock = await (opened ?? this.proxy());
     const auth = this.authorization;
     const all = auth === undefined ? headers : Array.isArray(headers) ? [...headers, 'proxy-authorization', auth] : { ...headers, 'proxy-authorization': auth };
     return httpRequest({ method, path: absoluteUrl, setHost: false, headers: all, createConnection: () => sock });

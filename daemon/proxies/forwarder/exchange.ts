@@ -9,7 +9,7 @@
 // 407 of the upstream included: a 407 to Chromium would ask for credentials of the forwarder
 // itself); after it, the connection is closed.
 import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Dial } from '../dial.js';
+import type { Dial, ProxySocket } from '../dial.js';
 import { authorityOf, CheckFailure } from '../dial.js';
 import { connectDirect, RefusedTarget, type DirectOptions } from './route.js';
 
@@ -50,6 +50,8 @@ export interface ForwardTarget {
   url: URL;
   /** null: straight to the target. */
   dial: Dial | null;
+  /** The connection to the proxy, when it was opened already (while the peer was checked). */
+  opened?: Promise<ProxySocket>;
   direct: DirectOptions;
 }
 
@@ -63,7 +65,7 @@ export async function forwardRequest(req: IncomingMessage, res: ServerResponse, 
   try {
     if (target.dial !== null) {
       // The request target as the browser sent it (already canonical), not re-serialized.
-      upReq = await target.dial.request(req.method ?? 'GET', req.url ?? url.href, headers);
+      upReq = await target.dial.request(req.method ?? 'GET', req.url ?? url.href, headers, target.opened);
     } else {
       const sock = await connectDirect(host, port, target.direct);
       if (!hooks.current()) {

@@ -6,6 +6,10 @@
 //
 // Not a relay for anyone else: a connection is served only when the peer's socket belongs to the
 // daemon's own uid (peer.ts), else closed unanswered; the daemon's own ports are never a target.
+// The peer lookup takes milliseconds (a read of /proc/net/tcp), so it runs beside the start of the
+// exchange: the request is parsed and the TCP (and TLS) connection to the configured proxy opened
+// meanwhile, but nothing is answered, no request or CONNECT is sent upstream and no target is
+// connected to before the peer was found to be the daemon's uid.
 //
 // use(proxy | null) switches the exit: from its return on, new requests use the new upstream,
 // and every connection of the browser to the forwarder is closed — idle keep-alive connections and
@@ -13,14 +17,15 @@
 // through the old exit after the switch (Chromium reconnects).
 import http from 'node:http';
 import net from 'node:net';
+import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../../core/metrics.js';
-import { CheckFailure, Dial } from '../dial.js';
+import { CheckFailure, Dial, type ProxySocket } from '../dial.js';
 import type { StoredProxy } from '../store.js';
 import type { Upstream } from '../upstream.js';
 import { forwardRequest, type ExchangeHooks } from './exchange.js';
-import { peerUid } from './peer.js';
+import { PeerLookup } from './peer.js';
 import { connectDirect, decide, RefusedTarget, type Decision, type Lookup } from './route.js';
 import { ForwarderStats, type ForwarderStatus } from './stats.js';
 
@@ -45,6 +50,8 @@ export interface ForwarderDeps {
 
 interface Client {
   socket: net.Socket;
+  /** Resolves true once the peer's socket was found to be the daemon's uid (false: the socket is destroyed). */
+  verified: Promise<boolean>;
   /** Answers the exchange still waiting for its answer (an error status); null when none waits. */
   pending: ((status: number, text: string) => void) | null;
   /** The open tunnel or upstream connection, ended with the client. */
@@ -67,6 +74,7 @@ export class Forwarder {
   private readonly server: http.Server;
   private readonly clients = new Map<net.Socket, Client>();
   private readonly uid: number;
+  private readonly peers = new PeerLookup();
   private active: Active | null = null;
   private generation = 0;
   private boundPort: number | null = null;
@@ -75,11 +83,11 @@ export class Forwarder {
   constructor(private readonly deps: ForwarderDeps) {
     this.stats = new ForwarderStats(deps.metrics, deps.log);
     this.uid = deps.uid ?? process.getuid?.() ?? -1;
-    this.acceptor = net.createServer({ pauseOnConnect: true }, (s) => void this.accept(s));
+    this.acceptor = net.createServer({ pauseOnConnect: true }, (s) => this.accept(s));
     this.acceptor.on('error', (err) => deps.log.error({ event: 'forwarder_error', err }, 'forwarding proxy: accept failed'));
     // Never listens itself: it gets the sockets that passed the peer check. No deadline on a whole request (long uploads).
     this.server = http.createServer({ requestTimeout: 0 });
-    this.server.on('request', (req, res) => this.onRequest(req, res));
+    this.server.on('request', (req, res) => void this.onRequest(req, res));
     this.server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.onConnect(req, socket, head));
     this.server.on('upgrade', (_req, socket: Duplex) => socket.end(rawAnswer(501, 'browserd: WebSocket through the proxy goes by CONNECT\n')));
     this.server.on('clientError', (_err, socket: Duplex) => {
@@ -137,17 +145,17 @@ export class Forwarder {
     if (this.acceptor.listening) this.acceptor.close();
   }
 
-  private async accept(socket: net.Socket): Promise<void> {
+  private accept(socket: net.Socket): void {
+    const acceptedAt = performance.now();
     socket.on('error', () => socket.destroy());
     if (this.closed) return void socket.destroy();
-    const uid = await peerUid(socket);
-    if (uid !== this.uid || this.closed || socket.destroyed) {
-      if (uid !== this.uid) {
-        this.stats.refused('peer_uid', { peer_uid: uid, peer_port: socket.remotePort }, `forwarding proxy: refused a connection of uid ${uid ?? 'unknown'} (only uid ${this.uid}, the browser's, is served)`);
-      }
-      return void socket.destroy();
-    }
-    const client: Client = { socket, pending: null, upstream: null, abort: new AbortController(), closed: false };
+    const verified = this.peers.uidOf(socket, acceptedAt).then((uid) => {
+      if (uid === this.uid) return true;
+      this.stats.refused('peer_uid', { peer_uid: uid, peer_port: socket.remotePort }, `forwarding proxy: refused a connection of uid ${uid ?? 'unknown'} (only uid ${this.uid}, the browser's, is served)`);
+      socket.destroy();
+      return false;
+    });
+    const client: Client = { socket, verified, pending: null, upstream: null, abort: new AbortController(), closed: false };
     this.clients.set(socket, client);
     this.stats.clients(1);
     socket.once('close', () => {
@@ -172,6 +180,15 @@ export class Forwarder {
     c.pending = null;
     if (pending !== null) pending(502, `browserd: ${why}\n`);
     else c.socket.destroy();
+  }
+
+  /** Opens the connection to the active proxy ahead (while the peer is checked); null when the route is not through it. */
+  private early(decision: Decision, client: Client): { dial: Dial | null; opened?: Promise<ProxySocket> } {
+    const dial = decision.kind === 'upstream' ? this.dialFor(client) : null;
+    if (dial === null) return { dial };
+    const opened = dial.proxy();
+    opened.catch(() => undefined); // its failure is reported when it is used
+    return { dial, opened };
   }
 
   private route(host: string, port: number): Decision {
@@ -210,7 +227,7 @@ export class Forwarder {
     return { deadline: Date.now() + this.deps.dialTimeoutMs, signal: client.abort.signal, lookup: this.deps.lookup, ownPorts };
   }
 
-  private onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+  private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const client = this.clients.get(req.socket as net.Socket);
     if (client === undefined || client.closed) return void req.socket.destroy();
     let answered = false;
@@ -224,25 +241,27 @@ export class Forwarder {
       if (client.closed) res.once('finish', () => client.socket.destroy());
     };
     const url = absoluteHttpUrl(req.url ?? '');
-    if (url === null) {
+    const host = url === null ? '' : url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const port = url === null || url.port === '' ? 80 : Number(url.port);
+    const decision = url === null ? null : this.route(host, port);
+    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client);
+    res.once('close', () => dial?.destroy());
+    if (!(await client.verified)) return dial?.destroy();
+    if (url === null || decision === null) {
       this.stats.refused('bad_request', { target: (req.url ?? '').slice(0, 200) }, 'forwarding proxy: not an absolute-form http:// request');
       return answer(400, "browserd: this is the browser's forwarding proxy: it takes CONNECT and absolute-form http:// requests\n");
     }
-    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    const port = url.port === '' ? 80 : Number(url.port);
-    const decision = this.route(host, port);
     if (decision.kind === 'refuse') {
       this.stats.refused('own_port', { target: `${host}:${port}` }, `forwarding proxy: ${decision.why}`);
       return answer(403, `browserd: ${decision.why}\n`);
     }
     const hooks = this.hooks(client, decision, `${host}:${port}`, answer);
+    if (!hooks.current()) return answer(502, `browserd: ${SWITCHED}\n`);
     if (decision.kind === 'upstream' && this.active?.upstream === null) return hooks.failed(new CheckFailure('proxy_unreachable', this.active.problem ?? 'the proxy cannot be used', true));
     client.pending = answer;
     res.once('close', () => {
       if (client.pending === answer) client.pending = null;
     });
-    const dial = decision.kind === 'upstream' ? this.dialFor(client) : null;
-    res.once('close', () => dial?.destroy());
     const wrapped: ExchangeHooks = {
       ...hooks,
       // The answer's head is about to be written: from here a switch closes the connection instead.
@@ -251,7 +270,7 @@ export class Forwarder {
         hooks.count(stream, direction);
       },
     };
-    void forwardRequest(req, res, { url, dial, direct: this.directOptions(client) }, wrapped);
+    await forwardRequest(req, res, { url, dial, opened, direct: this.directOptions(client) }, wrapped);
   }
 
   private async onConnect(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
@@ -265,24 +284,29 @@ export class Forwarder {
       socket.end(rawAnswer(status, text));
     };
     const target = parseAuthority(req.url ?? '');
-    if (target === null) {
+    const decision = target === null ? null : this.route(target.host, target.port);
+    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client);
+    if (!(await client.verified)) return dial?.destroy();
+    if (target === null || decision === null) {
       this.stats.refused('bad_request', { target: (req.url ?? '').slice(0, 200) }, 'forwarding proxy: CONNECT without host:port');
       return answer(400, 'browserd: CONNECT needs host:port\n');
     }
     const { host, port } = target;
-    const decision = this.route(host, port);
     if (decision.kind === 'refuse') {
       this.stats.refused('own_port', { target: `${host}:${port}` }, `forwarding proxy: ${decision.why}`);
       return answer(403, `browserd: ${decision.why}\n`);
     }
     const hooks = this.hooks(client, decision, `${host}:${port}`, answer);
+    if (!hooks.current()) {
+      dial?.destroy();
+      return answer(502, `browserd: ${SWITCHED}\n`);
+    }
     if (decision.kind === 'upstream' && this.active?.upstream === null) return hooks.failed(new CheckFailure('proxy_unreachable', this.active.problem ?? 'the proxy cannot be used', true));
     client.pending = answer;
     let up: net.Socket | Duplex;
     try {
-      const dial = decision.kind === 'upstream' ? this.dialFor(client) : null;
       const ua = req.headers['user-agent'];
-      up = dial !== null ? await dial.tunnel(host, port, ua !== undefined ? { 'user-agent': ua } : {}) : await connectDirect(host, port, this.directOptions(client));
+      up = dial !== null ? await dial.tunnel(host, port, ua !== undefined ? { 'user-agent': ua } : {}, opened) : await connectDirect(host, port, this.directOptions(client));
     } catch (err) {
       if (err instanceof RefusedTarget) return answer(403, `browserd: ${err.message}\n`);
       return hooks.failed(err instanceof CheckFailure ? err : new CheckFailure('proxy_unreachable', (err as Error).message, true));

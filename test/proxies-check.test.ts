@@ -95,7 +95,8 @@ before(async () => {
     env: {
       BROWSERD_PROXY_CHECK_URLS: `http://127.0.0.1:${origin.port}/noip http://127.0.0.1:${origin.port}/json`,
       BROWSERD_PROXY_PROVIDERS_FILE: providers,
-      BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address}`,
+      // direct-to: a url check of a bypassed host goes straight to the (public) checked address: here, to the origin.
+      BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address},direct-to=${origin.port}`,
       BROWSERD_MAX_PROXY_CHECKS: '1',
       // The test origin's self-signed certificate is trusted like a public CA's would be.
       NODE_EXTRA_CA_CERTS: originCert.certFile,
@@ -347,6 +348,23 @@ test('failed url checks name their cause', async () => {
   const tlsNoCa = await createProxy(d, custom(tlsProxy.port, {}, 'https'));
   assert.match(await checkFails(tlsNoCa, 'https://test.example/json', 'tls_failed'), /proxy/);
   for (const id of [down, badAuth, good, viaPin, tlsNoCa]) assert.equal((await get(id)).status, undefined);
+});
+
+test("a url check of a host in the proxy's bypass_hosts goes straight to the target, not through the proxy", async () => {
+  const id = await createProxy(d, { ...(custom(pin.port) as object), bypass_hosts: ['test.example'] });
+  const through = pin.seen.length;
+  await checkOk(id, 'http://test.example/text?direct');
+  assert.equal(pin.seen.length, through, 'the proxy was not asked');
+  assert.deepEqual(origin.seen.at(-1), { url: '/text?direct', host: 'test.example' }, 'origin-form, straight');
+  const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
+  assert.equal(line.route, 'direct');
+  await checkOk(id, 'http://other.example/text?proxied');
+  assert.equal(pin.seen.length, through + 1, 'a host not bypassed goes through the proxy');
+  // The default check measures the proxy itself: through it, whatever bypass_hosts says.
+  const all = await createProxy(d, { ...(custom(pin.port) as object), bypass_hosts: ['127.0.0.1'] });
+  const before = pin.seen.length;
+  assert.equal((await checkOk(all)).status, 'available');
+  assert.ok(pin.seen.length > before);
 });
 
 test('names the table does not hold go to DNS: NXDOMAIN is target_unreachable; a server that drops AAAA does not fail the check', async () => {

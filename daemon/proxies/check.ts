@@ -9,6 +9,7 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { LimitExceededError, OperationFailedError } from '../core/errors.js';
+import { bypasses } from './bypass.js';
 import type { Resolver } from './resolve.js';
 import { resolveTarget, type CheckUrl, type GuardedTarget } from './ssrf.js';
 import type { StoredProxy } from './store.js';
@@ -40,7 +41,13 @@ export class ProxyChecker {
   private readonly stopping = new AbortController();
   private readonly stopReason = 'the daemon is stopping';
 
-  constructor(private readonly deps: CheckerDeps) {}
+  /** BROWSERD_TEST_HOOKS `direct-to=<port>` (tests only): direct url checks go to 127.0.0.1:<port>. */
+  private readonly directToPort: number | undefined;
+
+  constructor(private readonly deps: CheckerDeps) {
+    const hook = deps.config.testHooks.get('direct-to');
+    this.directToPort = hook !== undefined && /^\d{1,5}$/.test(hook) ? Number(hook) : undefined;
+  }
 
   /**
    * Runs `work` once per key at a time: a second caller with the same key gets the same promise.
@@ -114,15 +121,19 @@ export class ProxyChecker {
     const started = Date.now();
     const deadline = started + this.deps.config.proxies.checkTimeoutMs;
     let target: GuardedTarget | null = null;
+    let direct = false;
     try {
       target = await resolveTarget(checkUrl, this.deps.resolver, { deadline, signal: this.stopping.signal });
-      const res = await fetchThrough(upstream, {
+      // A host the browser reaches directly (bypass_hosts) is checked the same way: straight to the checked address.
+      direct = bypasses(target.hostname, proxy.bypass_hosts);
+      const res = await fetchThrough(direct ? null : upstream, {
         url: target.url,
         connectHost: target.address,
         port: target.port,
         deadline,
         signal: this.stopping.signal,
         bodyLimitBytes: 0,
+        ...(this.directToPort !== undefined ? { directToPort: this.directToPort } : {}),
       });
       // In absolute-form the proxy answers for the target: its own failure to reach it (tinyproxy 500, squid 503, 502, 504) cannot be told from the target's 5xx.
       if (res.viaProxyAnswer && res.status >= 500) {
@@ -130,13 +141,13 @@ export class ProxyChecker {
       }
     } catch (err) {
       if (!(err instanceof CheckFailure)) throw err;
-      this.record(log, proxy, 'url', err.code, started, { target: checkUrl.url.host, address: target?.address, cause: err.message });
+      this.record(log, proxy, 'url', err.code, started, { target: checkUrl.url.host, address: target?.address, route: direct ? 'direct' : 'proxy', cause: err.message });
       throw new OperationFailedError('proxy_check_failed', `the check of ${checkUrl.url.host} through proxy ${proxy.id} failed`, {
         code: err.code,
         message: err.message,
       });
     }
-    this.record(log, proxy, 'url', 'ok', started, { target: target.url.host, address: target.address });
+    this.record(log, proxy, 'url', 'ok', started, { target: target.url.host, address: target.address, route: direct ? 'direct' : 'proxy' });
   }
 
   /** Cancels every running check (they fail with `timeout`) and waits for them. Idempotent. */

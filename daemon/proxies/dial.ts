@@ -72,20 +72,35 @@ export function authorityOf(host: string, port: number): string {
   return net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-/** One connection attempt to an upstream; destroy() ends every socket it opened. */
+/** One connection attempt through an upstream (or, with none, straight to a target); destroy() ends every socket it opened. */
 export class Dial {
   private readonly sockets: Duplex[] = [];
   private phaseTimedOut = false;
 
   constructor(
-    readonly up: Upstream,
+    /** null: no proxy (only direct() may be used). */
+    private readonly upstream: Upstream | null,
     private readonly opts: DialOptions,
   ) {}
 
+  get up(): Upstream {
+    if (this.upstream === null) throw new Error('this dial has no upstream');
+    return this.upstream;
+  }
+
   /** The Proxy-Authorization value (Basic), or undefined when the upstream has no username. */
   get authorization(): string | undefined {
-    const { username, password } = this.up;
-    return username === undefined ? undefined : `Basic ${Buffer.from(`${username}:${password ?? ''}`, 'utf8').toString('base64')}`;
+    const username = this.upstream?.username;
+    return username === undefined ? undefined : `Basic ${Buffer.from(`${username}:${this.upstream?.password ?? ''}`, 'utf8').toString('base64')}`;
+  }
+
+  /** TCP straight to host:port (no proxy: a target the browser reaches directly). */
+  direct(host: string, port: number): Promise<net.Socket> {
+    return this.phase<net.Socket>('connection to the target', (e) => failure('target_unreachable', `cannot connect to ${authorityOf(host, port)}`, e, false), (s) => {
+      const sock = this.track(net.connect({ host, port }));
+      sock.once('connect', () => s.ok(sock));
+      sock.on('error', s.fail);
+    });
   }
 
   /** TCP to the proxy, and TLS when its protocol is https. */

@@ -58,8 +58,8 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the proxy store: ${(err as Error).message}`);
   }
   const resolver = deps.resolver ?? createResolver(config.testHooks);
-  for (const hook of ['resolve', 'dns'].filter((h) => config.testHooks.has(h))) {
-    log.warn({ event: 'test_hook', hook }, `BROWSERD_TEST_HOOKS ${hook} is set: check URL hosts (and the forwarding proxy's direct connections) may resolve to test addresses`);
+  for (const hook of ['resolve', 'dns', 'direct-to'].filter((h) => config.testHooks.has(h))) {
+    log.warn({ event: 'test_hook', hook }, `BROWSERD_TEST_HOOKS ${hook} is set: check URL hosts (and the forwarding proxy's direct connections) may resolve or connect to test addresses`);
   }
   const checker = new ProxyChecker({ config, log, metrics: deps.metrics, resolver });
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;

@@ -7,6 +7,8 @@
 //                 allow it: many allow CONNECT only to port 443). The answer is the proxy's or the
 //                 target's: 407, and 401 when credentials were sent (tinyproxy answers a wrong
 //                 password with 401), are the proxy refusing them       → proxy_auth_failed
+//   a host of the proxy's bypass_hosts (a url check): straight to the checked address, as the
+//                 browser's request would go, then TLS and GET as above        → target_unreachable
 // Every phase waits at most until the check's deadline; past it → timeout, naming the phase.
 import { request, type ClientRequest } from 'node:http';
 import net from 'node:net';
@@ -27,6 +29,8 @@ export interface TunnelRequest {
   signal: AbortSignal;
   /** Read at most this many bytes of the body (0: only the status line and headers). */
   bodyLimitBytes: number;
+  /** For the test suite only (BROWSERD_TEST_HOOKS `direct-to`): a direct request goes to this loopback port instead. */
+  directToPort?: number;
 }
 
 export interface TunnelResponse {
@@ -39,35 +43,39 @@ export interface TunnelResponse {
 
 const USER_AGENT = 'browserd-proxy-check';
 
-export async function fetchThrough(up: Upstream, req: TunnelRequest): Promise<TunnelResponse> {
+/** The request through `up`, or straight to the target when `up` is null (a host of the proxy's bypass_hosts). */
+export async function fetchThrough(up: Upstream | null, req: TunnelRequest): Promise<TunnelResponse> {
   const dial = new Dial(up, { deadline: req.deadline, deadlineName: "the check's deadline", signal: req.signal });
   const headers = { host: req.url.host, 'user-agent': USER_AGENT, accept: '*/*', connection: 'close' };
   try {
+    if (up !== null && req.url.protocol === 'http:') {
+      const hostPart = req.port === 80 ? authorityOf(req.connectHost, 80).replace(/:80$/, '') : authorityOf(req.connectHost, req.port);
+      const absolute = `http://${hostPart}${req.url.pathname}${req.url.search}`;
+      const r = await dial.request('GET', absolute, headers);
+      const res = await dial.phase<TunnelResponse>('answer to GET through the proxy', (e) => failure('proxy_unreachable', 'the proxy gave no HTTP answer', e, true), (s) =>
+        read(r, req, true, s),
+      );
+      if (res.status === 407 || (res.status === 401 && dial.authorization !== undefined)) {
+        const text = `${res.status}${res.statusText ? ` ${res.statusText}` : ''}`;
+        throw new CheckFailure('proxy_auth_failed', dial.authorization === undefined ? `the proxy needs credentials: ${text}` : `the proxy refused the credentials: ${text}`, true);
+      }
+      return res;
+    }
+    const direct = (): Promise<net.Socket> =>
+      req.directToPort !== undefined ? dial.direct('127.0.0.1', req.directToPort) : dial.direct(req.connectHost, req.port);
+    let stream: Duplex = up === null ? await direct() : await dial.tunnel(req.connectHost, req.port, { 'user-agent': USER_AGENT });
     if (req.url.protocol === 'https:') {
-      const tunnel = await dial.tunnel(req.connectHost, req.port, { 'user-agent': USER_AGENT });
+      const raw = stream;
       const hostname = bareHost(req.url.hostname);
-      const stream = await dial.phase<Duplex>('TLS handshake with the target', (e) => failure('tls_failed', `TLS with ${hostname} failed`, e, false), (s) => {
-        const sock = dial.track(tls.connect({ socket: tunnel, host: hostname, servername: net.isIP(hostname) ? undefined : hostname }));
+      stream = await dial.phase<Duplex>('TLS handshake with the target', (e) => failure('tls_failed', `TLS with ${hostname} failed`, e, false), (s) => {
+        const sock = dial.track(tls.connect({ socket: raw as net.Socket, host: hostname, servername: net.isIP(hostname) ? undefined : hostname }));
         sock.once('secureConnect', () => s.ok(sock));
         sock.on('error', s.fail);
       });
-      const r = request({ createConnection: () => stream as net.Socket, method: 'GET', path: `${req.url.pathname}${req.url.search}`, setHost: false, headers });
-      const res = await dial.phase<TunnelResponse>('response of the target', (e) => failure('target_unreachable', 'the target gave no HTTP response', e, false), (s) =>
-        read(r, req, false, s),
-      );
-      return res;
     }
-    const hostPart = req.port === 80 ? authorityOf(req.connectHost, 80).replace(/:80$/, '') : authorityOf(req.connectHost, req.port);
-    const absolute = `http://${hostPart}${req.url.pathname}${req.url.search}`;
-    const r = await dial.request('GET', absolute, headers);
-    const res = await dial.phase<TunnelResponse>('answer to GET through the proxy', (e) => failure('proxy_unreachable', 'the proxy gave no HTTP answer', e, true), (s) =>
-      read(r, req, true, s),
-    );
-    if (res.status === 407 || (res.status === 401 && dial.authorization !== undefined)) {
-      const text = `${res.status}${res.statusText ? ` ${res.statusText}` : ''}`;
-      throw new CheckFailure('proxy_auth_failed', dial.authorization === undefined ? `the proxy needs credentials: ${text}` : `the proxy refused the credentials: ${text}`, true);
-    }
-    return res;
+    const through = stream;
+    const r = request({ createConnection: () => through as net.Socket, method: 'GET', path: `${req.url.pathname}${req.url.search}`, setHost: false, headers });
+    return await dial.phase<TunnelResponse>('response of the target', (e) => failure('target_unreachable', 'the target gave no HTTP response', e, false), (s) => read(r, req, false, s));
   } finally {
     dial.destroy();
   }

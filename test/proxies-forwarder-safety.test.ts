@@ -180,6 +180,37 @@ test('PATCH /browsers/{id}: unsupported fields 422, unknown 400, scope browser:w
   assert.equal((await patchBrowser(d, { proxy_id: '' })).status, 200);
 });
 
+test('a managed type without a gateway: PATCH is 422; found active at start, it fails closed (502, nothing direct)', async () => {
+  const dc = await createProxy(d, { type: 'datacenter' });
+  const err = await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: dc } }), 422, 'unsupported_field');
+  assert.match(String(err.message), /^proxy_id: .*BROWSERD_PROXY_PROVIDERS_FILE/);
+  assert.equal((await patchBrowser(d, {})).json.proxy, null);
+  // A store written by a daemon that had the gateway: the active proxy is a datacenter one.
+  const stateDir = tempDir();
+  writeFileSync(
+    path.join(stateDir, 'proxies.json'),
+    JSON.stringify({ version: 1, proxies: [{ id: 'dc-1', type: 'datacenter', protocol: 'http', config: { country: 'US' }, project: null, created_at: '2026-01-01T00:00:00.000Z' }], active: 'dc-1' }),
+    { mode: 0o600 },
+  );
+  const dl = await startDaemon({ stateDir, env: { BROWSERD_TEST_HOOKS: 'resolve=site.test:127.0.0.1' } });
+  try {
+    await dl.waitLog((l) => l.event === 'proxy_active_unusable' && l.proxy_id === 'dc-1');
+    const port = await forwarderPort(dl);
+    const seen = origin.seen.length;
+    const r = await viaProxy(port, `http://site.test:${origin.port}/via`);
+    assert.equal(r.status, 502);
+    assert.match(r.body, /proxy dc-1: proxy_unreachable: .*no gateway/);
+    assert.equal((await viaTunnel(port, `site.test:${origin.port}`, '/via')).status, 502);
+    assert.equal(origin.seen.length, seen, 'nothing went direct instead');
+    assert.equal(((await viaProxy(port, `http://127.0.0.1:${origin.port}/via`)).status), 200, 'loopback targets still go direct');
+    const status = (await patchBrowser(dl, {})).json.proxy as { id: string; last_error: { code: string } };
+    assert.deepEqual([status.id, status.last_error.code], ['dc-1', 'proxy_unreachable']);
+  } finally {
+    await dl.cleanup();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
 function patchAs(token: string, body: unknown): Promise<Response> {
   return d.fetch('/browsers/local', { method: 'PATCH', json: body, headers: { authorization: `Bearer ${token}` } });
 }

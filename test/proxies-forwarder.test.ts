@@ -118,6 +118,18 @@ test('a switch closes open tunnels and answers a request still waiting with 502,
   origin.release();
 });
 
+test('PATCH to the proxy that is already active changes nothing: an open tunnel stays open', async () => {
+  await use(idA);
+  const conn = await rawConnection(fp);
+  conn.socket.write(`CONNECT site.test:${origin.port} HTTP/1.1\r\nHost: site.test:${origin.port}\r\n\r\n`);
+  await conn.waitFor('200 Connection established');
+  await use(idA);
+  conn.socket.write(`GET /via HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n`);
+  await conn.waitFor('"via":null');
+  await conn.closed;
+  assert.match(conn.received(), /HTTP\/1\.1 200 OK/, 'the tunnel carried a request after the second PATCH');
+});
+
 test('PATCH to "" or null: direct again', async () => {
   await use(idA);
   await use('');

@@ -62,6 +62,8 @@ export class ActiveControl {
         return { next: cur, active: wanted, result: undefined };
       });
       const before = this.forwarder.status()?.id ?? null;
+      // The same proxy again changes nothing (its connections stay open).
+      if (before === wanted) return;
       this.forwarder.use(active);
       log.info({ event: 'proxy_active_set', proxy_id: wanted ?? 'direct', previous: before ?? 'direct' }, wanted === null ? 'the browser goes direct' : 'the browser goes through a proxy');
     });

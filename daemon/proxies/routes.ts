@@ -164,7 +164,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         });
         if (updated === undefined) throw new NotFoundError(`no proxy ${p.id}`);
         ctx.log.info({ event: 'proxy_updated', proxy_id: p.id, fields: Object.keys(input) }, 'proxy updated');
-        if (input.bypass_hosts !== undefined) await active.refresh(p.id, ctx.log);
+        if (JSON.stringify(p.bypass_hosts ?? []) !== JSON.stringify(updated.bypass_hosts ?? [])) await active.refresh(p.id, ctx.log);
         return { status: 200, body: toPublic(updated) };
       },
     },

@@ -107,6 +107,7 @@ export async function forwardRequest(req: IncomingMessage, res: ServerResponse, 
   res.once('close', () => {
     if (!res.writableFinished) upReq.destroy();
   });
+  req.on('error', () => upReq.destroy());
   req.pipe(upReq);
   hooks.count(req, 'sent');
 }

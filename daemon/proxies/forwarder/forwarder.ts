@@ -52,6 +52,8 @@ interface Client {
   socket: net.Socket;
   /** Resolves true once the peer's socket was found to be the daemon's uid (false: the socket is destroyed). */
   verified: Promise<boolean>;
+  /** true once verified resolved true. */
+  ok: boolean;
   /** Answers the exchange still waiting for its answer (an error status); null when none waits. */
   pending: ((status: number, text: string) => void) | null;
   /** The open tunnel or upstream connection, ended with the client. */
@@ -85,13 +87,18 @@ export class Forwarder {
     this.uid = deps.uid ?? process.getuid?.() ?? -1;
     this.acceptor = net.createServer({ pauseOnConnect: true }, (s) => this.accept(s));
     this.acceptor.on('error', (err) => deps.log.error({ event: 'forwarder_error', err }, 'forwarding proxy: accept failed'));
-    // Never listens itself: it gets the sockets that passed the peer check. No deadline on a whole request (long uploads).
+    // Never listens itself: it gets every accepted socket; answers wait for the peer check. No deadline on a whole request (long uploads).
     this.server = http.createServer({ requestTimeout: 0 });
     this.server.on('request', (req, res) => void this.onRequest(req, res));
     this.server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.onConnect(req, socket, head));
-    this.server.on('upgrade', (_req, socket: Duplex) => socket.end(rawAnswer(501, 'browserd: WebSocket through the proxy goes by CONNECT\n')));
+    // Answered only to a peer already known to be the browser's uid; anyone else learns nothing.
+    const known = (socket: Duplex): boolean => this.clients.get(socket as net.Socket)?.ok === true;
+    this.server.on('upgrade', (_req, socket: Duplex) => {
+      if (known(socket)) socket.end(rawAnswer(501, 'browserd: WebSocket through the proxy goes by CONNECT\n'));
+      else socket.destroy();
+    });
     this.server.on('clientError', (_err, socket: Duplex) => {
-      if (socket.writable) socket.end(rawAnswer(400, 'browserd: not an HTTP request\n'));
+      if (known(socket) && socket.writable) socket.end(rawAnswer(400, 'browserd: not an HTTP request\n'));
       else socket.destroy();
     });
   }
@@ -150,12 +157,12 @@ export class Forwarder {
     socket.on('error', () => socket.destroy());
     if (this.closed) return void socket.destroy();
     const verified = this.peers.uidOf(socket, acceptedAt).then((uid) => {
-      if (uid === this.uid) return true;
+      if (uid === this.uid) return (client.ok = true);
       this.stats.refused('peer_uid', { peer_uid: uid, peer_port: socket.remotePort }, `forwarding proxy: refused a connection of uid ${uid ?? 'unknown'} (only uid ${this.uid}, the browser's, is served)`);
       socket.destroy();
       return false;
     });
-    const client: Client = { socket, verified, pending: null, upstream: null, abort: new AbortController(), closed: false };
+    const client: Client = { socket, verified, ok: false, pending: null, upstream: null, abort: new AbortController(), closed: false };
     this.clients.set(socket, client);
     this.stats.clients(1);
     socket.once('close', () => {

@@ -30,6 +30,7 @@ export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[
     extraFlags: opts.extraFlags ?? [],
     extras: { extensionPaths: opts.extensionPaths ?? [], allowBackgroundNetworking: false },
     isRoot: process.getuid?.() === 0,
+    proxyPort: null,
   }).map((f) => (f === '--remote-debugging-pipe' ? '--remote-debugging-port=0' : f));
 }
 

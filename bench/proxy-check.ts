@@ -1,6 +1,6 @@
 // 6. Proxy check through tinyproxy on loopback: POST /proxies/{id}/check (its default check URL
-// set to a local origin) until the answer, vs `curl -p -x http://user:pass@127.0.0.1:PORT` making
-// the same request (browserd tunnels http targets with CONNECT too, hence -p), spawn to exit.
+// set to a local origin) until the answer, vs `curl -x http://user:pass@127.0.0.1:PORT` making
+// the same request (an http target in absolute-form through the proxy, as browserd asks it), spawn to exit.
 import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
@@ -10,7 +10,7 @@ import { checkRunning, median, notInstalled, onCleanup, percentile, progress, sk
 
 const N = 30;
 const NAME = '6. proxy check via tinyproxy, p50';
-const PEER = '`curl -p -x http://user:pass@127.0.0.1:PORT` (process spawn to exit)';
+const PEER = '`curl -x http://user:pass@127.0.0.1:PORT` (process spawn to exit)';
 const run = promisify(execFile);
 
 export async function benchProxyCheck(): Promise<Row[]> {
@@ -40,7 +40,7 @@ export async function benchProxyCheck(): Promise<Row[]> {
       201,
     );
     const daemon = d;
-    const curlArgs = ['-sS', '-o', '/dev/null', '-w', '%{http_code} %{time_total}', '-p', '-x', `http://bench:benchpass@127.0.0.1:${tiny.port}`, target];
+    const curlArgs = ['-sS', '-o', '/dev/null', '-w', '%{http_code} %{time_total}', '-x', `http://bench:benchpass@127.0.0.1:${tiny.port}`, target];
 
     const dMs: number[] = [];
     const cMs: number[] = [];
@@ -59,7 +59,7 @@ export async function benchProxyCheck(): Promise<Row[]> {
       cOwn.push(Number(total) * 1000);
     }
     progress(`proxy check: browserd ${median(dMs).toFixed(1)} ms, curl ${median(cMs).toFixed(1)} ms`);
-    const note = `N=${N} each, interleaved; browserd: an HTTP request to the daemon, the check through the proxy (CONNECT, GET), the store write; p95 ${percentile(dMs, 95).toFixed(1)} ms`;
+    const note = `N=${N} each, interleaved; browserd: an HTTP request to the daemon, the check through the proxy (absolute-form GET), the store write; p95 ${percentile(dMs, 95).toFixed(1)} ms`;
     return [
       { name: NAME, unit: 'ms', browserd: median(dMs), peer: median(cMs), peerName: PEER, note },
       {

@@ -78,10 +78,17 @@ async function main(): Promise<void> {
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
   try {
-    proxies = createProxies({ config, log, metrics });
+    proxies = createProxies({ config, log, metrics, browserBody: () => ({ ...browser.snapshot() }) });
   } catch (err) {
     exitBadSetting(log, err);
   }
+  // The browser's forwarding proxy listens before Chromium can launch (its --proxy-server port: proxies.forwarderPort()).
+  await proxies.start();
+  browser.setProxyPort(() => proxies.forwarderPort());
+  browser.addSnapshotFields(() => {
+    const active = proxies.active();
+    return active === null ? { proxy: null } : { proxy_id: active.id, proxy: active };
+  });
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
@@ -108,6 +115,7 @@ async function main(): Promise<void> {
       server.destroy();
       browser.destroy();
       processes.destroy();
+      proxies.destroy();
       process.exit(1);
     }
     stopping = true;
@@ -141,6 +149,7 @@ async function main(): Promise<void> {
   log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, state_dir: config.stateDir }, 'listening');
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
+  proxies.setApiPort(address.port);
   if (config.chromium.autostart) browser.start();
 }
 

@@ -28,6 +28,7 @@ const base: FlagInputs = {
   extraFlags: [],
   extras: { extensionPaths: [], allowBackgroundNetworking: false },
   isRoot: false,
+  proxyPort: null,
 };
 
 test('flags: the daemon owns the profile, and DevTools is a pipe, never a TCP port', () => {
@@ -64,6 +65,14 @@ test('flags: --load-extension from the launch extras, only when there are some',
   assert.ok(!chromiumFlags(base).some((x) => x.startsWith('--load-extension')));
   const f = chromiumFlags({ ...base, extras: { extensionPaths: ['/e/one', '/e/two'], allowBackgroundNetworking: false } });
   assert.ok(f.includes('--load-extension=/e/one,/e/two'));
+});
+
+test('flags: every connection goes to the forwarding proxy, loopback included, WebRTC UDP only through it', () => {
+  assert.ok(!chromiumFlags(base).some((f) => f.startsWith('--proxy-server')));
+  const f = chromiumFlags({ ...base, proxyPort: 4567 });
+  assert.ok(f.includes('--proxy-server=http://127.0.0.1:4567'));
+  assert.ok(f.includes('--proxy-bypass-list=<-loopback>'));
+  assert.ok(f.includes('--force-webrtc-ip-handling-policy=disable_non_proxied_udp'));
 });
 
 test('flags: background networking is off unless a policy force-install needs it', () => {

@@ -14,6 +14,7 @@ const CONTRACT_ROUTES = [
   'GET /metrics',
   'GET /whoami',
   'GET /browsers/{id}',
+  'PATCH /browsers/{id}',
   'POST /browsers/{id}/restart',
   'GET /browsers/{id}/cdp',
   'GET /browsers/{id}/cdp/devtools/page/{target_id}',
@@ -34,6 +35,7 @@ const CONTRACT_ROUTES = [
   'POST /proxies',
   'GET /proxies',
   'GET /proxies/{id}',
+  'PATCH /proxies/{id}',
   'DELETE /proxies/{id}',
   'POST /proxies/{id}/check',
 ].sort();

@@ -1,13 +1,17 @@
 // POST /proxies/{id}/check through real proxies on loopback: Debian's tinyproxy with Basic auth,
-// and a CONNECT proxy of the test that sends every tunnel to a local origin (so no byte leaves
-// loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve= gives test names),
-// and a DNS server of the test (BROWSERD_TEST_HOOKS dns=) for the names the table does not hold.
+// and a proxy of the test that sends every tunnel and every absolute-form request to a local origin
+// (so no byte leaves loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve=
+// gives test names), and a DNS server of the test (BROWSERD_TEST_HOOKS dns=) for the names the
+// table does not hold. https targets go through CONNECT, http targets in absolute-form (as the
+// browser's requests go through the forwarding proxy); a url check through tinyproxy always uses an
+// https URL, so tinyproxy is only ever asked to CONNECT (and refuses every port but the origin's).
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { PUBLIC_V4, PUBLIC_V6, REFUSED, RESOLVE } from './helpers/check-targets.js';
 import { expectError } from './helpers/http.js';
 import {
   createProxy,
@@ -25,23 +29,6 @@ import {
   type Tinyproxy,
 } from './helpers/proxies.js';
 
-const PUBLIC_V4 = '93.184.216.34';
-const PUBLIC_V6 = '2606:4700::1';
-const RESOLVE = [
-  `test.example:${PUBLIC_V4}`,
-  `other.example:${PUBLIC_V4}`,
-  `v6.example:${PUBLIC_V6}`,
-  `mixed.example:${PUBLIC_V4}/10.0.0.1`,
-  'private.example:192.168.1.10',
-  'mapped.example:::ffff:127.0.0.1',
-  'metadata.example:169.254.169.254',
-  'nat64.example:64:ff9b::a00:1',
-  // IPv4-compatible IPv6, as a resolver may print it: compressed, or with a dotted tail (which
-  // ipaddr.js alone would read as IPv4-mapped, i.e. as the public 8.8.8.8).
-  'compat.example:::7f00:1',
-  'compat4.example:::8.8.8.8',
-  'compat-public.example:::808:808',
-].join(';');
 
 const dir = tempDir();
 const closers: Closer[] = [];
@@ -92,7 +79,8 @@ before(async () => {
     env: {
       BROWSERD_PROXY_CHECK_URLS: `http://127.0.0.1:${origin.port}/noip http://127.0.0.1:${origin.port}/json`,
       BROWSERD_PROXY_PROVIDERS_FILE: providers,
-      BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address}`,
+      // direct-to: a url check of a bypassed host goes straight to the (public) checked address: here, to the origin.
+      BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address},direct-to=${origin.port}`,
       BROWSERD_MAX_PROXY_CHECKS: '1',
       // The test origin's self-signed certificate is trusted like a public CA's would be.
       NODE_EXTRA_CA_CERTS: originCert.certFile,
@@ -153,22 +141,36 @@ test('a check without url through tinyproxy: available, the exit IP, last_checke
   assert.equal(typeof line.ms, 'number');
 });
 
-test('wrong password: unavailable (tinyproxy answers 401)', async () => {
+test('wrong password: unavailable (tinyproxy answers 401), with last_check_error saying why', async () => {
   const id = await createProxy(d, custom(tiny.port, { username: 'user', password: 'wrongpass' }));
   const p = await checkOk(id);
   assert.equal(p.status, 'unavailable');
   assert.equal(p.ip_address, undefined);
   assert.ok(!Number.isNaN(Date.parse(String(p.last_checked))));
+  const err = p.last_check_error as { code: string; message: string };
+  assert.equal(err.code, 'proxy_auth_failed');
+  assert.match(err.message, /refused the credentials: 401/);
+  assert.deepEqual(await get(id), p, 'stored and returned by GET');
   const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
   assert.equal(line.cause_code, 'proxy_auth_failed');
 });
 
-test('proxy down: unavailable', async () => {
-  const id = await createProxy(d, custom(closedPort));
+test('proxy down: unavailable with last_check_error proxy_unreachable; a later available check removes it', async () => {
+  const port = await freePort();
+  const id = await createProxy(d, custom(port));
   const p = await checkOk(id);
   assert.equal(p.status, 'unavailable');
+  assert.equal((p.last_check_error as { code: string }).code, 'proxy_unreachable');
+  assert.match((p.last_check_error as { message: string }).message, /ECONNREFUSED/);
   const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
   assert.equal(line.cause_code, 'proxy_unreachable');
+  // The same port now answers as a proxy.
+  const late = await startConnectProxy({ route, port });
+  closers.push(late);
+  const ok = await checkOk(id);
+  assert.equal(ok.status, 'available');
+  assert.equal(ok.last_check_error, undefined, 'cleared when available');
+  assert.equal((await get(id)).last_check_error, undefined);
 });
 
 test('an https proxy with a ca_bundle: a check without url is available', async () => {
@@ -178,77 +180,6 @@ test('an https proxy with a ca_bundle: a check without url is available', async 
   assert.equal(p.ip_address, '127.0.0.1');
 });
 
-const REFUSED = [
-  'ftp://test.example/',
-  'file:///etc/passwd',
-  'javascript:alert(1)',
-  'not a url',
-  'http://user:pw@test.example/',
-  'http://127.0.0.1/',
-  'http://localhost/',
-  'http://2130706433/',
-  'http://0x7f.1/',
-  'http://0177.0.0.1/',
-  'http://127.1/',
-  'http://[::1]/',
-  'http://[::ffff:127.0.0.1]/',
-  'http://[::ffff:7f00:1]/',
-  'http://10.0.0.1/',
-  'http://172.16.0.1/',
-  'http://192.168.0.1/',
-  'http://169.254.169.254/latest/meta-data/',
-  'http://100.64.0.1/',
-  'http://0.0.0.0/',
-  'http://[::]/',
-  'http://[fe80::1]/',
-  'http://[fc00::1]/',
-  'http://[2002:7f00:1::]/',
-  'http://[64:ff9b::7f00:1]/',
-  'http://[2001::1]/',
-  'http://224.0.0.1/',
-  'http://255.255.255.255/',
-  'http://192.0.2.1/',
-  // IPv4-compatible IPv6 (::/96, RFC 4291 §2.5.5.1), which ipaddr.js calls unicast; the URL parser
-  // writes [::127.0.0.1] as [::7f00:1].
-  'http://[::127.0.0.1]/',
-  'http://[::a00:1]/',
-  'http://[::808:808]/',
-  // Outside the global unicast block 2000::/3 but unicast to ipaddr.js: the rest of ::/8, fe00::/9, unallocated space.
-  'http://[::1:0:0:0]/',
-  'http://[fe00::1]/',
-  'http://[4000::1]/',
-  // Classed by ipaddr.js itself; here so that an ipaddr.js that stops doing so fails this test.
-  'http://[64:ff9b:1::a00:1]/', // local-use NAT64, RFC 8215
-  'http://[100::1]/', // discard-only, RFC 6666
-  'http://[2001:1::1]/', // IETF protocol assignments 2001::/23, RFC 2928
-  'http://[2001:10::1]/', // ORCHID, RFC 4843
-  'http://[2001:20::1]/', // ORCHIDv2, RFC 7343
-  'http://[2001:db8::1]/', // documentation, RFC 3849
-  'http://[fd00::1]/', // unique local fc00::/7, RFC 4193
-  'http://[fec0::1]/', // site-local, RFC 3879
-  'http://[febf::1]/', // link-local fe80::/10, RFC 4291
-  'http://0.1.2.3/', // "this network" 0.0.0.0/8, RFC 1122
-  'http://192.0.0.9/', // IETF protocol assignments, RFC 6890
-  'http://198.19.0.1/', // benchmarking 198.18.0.0/15, RFC 2544
-  'http://198.51.100.1/', // TEST-NET-2, RFC 5737
-  'http://203.0.113.1/', // TEST-NET-3, RFC 5737
-  'http://240.0.0.1/', // reserved 240.0.0.0/4, RFC 1112
-  // localhost names are loopback by definition (RFC 6761), refused without a lookup.
-  'http://localhost./',
-  'http://api.localhost/',
-  'http://private.example/',
-  'http://mixed.example/',
-  'http://mapped.example/',
-  'http://metadata.example/',
-  'http://nat64.example/',
-  'http://compat.example/',
-  'http://compat4.example/',
-  'http://compat-public.example/',
-  // Through the DNS server: one address of the name is not public.
-  'http://private-dns.example/',
-  'http://v6private-dns.example/',
-  'http://compat-dns.example/',
-];
 
 test('the url guard refuses every non-public target with 400, before any connection', async () => {
   const id = await createProxy(d, custom(pin.port));
@@ -289,8 +220,22 @@ test('a url check leaves status, last_checked and ip_address as they were', asyn
   const id = await createProxy(d, custom(tiny.port, tinyCreds));
   const checked = await checkOk(id);
   assert.equal(checked.status, 'available');
-  await checkFails(id, 'http://test.example/', 'target_unreachable');
+  await checkFails(id, 'https://test.example/', 'target_unreachable');
   assert.deepEqual(await get(id), checked);
+});
+
+test('an http target is asked in absolute-form; its 5xx is target_unreachable there, an https target answering 5xx is reachable', async () => {
+  const id = await createProxy(d, custom(pin.port));
+  await checkOk(id, 'http://test.example/status/404');
+  assert.deepEqual(
+    { form: pin.seen.at(-1)?.form, target: pin.seen.at(-1)?.target },
+    { form: 'absolute', target: `http://${PUBLIC_V4}/status/404` },
+    'the checked address in the request target, the name only in Host',
+  );
+  assert.equal(origin.seen.at(-1)?.host, 'test.example');
+  assert.match(await checkFails(id, 'http://test.example/status/503', 'target_unreachable'), /answered 503/);
+  await checkOk(id, 'https://test.example/status/503');
+  assert.equal(pin.seen.at(-1)?.form, 'connect');
 });
 
 test('failed url checks name their cause', async () => {
@@ -302,15 +247,34 @@ test('failed url checks name their cause', async () => {
 
   // tinyproxy refuses CONNECT to a port other than its ConnectPort lines (403), without connecting.
   const good = await createProxy(d, custom(tiny.port, tinyCreds));
-  assert.match(await checkFails(good, 'http://test.example/', 'target_unreachable'), /CONNECT 93\.184\.216\.34:80 with 403/);
+  assert.match(await checkFails(good, 'https://test.example/', 'target_unreachable'), /CONNECT 93\.184\.216\.34:443 with 403/);
 
   const viaPin = await createProxy(d, custom(pin.port));
-  await checkFails(viaPin, 'http://test.example:81/', 'target_unreachable');
+  // A tunnel the target closes at once; the same in absolute-form is the proxy closing without an answer.
+  assert.match(await checkFails(viaPin, 'https://test.example:81/', 'tls_failed'), /TLS with test\.example failed/);
+  assert.match(await checkFails(viaPin, 'http://test.example:81/', 'proxy_unreachable'), /the proxy gave no HTTP answer/);
   assert.match(await checkFails(viaPin, 'https://other.example/', 'tls_failed'), /other\.example/);
 
   const tlsNoCa = await createProxy(d, custom(tlsProxy.port, {}, 'https'));
   assert.match(await checkFails(tlsNoCa, 'https://test.example/json', 'tls_failed'), /proxy/);
   for (const id of [down, badAuth, good, viaPin, tlsNoCa]) assert.equal((await get(id)).status, undefined);
+});
+
+test("a url check of a host in the proxy's bypass_hosts goes straight to the target, not through the proxy", async () => {
+  const id = await createProxy(d, { ...(custom(pin.port) as object), bypass_hosts: ['test.example'] });
+  const through = pin.seen.length;
+  await checkOk(id, 'http://test.example/text?direct');
+  assert.equal(pin.seen.length, through, 'the proxy was not asked');
+  assert.deepEqual(origin.seen.at(-1), { url: '/text?direct', host: 'test.example' }, 'origin-form, straight');
+  const line = await d.waitLog((l) => l.event === 'proxy_check' && l.proxy_id === id);
+  assert.equal(line.route, 'direct');
+  await checkOk(id, 'http://other.example/text?proxied');
+  assert.equal(pin.seen.length, through + 1, 'a host not bypassed goes through the proxy');
+  // The default check measures the proxy itself: through it, whatever bypass_hosts says.
+  const all = await createProxy(d, { ...(custom(pin.port) as object), bypass_hosts: ['127.0.0.1'] });
+  const before = pin.seen.length;
+  assert.equal((await checkOk(all)).status, 'available');
+  assert.ok(pin.seen.length > before);
 });
 
 test('names the table does not hold go to DNS: NXDOMAIN is target_unreachable; a server that drops AAAA does not fail the check', async () => {
@@ -399,10 +363,12 @@ test('a proxy or a name that never answers: timeout, naming the phase', async ()
   const dt = await startDaemon({ env: { BROWSERD_PROXY_CHECK_TIMEOUT_MS: '1000', BROWSERD_TEST_HOOKS: `resolve=${RESOLVE},dns=${dns.address}` } });
   try {
     const id = await createProxy(dt, custom(hang.port));
-    const err = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://test.example/' } }), 422, 'proxy_check_failed');
+    const err = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'https://test.example/' } }), 422, 'proxy_check_failed');
     const inner = err.inner_error as { code: string; message: string };
     assert.equal(inner.code, 'timeout');
     assert.match(inner.message, /CONNECT/);
+    const plain = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://test.example/' } }), 422, 'proxy_check_failed');
+    assert.deepEqual(plain.inner_error, { code: 'timeout', message: "no answer to GET through the proxy before the check's deadline" });
     // A name whose DNS server never answers: the lookup is under the check's deadline too.
     const connections = hang.connections;
     const slow = await expectError(await dt.fetch(`/proxies/${id}/check`, { method: 'POST', json: { url: 'http://slow.example/' } }), 422, 'proxy_check_failed');

@@ -11,6 +11,8 @@ export interface FlagInputs {
   extras: LaunchExtras;
   /** process.getuid() === 0 */
   isRoot: boolean;
+  /** The daemon's forwarding proxy on 127.0.0.1 (every request of the browser goes there), or null. */
+  proxyPort: number | null;
 }
 
 /** The page Chromium opens at start: nothing to load, nothing to fetch. */
@@ -46,6 +48,18 @@ export function chromiumFlags(i: FlagInputs): string[] {
       '--disable-background-networking',
       // No component downloads at start; kept off unless a policy force-install needs the updater.
       '--disable-component-update',
+    );
+  }
+  if (i.proxyPort !== null) {
+    flags.push(
+      // Every connection goes to the daemon's forwarding proxy, which alone decides direct or
+      // upstream (the active stored proxy, its bypass_hosts): the proxy can be switched live.
+      `--proxy-server=http://127.0.0.1:${i.proxyPort}`,
+      // Loopback too: without this Chromium bypasses the proxy for localhost and 127.0.0.1, so the
+      // forwarder's rules (never the daemon's own API port) would not apply there.
+      '--proxy-bypass-list=<-loopback>',
+      // WebRTC's UDP goes around any HTTP proxy: only proxied (TCP) candidates, so the exit IP is the proxy's.
+      '--force-webrtc-ip-handling-policy=disable_non_proxied_udp',
     );
   }
   if (i.headless) {

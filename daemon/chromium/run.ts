@@ -38,6 +38,8 @@ export interface RunDeps {
   onBrowserClose(channel: Channel): void;
   /** Every line Chromium writes to stdout or stderr. */
   onLine?(line: string): void;
+  /** The forwarding proxy's port, or null (no --proxy-server). */
+  proxyPort(): number | null;
 }
 
 export class ChromiumRun {
@@ -72,7 +74,7 @@ export class ChromiumRun {
     await endLeftovers(profileDir, deps.identity, c.stopGraceMs, log);
     removeStaleFiles(profileDir);
     emptyDir(tmpDir);
-    const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, isRoot: process.getuid?.() === 0 });
+    const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, isRoot: process.getuid?.() === 0, proxyPort: deps.proxyPort() });
     const pidRef = { pid: 0 };
     const limiter = new LineRateLimiter(
       STDERR_LINES_PER_SECOND,

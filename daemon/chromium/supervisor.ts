@@ -66,6 +66,7 @@ export class Supervisor {
   private closing: Promise<void> | null = null;
   private readonly shutdown = new AbortController();
   private extras: () => LaunchExtras = () => NO_EXTRAS;
+  private proxyPort: () => number | null = () => null;
   private readonly listeners = new Set<(state: BrowserState) => void>();
   private readonly readyHooks: ((run: ChromiumRun) => Promise<void>)[] = [];
   private readonly identity: ChromiumIdentity;
@@ -117,6 +118,10 @@ export class Supervisor {
 
   setLaunchExtras(provider: () => LaunchExtras): void {
     this.extras = provider;
+  }
+
+  setProxyPort(provider: () => number | null): void {
+    this.proxyPort = provider;
   }
 
   start(): void {
@@ -285,6 +290,7 @@ export class Supervisor {
           identity: this.identity,
           onBrowserClose: (ch) => this.onBrowserClose(ch),
           onLine: this.deps.onChromiumLine,
+          proxyPort: this.proxyPort,
         },
         this.extras(),
       );

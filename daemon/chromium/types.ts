@@ -83,6 +83,8 @@ export interface Browser {
   restartLocked(reason: string): Promise<RestartResult>;
   /** Called at every launch for the extension paths and networking needs. */
   setLaunchExtras(provider: () => LaunchExtras): void;
+  /** Called at every launch for the forwarding proxy's port (--proxy-server), null for none. */
+  setProxyPort(provider: () => number | null): void;
   /**
    * Runs at every launch once Chromium answers and before it counts as ready, with the daemon's own
    * session of that run (kept for the run's life: settings made there, such as the download

@@ -74,6 +74,8 @@ export interface Config {
     providers: Partial<Record<ManagedProxyType, ProxyGateway>>;
     checkTimeoutMs: number;
     maxConcurrentChecks: number;
+    /** The forwarding proxy: connect, TLS and CONNECT answer of one upstream (or direct) connection. */
+    dialTimeoutMs: number;
   };
   /** BROWSERD_TEST_HOOKS: `name` or `name=value`, comma separated. For the test suite only. */
   testHooks: ReadonlyMap<string, string>;
@@ -176,6 +178,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       providers: parseProviders(get('BROWSERD_PROXY_PROVIDERS_FILE')),
       checkTimeoutMs: int('BROWSERD_PROXY_CHECK_TIMEOUT_MS', 10_000, 100, 600_000),
       maxConcurrentChecks: int('BROWSERD_MAX_PROXY_CHECKS', 8, 1, 1000),
+      dialTimeoutMs: int('BROWSERD_PROXY_DIAL_TIMEOUT_MS', 15_000, 100, 600_000),
     },
     testHooks: parseHooks(get('BROWSERD_TEST_HOOKS')),
   };
@@ -269,6 +272,7 @@ function parseCheckUrls(raw: string | undefined): string[] {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       throw new ConfigError('BROWSERD_PROXY_CHECK_URLS', `"${u}" must be http or https`);
     }
+    if (url.port === '0') throw new ConfigError('BROWSERD_PROXY_CHECK_URLS', `"${u}" has port 0`);
   }
   if (urls.length === 0) throw new ConfigError('BROWSERD_PROXY_CHECK_URLS', 'names no URL');
   return urls;

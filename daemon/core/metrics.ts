@@ -12,6 +12,10 @@ export interface Metrics {
   extensionActivationDuration: Histogram<'mode'>;
   stdinBytes: Counter;
   proxyChecks: Counter<'outcome'>;
+  forwarderConnections: Counter<'upstream' | 'outcome'>;
+  forwarderBytes: Counter<'upstream' | 'direction'>;
+  forwarderRefused: Counter<'reason'>;
+  forwarderClients: Gauge;
   processesLive: Gauge;
   idempotencyKeys: Gauge;
   idempotencyBytes: Gauge;
@@ -63,6 +67,29 @@ export function createMetrics(): Metrics {
       name: 'browserd_proxy_checks_total',
       help: 'Proxy checks by outcome (available, unavailable, or the inner error code of a url check)',
       labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    forwarderConnections: new Counter({
+      name: 'browserd_forwarder_connections_total',
+      help: 'Connections the forwarding proxy opened for the browser, by upstream (a proxy id, direct, or other past 16 ids) and outcome (ok or the failure cause)',
+      labelNames: ['upstream', 'outcome'],
+      registers: [registry],
+    }),
+    forwarderBytes: new Counter({
+      name: 'browserd_forwarder_bytes_total',
+      help: 'Bytes the forwarding proxy relayed, by upstream (a proxy id, direct, or other) and direction (sent: browser to upstream, received: upstream to browser)',
+      labelNames: ['upstream', 'direction'],
+      registers: [registry],
+    }),
+    forwarderRefused: new Counter({
+      name: 'browserd_forwarder_refused_total',
+      help: "Connections or requests the forwarding proxy refused, by reason (peer_uid, own_port, bad_request)",
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+    forwarderClients: new Gauge({
+      name: 'browserd_forwarder_client_connections',
+      help: 'Open connections of the browser to the forwarding proxy',
       registers: [registry],
     }),
     processesLive: new Gauge({

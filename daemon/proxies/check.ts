@@ -1,6 +1,6 @@
 // Proxy checks: the default check (BROWSERD_PROXY_CHECK_URLS in turn, the exit IP from the first
 // answer that holds one) and the url check (the name looked up and guarded, then the pinned
-// address). A run is keyed by (proxy, url): two checks of one proxy and one url (or both without
+// address). Both reach the proxy through the one dialer (dial.ts) the forwarding proxy uses. A run is keyed by (proxy, url): two checks of one proxy and one url (or both without
 // url) at once share one run; checks with different urls are different runs. At most
 // `maxConcurrentChecks` runs at once: the slot is taken before anything else, name lookups
 // included, and one deadline covers the lookup and every phase of the tunnel.
@@ -9,10 +9,12 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { LimitExceededError, OperationFailedError } from '../core/errors.js';
+import { bypasses } from './bypass.js';
 import type { Resolver } from './resolve.js';
 import { resolveTarget, type CheckUrl, type GuardedTarget } from './ssrf.js';
 import type { StoredProxy } from './store.js';
-import { CheckFailure, fetchThrough, type CheckCause } from './tunnel.js';
+import { CheckFailure, type CheckCause } from './dial.js';
+import { fetchThrough } from './tunnel.js';
 import { upstreamFor, type Upstream } from './upstream.js';
 
 /** How much of a check URL's answer is read to find the exit IP. */
@@ -37,8 +39,15 @@ export interface CheckerDeps {
 export class ProxyChecker {
   private readonly running = new Map<string, Promise<unknown>>();
   private readonly stopping = new AbortController();
+  private readonly stopReason = 'the daemon is stopping';
 
-  constructor(private readonly deps: CheckerDeps) {}
+  /** BROWSERD_TEST_HOOKS `direct-to=<port>` (tests only): direct url checks go to 127.0.0.1:<port>. */
+  private readonly directToPort: number | undefined;
+
+  constructor(private readonly deps: CheckerDeps) {
+    const hook = deps.config.testHooks.get('direct-to');
+    this.directToPort = hook !== undefined && /^\d{1,5}$/.test(hook) ? Number(hook) : undefined;
+  }
 
   /**
    * Runs `work` once per key at a time: a second caller with the same key gets the same promise.
@@ -86,7 +95,8 @@ export class ProxyChecker {
           bodyLimitBytes: CHECK_BODY_LIMIT_BYTES,
         });
         if (res.status < 200 || res.status > 299) {
-          failure = { code: 'target_unreachable', message: `${url.host} answered ${res.status}` };
+          const who = res.viaProxyAnswer ? `the proxy (or ${url.host} through it)` : url.host;
+          failure = { code: 'target_unreachable', message: `${who} answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''} to ${url.href}` };
           continue;
         }
         reached = true;
@@ -98,7 +108,8 @@ export class ProxyChecker {
         if (err.atProxy) break;
       }
     }
-    return this.finishDefault(proxy, log, started, { available: reached, ip: null, failure: reached ? null : failure });
+    const none = { code: 'target_unreachable' as const, message: 'no check URL answered 2xx through the proxy' };
+    return this.finishDefault(proxy, log, started, { available: reached, ip: null, failure: reached ? null : (failure ?? none) });
   }
 
   /**
@@ -110,35 +121,43 @@ export class ProxyChecker {
     const started = Date.now();
     const deadline = started + this.deps.config.proxies.checkTimeoutMs;
     let target: GuardedTarget | null = null;
+    let direct = false;
     try {
       target = await resolveTarget(checkUrl, this.deps.resolver, { deadline, signal: this.stopping.signal });
-      await fetchThrough(upstream, {
+      // A host the browser reaches directly (bypass_hosts) is checked the same way: straight to the checked address.
+      direct = bypasses(target.hostname, proxy.bypass_hosts);
+      const res = await fetchThrough(direct ? null : upstream, {
         url: target.url,
         connectHost: target.address,
         port: target.port,
         deadline,
         signal: this.stopping.signal,
         bodyLimitBytes: 0,
+        ...(this.directToPort !== undefined ? { directToPort: this.directToPort } : {}),
       });
+      // In absolute-form the proxy answers for the target: its own failure to reach it (tinyproxy 500, squid 503, 502, 504) cannot be told from the target's 5xx.
+      if (res.viaProxyAnswer && res.status >= 500) {
+        throw new CheckFailure('target_unreachable', `the proxy answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''} for ${checkUrl.url.host} (through an HTTP proxy a 5xx cannot be told from the proxy's failure to reach the target)`, false);
+      }
     } catch (err) {
       if (!(err instanceof CheckFailure)) throw err;
-      this.record(log, proxy, 'url', err.code, started, { target: checkUrl.url.host, address: target?.address, cause: err.message });
+      this.record(log, proxy, 'url', err.code, started, { target: checkUrl.url.host, address: target?.address, route: direct ? 'direct' : 'proxy', cause: err.message });
       throw new OperationFailedError('proxy_check_failed', `the check of ${checkUrl.url.host} through proxy ${proxy.id} failed`, {
         code: err.code,
         message: err.message,
       });
     }
-    this.record(log, proxy, 'url', 'ok', started, { target: target.url.host, address: target.address });
+    this.record(log, proxy, 'url', 'ok', started, { target: target.url.host, address: target.address, route: direct ? 'direct' : 'proxy' });
   }
 
   /** Cancels every running check (they fail with `timeout`) and waits for them. Idempotent. */
   async close(): Promise<void> {
-    this.stopping.abort();
+    this.stopping.abort(this.stopReason);
     await Promise.allSettled([...this.running.values()]);
   }
 
   destroy(): void {
-    this.stopping.abort();
+    this.stopping.abort(this.stopReason);
   }
 
   private finishDefault(proxy: StoredProxy, log: Logger, started: number, outcome: DefaultOutcome): DefaultOutcome {

@@ -14,7 +14,7 @@
 // most RESOLVE_GRACE_MS more (a server that drops AAAA queries must not cost the whole deadline):
 // the check connects to a checked address either way.
 import { Resolver as DnsResolver } from 'node:dns/promises';
-import { CheckFailure } from './tunnel.js';
+import { CheckFailure } from './dial.js';
 
 export interface ResolveOptions {
   /** Absolute time (ms since epoch) by which the lookup must be done. */
@@ -125,13 +125,18 @@ function lookupFailure(hostname: string, results: PromiseSettledResult<string[]>
 export function createResolver(testHooks: ReadonlyMap<string, string>): Resolver {
   const server = testHooks.get('dns');
   const dns = dnsResolver(server !== undefined && server !== '' ? [server] : undefined);
-  const spec = testHooks.get('resolve');
-  if (spec === undefined || spec === '') return dns;
+  const table = hookTable(testHooks);
+  if (table.size === 0) return dns;
+  return async (hostname, opts) => table.get(hostname.toLowerCase()) ?? dns(hostname, opts);
+}
+
+/** The names of BROWSERD_TEST_HOOKS `resolve=` and their addresses (empty without the hook); the forwarding proxy's direct connections use it too. */
+export function hookTable(testHooks: ReadonlyMap<string, string>): ReadonlyMap<string, string[]> {
   const table = new Map<string, string[]>();
-  for (const entry of spec.split(';').filter(Boolean)) {
+  for (const entry of (testHooks.get('resolve') ?? '').split(';').filter(Boolean)) {
     const colon = entry.indexOf(':');
     if (colon <= 0) continue;
     table.set(entry.slice(0, colon).toLowerCase(), entry.slice(colon + 1).split('/').filter(Boolean));
   }
-  return async (hostname, opts) => table.get(hostname.toLowerCase()) ?? dns(hostname, opts);
+  return table;
 }

@@ -1,65 +1,91 @@
-// The routes of /proxies. A key with a project sees only the proxies its project created (any
-// other is 404, and lists leave them out); a key without a project sees every proxy. The limit on
-// stored proxies is per project: MAX_PROXIES for each project, and MAX_PROXIES for the proxies
-// created by keys without a project (one shared bucket).
+// The routes of /proxies, and PATCH /browsers/{id} (the browser's active proxy: this module owns it).
+// A key with a project sees only the proxies its project created (any other is 404, and lists leave
+// them out); a key without a project sees every proxy. The limit on stored proxies is per project:
+// MAX_PROXIES for each project, and MAX_PROXIES for the proxies created by keys without a project
+// (one shared bucket). The descriptions of every choice are in docs.ts.
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import type { Identity } from '../http/auth.js';
-import { LimitExceededError, NotFoundError } from '../core/errors.js';
+import { LimitExceededError, NotFoundError, UnsupportedFieldError } from '../core/errors.js';
+import { qInt, qString } from '../http/query.js';
 import type { RequestContext, Route } from '../http/router.js';
+import type { ActiveControl } from './active.js';
 import type { ProxyChecker } from './check.js';
-import { checkBodySchema, createProxySchema, proxyListSchema, proxySchema } from './schema.js';
-import { RESOLVE_GRACE_MS } from './resolve.js';
+import { BROWSER_UPDATE_DOC, CHECK_DOC, CREATE_DOC, DELETE_DOC, LIST_DOC, MAX_PROXIES, UPDATE_DOC } from './docs.js';
+import { LIST_LIMITS, listPage, toPublic, visibleTo, type ListQuery } from './listing.js';
+import { checkBodySchema, createProxySchema, proxyListSchema, proxySchema, updateProxySchema } from './schema.js';
 import { parseCheckUrl } from './ssrf.js';
 import type { ProxyStore, StoredProxy } from './store.js';
 
-/** The most proxies one project keeps (keys without a project share one such bucket). */
-export const MAX_PROXIES = 1000;
+export { MAX_PROXIES } from './docs.js';
 
 export interface RouteDeps {
   store: ProxyStore;
   checker: ProxyChecker;
+  active: ActiveControl;
+  /** The body of GET /browsers/{id}, which PATCH /browsers/{id} answers too. */
+  browserBody: () => Record<string, unknown>;
 }
+
+const listQuery = z.strictObject({
+  limit: qInt(`Page size, 1 to ${LIST_LIMITS.max} (default ${LIST_LIMITS.default})`, 1, LIST_LIMITS.max),
+  offset: qInt('Matching proxies to skip, oldest first (default 0)', 0, LIST_LIMITS.maxOffset),
+  name: qString('Exact name, case- and accent-insensitive', 255),
+  query: qString('Case-insensitive substring of the name, host or exit IP; or the whole id', 255),
+});
+
+const lastErrorSchema = z.object({ code: z.string(), message: z.string(), at: z.string().meta({ description: 'ISO time of the failure' }) });
+const browserUpdateSchema = z
+  .strictObject({
+    proxy_id: z
+      .string({ error: 'must be a string or null' })
+      .max(255, 'must be at most 255 characters')
+      .nullable()
+      .optional()
+      .meta({ description: 'The stored proxy the browser goes through; "" or null: none (direct); omitted: unchanged' }),
+    disable_default_proxy: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'true is accepted (there is no default proxy); false is 422 unsupported_field' }),
+    name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
+    profile: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
+    tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
+    telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
+    viewport: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
+  })
+  .meta({ description: "The SDK's BrowserUpdateParams; this daemon honours proxy_id" });
+const browserUpdatedSchema = z.looseObject({
+  proxy_id: z.string().optional().meta({ description: 'The active proxy; absent when the browser goes direct' }),
+  proxy: z.object({ id: z.string(), last_error: lastErrorSchema.nullable() }).nullable().meta({ description: 'The active proxy and the last failure of a connection to it since it became active; null when direct' }),
+});
 
 function identityOf(ctx: RequestContext): Identity {
   if (ctx.identity === null) throw new Error('proxy routes need an identity');
   return ctx.identity;
 }
 
-function visible(identity: Identity, p: StoredProxy): boolean {
-  return identity.project === null || p.project === identity.project;
-}
-
-/** The Proxy as every route returns it: no password, no CA bundle, no project. */
-export function toPublic(p: StoredProxy): Record<string, unknown> {
-  const out: Record<string, unknown> = { id: p.id };
-  if (p.name !== undefined) out.name = p.name;
-  out.type = p.type;
-  out.protocol = p.protocol;
-  if (p.type === 'custom') {
-    const c = p.config;
-    out.config = {
-      host: c.host,
-      port: c.port,
-      ...(typeof c.username === 'string' ? { username: c.username } : {}),
-      has_password: typeof c.password === 'string' && c.password !== '',
-      has_ca_bundle: typeof c.ca_bundle === 'string' && c.ca_bundle !== '',
-    };
-  } else {
-    out.config = { ...p.config };
+/** The first field of a browser update that this daemon cannot honour, with why; null when none. */
+function unsupported(body: z.output<typeof browserUpdateSchema>): [string, string] | null {
+  for (const field of ['name', 'profile', 'tags', 'viewport'] as const) {
+    if (body[field] !== undefined) return [field, 'is not supported by this daemon (only proxy_id is)'];
   }
-  if (p.status !== undefined) out.status = p.status;
-  if (p.last_checked !== undefined) out.last_checked = p.last_checked;
-  if (p.ip_address !== undefined) out.ip_address = p.ip_address;
-  return out;
+  if (body.disable_default_proxy === false) return ['disable_default_proxy', 'false is not supported: this daemon has no default proxy'];
+  const t = body.telemetry;
+  if (t !== undefined && t !== null && !(typeof t === 'object' && !Array.isArray(t) && Object.keys(t).length === 0)) {
+    return ['telemetry', 'is not supported by this daemon (null or {} leave it unchanged)'];
+  }
+  return null;
 }
 
 export function proxyRoutes(deps: RouteDeps): Route[] {
-  const { store, checker } = deps;
+  const { store, checker, active } = deps;
   const find = (ctx: RequestContext): StoredProxy => {
     const id = ctx.params.id as string;
     const p = store.get(id);
-    if (p === undefined || !visible(identityOf(ctx), p)) throw new NotFoundError(`no proxy ${id}`);
+    if (p === undefined || !visibleTo(identityOf(ctx).project, p)) throw new NotFoundError(`no proxy ${id}`);
     return p;
+  };
+  const browserBody = (): Record<string, unknown> => {
+    const status = active.status();
+    const { proxy_id: _old, proxy: _oldProxy, ...rest } = deps.browserBody();
+    return { ...rest, ...(status !== null ? { proxy_id: status.id } : {}), proxy: status };
   };
 
   return [
@@ -69,8 +95,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       scope: 'proxies:write',
       doc: {
         summary: 'Create a proxy',
-        description:
-          `Validated per \`type\`; \`config.password\` and \`config.ca_bundle\` (custom) are write-only. The proxy belongs to the project of the key that creates it. At most ${MAX_PROXIES} proxies per project, counted over the proxies created by keys of that project; the proxies created by keys without a project share one bucket of ${MAX_PROXIES} (429 limit_exceeded past it; deleting frees a place). The residential \`os\` field is deprecated: accepted, stored, logged, not used.`,
+        description: CREATE_DOC,
         body: createProxySchema,
         responses: { 201: { description: 'the proxy as stored (Location: /proxies/{id})', schema: proxySchema } },
         errors: [429],
@@ -84,6 +109,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
           type: input.type,
           protocol: input.protocol,
           config: { ...input.config },
+          ...(input.bypass_hosts !== undefined && input.bypass_hosts.length > 0 ? { bypass_hosts: input.bypass_hosts } : {}),
           project: identity.project,
           created_at: new Date().toISOString(),
         };
@@ -104,10 +130,16 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/proxies',
       scope: 'proxies:read',
-      doc: { summary: 'List the proxies this key may see, oldest first', responses: { 200: { description: 'the proxies', schema: proxyListSchema } } },
+      doc: {
+        summary: 'List the proxies this key may see, oldest first, one page',
+        description: LIST_DOC,
+        query: listQuery,
+        responses: { 200: { description: 'one page of proxies (headers x-has-more, x-next-offset)', schema: proxyListSchema } },
+        errors: [400],
+      },
       handler: async (ctx) => {
-        const identity = identityOf(ctx);
-        return { status: 200, body: store.list().filter((p) => visible(identity, p)).map(toPublic) };
+        const page = listPage(store.list(), identityOf(ctx).project, ctx.query as ListQuery);
+        return { status: 200, body: page.items.map(toPublic), headers: { 'x-has-more': String(page.hasMore), 'x-next-offset': String(page.nextOffset) } };
       },
     },
     {
@@ -118,13 +150,32 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
     },
     {
+      method: 'PATCH',
+      path: '/proxies/{id}',
+      scope: 'proxies:write',
+      doc: { summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema, responses: { 200: { description: 'the proxy as stored', schema: proxySchema } } },
+      handler: async (ctx) => {
+        const input = await ctx.json(updateProxySchema);
+        const p = find(ctx);
+        const updated = await store.update(p.id, (cur) => {
+          const { bypass_hosts: oldBypass, ...rest } = cur;
+          const bypass = input.bypass_hosts ?? oldBypass ?? [];
+          return { ...rest, ...(input.name !== undefined ? { name: input.name } : {}), ...(bypass.length > 0 ? { bypass_hosts: bypass } : {}) };
+        });
+        if (updated === undefined) throw new NotFoundError(`no proxy ${p.id}`);
+        ctx.log.info({ event: 'proxy_updated', proxy_id: p.id, fields: Object.keys(input) }, 'proxy updated');
+        if (JSON.stringify(p.bypass_hosts ?? []) !== JSON.stringify(updated.bypass_hosts ?? [])) await active.refresh(p.id, ctx.log);
+        return { status: 200, body: toPublic(updated) };
+      },
+    },
+    {
       method: 'DELETE',
       path: '/proxies/{id}',
       scope: 'proxies:write',
-      doc: { summary: 'Delete a proxy', responses: { 204: { description: 'deleted' } } },
+      doc: { summary: 'Delete a proxy', description: DELETE_DOC, responses: { 204: { description: 'deleted' } }, errors: [409] },
       handler: async (ctx) => {
         const p = find(ctx);
-        const removed = await store.remove(p.id);
+        const removed = await active.remove(p.id);
         if (removed === undefined) throw new NotFoundError(`no proxy ${p.id}`);
         ctx.log.info({ event: 'proxy_deleted', proxy_id: p.id }, 'proxy deleted');
         return { status: 204 };
@@ -136,12 +187,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       scope: 'proxies:check',
       doc: {
         summary: 'Check a proxy by connecting through it',
-        description: [
-          'Connects to the proxy (TLS when its protocol is https, verified against its ca_bundle, else the system CAs), sends `CONNECT` with Basic proxy auth when it has credentials, then TLS with SNI to an https target or a plain HTTP/1.1 GET to an http target, through the tunnel in both cases. Managed types go through the gateway of their type in BROWSERD_PROXY_PROVIDERS_FILE, with the targeting appended to the gateway username as `-country-us-state-co-city-denver-zip-…-asn-<number>-carrier-…` (that order, values lower case); no gateway for the type → 422 with inner_error.code provider_not_configured.',
-          'Without `url`: BROWSERD_PROXY_CHECK_URLS in turn until one answers 2xx with an IP address (the whole body, or JSON `ip`); a failure of the proxy itself ends the check early. `status` becomes available when a check URL answered 2xx through the proxy, else unavailable; `ip_address` is the IP seen (removed when none was); `last_checked` is set; the stored Proxy is returned (200 in both cases).',
-          `With \`url\`: only http/https without credentials and not a \`localhost\` name (RFC 6761), and every address the host resolves to must be public: ipaddr.js \`unicast\`, and for IPv6 inside the global unicast block 2000::/3 and not IPv4-compatible (::/96) (else 400 bad_request). The host name is looked up in DNS (A and AAAA at once, through the servers of /etc/resolv.conf; /etc/hosts is not consulted; once one family answered, the other may take at most ${RESOLVE_GRACE_MS} ms more) under the check's deadline, after the check slot was taken: a name that does not resolve is 422 target_unreachable, no answer in time is 422 timeout naming the resolve phase. The tunnel is \`CONNECT <checked address>:<port>\` (the first address, IPv4 first), the host name goes only into SNI and Host. Any HTTP response of the target counts as reachable: 200 with the Proxy unchanged (status, last_checked and ip_address are not touched, the IP of a url check is not reported). A failure is 422 proxy_check_failed with inner_error.code proxy_unreachable, proxy_auth_failed, target_unreachable, tls_failed or timeout.`,
-          'The whole check has BROWSERD_PROXY_CHECK_TIMEOUT_MS; each phase (name lookup of a url check, connect, CONNECT answer, TLS, response) waits at most what is left, and a timeout names the phase. A check is one proxy with one url (or with none): two requests for the same proxy and the same url (compared after URL normalization), or for the same proxy both without url, while one runs share that run and get its outcome; requests for one proxy with different urls are different checks and run on their own. At most BROWSERD_MAX_PROXY_CHECKS checks run at once (429 limit_exceeded past it, before any name is looked up; joining a running check takes no place).',
-        ].join('\n\n'),
+        description: CHECK_DOC,
         body: checkBodySchema,
         bodyRequired: false,
         responses: { 200: { description: 'the proxy after the check', schema: proxySchema } },
@@ -157,8 +203,14 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
             const outcome = await checker.checkDefault(proxy, upstream, ctx.log);
             const now = new Date().toISOString();
             const rec = await store.update(proxy.id, (p) => {
-              const { ip_address: _old, ...rest } = p;
-              return { ...rest, status: outcome.available ? 'available' : 'unavailable', last_checked: now, ...(outcome.ip !== null ? { ip_address: outcome.ip } : {}) };
+              const { ip_address: _ip, last_check_error: _err, ...rest } = p;
+              return {
+                ...rest,
+                status: outcome.available ? 'available' : 'unavailable',
+                last_checked: now,
+                ...(outcome.ip !== null ? { ip_address: outcome.ip } : {}),
+                ...(!outcome.available && outcome.failure !== null ? { last_check_error: outcome.failure } : {}),
+              };
             });
             if (rec === undefined) throw new NotFoundError(`no proxy ${proxy.id}: it was deleted during the check`);
             return rec;
@@ -169,6 +221,25 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         const target = parseCheckUrl(body.url);
         await checker.shared(`${proxy.id}\n${target.url.href}`, ctx.log, () => checker.checkUrl(proxy, upstream, target, ctx.log));
         return { status: 200, body: toPublic(find(ctx)) };
+      },
+    },
+    {
+      method: 'PATCH',
+      path: '/browsers/{id}',
+      scope: 'browser:write',
+      doc: {
+        summary: "Set the browser's proxy, live",
+        description: BROWSER_UPDATE_DOC,
+        body: browserUpdateSchema,
+        responses: { 200: { description: 'the browser (as GET /browsers/{id}) once new connections use the new proxy', schema: browserUpdatedSchema } },
+        errors: [422],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(browserUpdateSchema);
+        const refused = unsupported(body);
+        if (refused !== null) throw new UnsupportedFieldError(refused[0], refused[1]);
+        if (body.proxy_id !== undefined) await active.set(body.proxy_id, identityOf(ctx).project, ctx.log);
+        return { status: 200, body: browserBody() };
       },
     },
   ];

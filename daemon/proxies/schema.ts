@@ -5,12 +5,15 @@
 import { X509Certificate } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
+import { bypassHostsSchema } from './bypass.js';
 import { isCountryCode } from './countries.js';
 
 export const PROXY_TYPES = ['datacenter', 'isp', 'residential', 'mobile', 'custom'] as const;
 export type ProxyType = (typeof PROXY_TYPES)[number];
 export const PROXY_PROTOCOLS = ['http', 'https'] as const;
 export const PROXY_STATUSES = ['available', 'unavailable'] as const;
+/** Why a check failed: `inner_error.code` of a url check, `last_check_error.code` of a default check. */
+export const CHECK_CAUSES = ['proxy_unreachable', 'proxy_auth_failed', 'target_unreachable', 'tls_failed', 'timeout'] as const;
 
 /** Every size limit of a Proxy's fields. */
 export const FIELD_LIMITS = {
@@ -188,9 +191,13 @@ export type MobileConfig = z.output<typeof mobileConfig>;
 export type ManagedConfig = { country?: string } & Partial<Omit<ResidentialConfig, 'os'>> & Partial<MobileConfig>;
 
 const name = rule(
-  (v) => v.trim().length >= 1 && v.length <= FIELD_LIMITS.nameMaxChars && !CONTROL.test(v),
-  `must be 1 to ${FIELD_LIMITS.nameMaxChars} characters without control characters`,
-).meta({ description: `Readable name of the proxy (1 to ${FIELD_LIMITS.nameMaxChars} characters)` });
+  (v) => v.trim().length >= 1 && v.trim().length <= FIELD_LIMITS.nameMaxChars && !CONTROL.test(v),
+  `must be 1 to ${FIELD_LIMITS.nameMaxChars} characters (after trimming) without control characters`,
+)
+  .transform((v) => v.trim())
+  .meta({
+    description: `Readable name of the proxy: trimmed, then 1 to ${FIELD_LIMITS.nameMaxChars} characters; names need not be unique (proxies are addressed by id)`,
+  });
 const protocol = z
   .enum(PROXY_PROTOCOLS, { message: 'must be http or https' })
   .default('https')
@@ -203,16 +210,23 @@ export const createProxySchema = z
   .discriminatedUnion(
     'type',
     [
-      z.strictObject({ type: typeField('datacenter'), name: name.optional(), protocol, config: datacenterConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('isp'), name: name.optional(), protocol, config: ispConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('residential'), name: name.optional(), protocol, config: residentialConfig.default({}) }),
-      z.strictObject({ type: typeField('mobile'), name: name.optional(), protocol, config: mobileConfig.default({}) }),
-      z.strictObject({ type: typeField('custom'), name: name.optional(), protocol, config: customConfig }),
+      z.strictObject({ type: typeField('datacenter'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: datacenterConfig.default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('isp'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: ispConfig.default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('residential'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: residentialConfig.default({}) }),
+      z.strictObject({ type: typeField('mobile'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: mobileConfig.default({}) }),
+      z.strictObject({ type: typeField('custom'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: customConfig }),
     ],
     { error: () => 'must be one of datacenter, isp, residential, mobile, custom' },
   )
   .meta({ description: 'A proxy; `type` decides the shape of `config`' });
 export type ProxyCreate = z.output<typeof createProxySchema>;
+
+/** PATCH /proxies/{id}: the fields that may change; at least one. */
+export const updateProxySchema = z
+  .strictObject({ name: name.optional(), bypass_hosts: bypassHostsSchema.optional() })
+  .refine((v) => v.name !== undefined || v.bypass_hosts !== undefined, { message: 'must set name or bypass_hosts (or both)' })
+  .meta({ description: 'The new name and/or bypass_hosts; every other field of a proxy is fixed at creation (create a new proxy to change it)' });
+export type ProxyUpdate = z.output<typeof updateProxySchema>;
 
 /** POST /proxies/{id}/check: an optional target. */
 export const checkBodySchema = z.strictObject({
@@ -241,6 +255,14 @@ const publicFields = {
   status: z.enum(PROXY_STATUSES).optional().meta({ description: 'Health after the last check without url; absent until checked' }),
   last_checked: z.string().optional().meta({ description: 'ISO time of the last check without url' }),
   ip_address: z.string().optional().meta({ description: 'Exit IP address seen by the last check without url, when a check URL answered with one' }),
+  bypass_hosts: z.array(z.string()).optional().meta({ description: 'Hosts reached directly instead of through this proxy (stored form); absent when none' }),
+  last_check_error: z
+    .object({
+      code: z.enum(CHECK_CAUSES).meta({ description: 'The cause: proxy_unreachable, proxy_auth_failed, target_unreachable, tls_failed or timeout' }),
+      message: z.string().meta({ description: 'What failed, naming the phase; for an https proxy that speaks plain HTTP it suggests `protocol: http`' }),
+    })
+    .optional()
+    .meta({ description: 'Why the last check without url found the proxy unavailable: present while status is unavailable, removed when a check finds it available' }),
 };
 const managedOut = <T extends ProxyType>(t: T, config: z.ZodType) => z.object({ ...publicFields, type: z.literal(t), config });
 export const proxySchema = z.discriminatedUnion('type', [

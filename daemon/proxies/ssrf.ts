@@ -1,4 +1,4 @@
-// The guard of a check's `url`: only http and https, no credentials, no `localhost` name, and every
+// The guard of a check's `url`: only http and https, no credentials, no port 0, no `localhost` name, and every
 // address the host resolves to must be public. An address is public when ipaddr.js classes it as
 // `unicast` (IPv4-mapped IPv6 is judged as the IPv4 it carries) and none of the few rules below
 // refuses it. ipaddr.js refuses loopback, private, link-local (and 169.254.169.254, the metadata
@@ -16,7 +16,7 @@ import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { BadRequestError } from '../core/errors.js';
 import type { ResolveOptions, Resolver } from './resolve.js';
-import { CheckFailure } from './tunnel.js';
+import { CheckFailure } from './dial.js';
 
 export interface CheckUrl {
   url: URL;
@@ -108,6 +108,8 @@ export function parseCheckUrl(raw: string): CheckUrl {
   const hostname = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   if (hostname === '') throw bad('has no host');
   const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+  // The URL parser accepts :0, which no server listens on (a CONNECT to port 0 is no target).
+  if (port === 0) throw bad('has port 0, which is no valid target port (1 to 65535)');
   if (net.isIP(hostname) !== 0) {
     // A literal (the URL parser already turned numeric IPv4 forms into dotted IPv4).
     const why = addressProblem(hostname);

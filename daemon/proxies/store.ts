@@ -1,5 +1,7 @@
 // The proxies, kept in one JSON file `<stateDir>/proxies.json` (mode 0600; it holds the
-// write-only passwords and CA bundles, so it is as secret as the state dir).
+// write-only passwords and CA bundles, so it is as secret as the state dir), with the id of the
+// browser's active proxy (`active`, PATCH /browsers/{id}) in the same file: one write changes both,
+// so a proxy can never be deleted while it is active, whatever the daemon is killed in between.
 //
 // Every change is written atomically: a temp file in the same directory, fsync, rename over the
 // old file, fsync the directory. A daemon killed at any moment leaves the old or the new content,
@@ -12,6 +14,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { writeFileAtomic } from '../core/fs-atomic.js';
 import type { Logger } from '../core/log.js';
+import type { CheckCause } from './dial.js';
 import type { ProxyType } from './schema.js';
 
 export const STORE_FILE = 'proxies.json';
@@ -30,6 +33,10 @@ export interface StoredProxy {
   status?: 'available' | 'unavailable';
   last_checked?: string;
   ip_address?: string;
+  /** Hosts reached directly instead of through this proxy (stored form, bypass.ts). */
+  bypass_hosts?: string[];
+  /** Why the last check without url found it unavailable; absent while available or unchecked. */
+  last_check_error?: { code: CheckCause; message: string };
 }
 
 // Structure only: the rules of each field are checked when a proxy is created, and a stricter
@@ -48,19 +55,25 @@ const fileSchema = z.object({
       status: z.enum(['available', 'unavailable']).optional(),
       last_checked: z.string().optional(),
       ip_address: z.string().optional(),
+      bypass_hosts: z.array(z.string()).optional(),
+      last_check_error: z.object({ code: z.string(), message: z.string() }).optional(),
     }),
   ),
+  active: z.string().nullable().optional(),
 });
 
 export class ProxyStore {
   private records: readonly StoredProxy[];
+  private activeId: string | null;
   private queue: Promise<unknown> = Promise.resolve();
 
   private constructor(
     readonly file: string,
     records: StoredProxy[],
+    active: string | null = null,
   ) {
     this.records = records;
+    this.activeId = active;
   }
 
   /**
@@ -81,8 +94,14 @@ export class ProxyStore {
     try {
       const parsed = fileSchema.safeParse(JSON.parse(text));
       if (parsed.success) {
-        log.info({ event: 'proxy_store_loaded', path: file, proxies: parsed.data.proxies.length }, 'proxy store loaded');
-        return new ProxyStore(file, parsed.data.proxies as StoredProxy[]);
+        const records = parsed.data.proxies as StoredProxy[];
+        let active = parsed.data.active ?? null;
+        if (active !== null && !records.some((p) => p.id === active)) {
+          log.warn({ event: 'proxy_active_missing', proxy_id: active }, 'the stored active proxy is not in the store: the browser connects directly');
+          active = null;
+        }
+        log.info({ event: 'proxy_store_loaded', path: file, proxies: records.length, active_proxy: active }, 'proxy store loaded');
+        return new ProxyStore(file, records, active);
       }
       const issue = parsed.error.issues[0];
       reason = `${issue?.path.join('.') || '(root)'}: ${issue?.message}`;
@@ -107,16 +126,24 @@ export class ProxyStore {
     return this.records.find((p) => p.id === id);
   }
 
+  /** The id of the browser's active proxy (as last written), or null: direct. */
+  active(): string | null {
+    return this.activeId;
+  }
+
   /**
-   * Runs `change` on the current list when every earlier change is on disk, writes its result,
-   * then makes it current. `change` may throw to refuse (nothing is written then).
+   * Runs `change` on the current list (and active id) when every earlier change is on disk, writes
+   * its result, then makes it current. `change` may throw to refuse (nothing is written then).
    */
-  mutate<T>(change: (current: readonly StoredProxy[]) => { next: readonly StoredProxy[]; result: T }): Promise<T> {
+  mutate<T>(
+    change: (current: readonly StoredProxy[], active: string | null) => { next: readonly StoredProxy[]; active?: string | null; result: T },
+  ): Promise<T> {
     const run = this.queue.then(async () => {
-      const { next, result } = change(this.records);
-      if (next !== this.records) {
-        await this.write(next);
+      const { next, active = this.activeId, result } = change(this.records, this.activeId);
+      if (next !== this.records || active !== this.activeId) {
+        await this.write(next, active);
         this.records = next;
+        this.activeId = active;
       }
       return result;
     });
@@ -151,8 +178,8 @@ export class ProxyStore {
     await this.queue;
   }
 
-  private write(records: readonly StoredProxy[]): Promise<void> {
-    const text = `${JSON.stringify({ version: STORE_VERSION, proxies: records }, null, 1)}\n`;
+  private write(records: readonly StoredProxy[], active: string | null): Promise<void> {
+    const text = `${JSON.stringify({ version: STORE_VERSION, proxies: records, ...(active !== null ? { active } : {}) }, null, 1)}\n`;
     return writeFileAtomic(this.file, text, 0o600);
   }
 }

@@ -25,10 +25,10 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-function listen(server: net.Server): Promise<number> {
+function listen(server: net.Server, port = 0): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port));
+    server.listen(port, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port));
   });
 }
 
@@ -62,13 +62,19 @@ export interface Origin extends Closer {
   seen: SeenRequest[];
 }
 
-/** `/json` → {"ip": caller}, `/text` → caller as plain text, `/noip` → "hello", else 404. */
+/**
+ * `/json` → {"ip": caller}, `/text` → caller as plain text, `/noip` → "hello", `/via` → {"via": the
+ * Via header or null, "host"}, `/status/<code>` → that status, else 404.
+ */
 function originHandler(seen: SeenRequest[]): http.RequestListener {
   return (req, res) => {
     const servername = (req.socket as tls.TLSSocket).servername;
     seen.push({ url: req.url ?? '', host: req.headers.host, ...(servername !== undefined ? { servername } : {}) });
     const caller = req.socket.remoteAddress ?? '';
-    if (req.url === '/json') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ip: caller }));
+    const status = /^\/status\/(\d{3})$/.exec(req.url ?? '');
+    if (status) res.writeHead(Number(status[1])).end();
+    else if (req.url === '/via') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ via: req.headers.via ?? null, host: req.headers.host }));
+    else if (req.url === '/json') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ip: caller }));
     else if (req.url === '/text') res.writeHead(200, { 'content-type': 'text/plain' }).end(`${caller}\n`);
     else if (req.url === '/noip') res.writeHead(200, { 'content-type': 'text/plain' }).end('hello');
     else res.writeHead(404).end('not found');
@@ -114,8 +120,20 @@ export interface Tinyproxy extends Closer {
   proc: ChildProcess;
 }
 
-/** tinyproxy in the foreground on a free loopback port, with Basic auth and CONNECT only to `connectPorts`. */
-export async function startTinyproxy(opts: { user: string; pass: string; connectPorts: number[] }): Promise<Tinyproxy> {
+export interface TinyproxyOptions {
+  /** Basic auth (tinyproxy answers a wrong password with 401, none with 407). */
+  user?: string;
+  pass?: string;
+  /** CONNECT only to these ports. */
+  connectPorts: number[];
+  /** `ViaProxyName`: the Via header tinyproxy adds (`1.1 <via> (tinyproxy/…)`); without it no Via header. */
+  via?: string;
+  /** Send everything to this proxy on 127.0.0.1 (tinyproxy then resolves no target name itself). */
+  upstreamPort?: number;
+}
+
+/** tinyproxy in the foreground on a free loopback port, with CONNECT only to `connectPorts`. */
+export async function startTinyproxy(opts: TinyproxyOptions): Promise<Tinyproxy> {
   const dir = tempDir('browserd-tinyproxy-');
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
@@ -128,9 +146,10 @@ export async function startTinyproxy(opts: { user: string; pass: string; connect
         'Timeout 30',
         'MaxClients 20',
         'Allow 127.0.0.1',
-        `BasicAuth ${opts.user} ${opts.pass}`,
+        ...(opts.user !== undefined ? [`BasicAuth ${opts.user} ${opts.pass ?? ''}`] : []),
         ...opts.connectPorts.map((p) => `ConnectPort ${p}`),
-        'DisableViaHeader Yes',
+        ...(opts.via !== undefined ? [`ViaProxyName "${opts.via}"`] : ['DisableViaHeader Yes']),
+        ...(opts.upstreamPort !== undefined ? [`Upstream http 127.0.0.1:${opts.upstreamPort}`] : []),
         'LogLevel Info',
         '',
       ].join('\n'),
@@ -178,8 +197,14 @@ export async function waitForPort(port: number, timeoutMs: number): Promise<void
 }
 
 export interface ConnectSeen {
+  /** host:port asked for (of the CONNECT, or of the absolute-form URL). */
   authority: string;
   proxyAuthorization: string | undefined;
+  /** The request's Via header (a proxy in front of this one adds it). */
+  via: string | undefined;
+  form: 'connect' | 'absolute';
+  /** The request line's target as sent (an absolute URL, or host:port). */
+  target: string;
 }
 
 export interface ConnectProxy extends Closer {
@@ -197,11 +222,16 @@ export interface ConnectProxyOptions {
   tls?: Cert;
   /** `tunnel` (default): answer 200 and pipe to `route(authority)`; `hang`: never answer; `hold`: tunnel after release(). */
   mode?: 'tunnel' | 'hang' | 'hold';
-  /** Where a tunnel goes (always a loopback port): by default every tunnel goes to `defaultPort`. */
+  /** Where a tunnel goes (always a loopback port), by the authority asked for. */
   route?: (authority: string) => number;
+  /** Listen on this port (default: a free one). */
+  port?: number;
 }
 
-/** A CONNECT proxy that never leaves loopback: every tunnel goes to a local port, whatever was asked. */
+/**
+ * A proxy that never leaves loopback: every tunnel (CONNECT) and every absolute-form request goes
+ * to a local port, whatever was asked; an absolute-form request is passed on in origin-form.
+ */
 export async function startConnectProxy(opts: ConnectProxyOptions): Promise<ConnectProxy> {
   const seen: ConnectSeen[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
@@ -218,9 +248,15 @@ export async function startConnectProxy(opts: ConnectProxyOptions): Promise<Conn
       if (end < 0) return;
       client.off('data', onData);
       const lines = head.slice(0, end).split('\r\n');
-      const authority = (lines[0] ?? '').split(' ')[1] ?? '';
-      const auth = lines.find((l) => /^proxy-authorization:/i.test(l));
-      seen.push({ authority, proxyAuthorization: auth?.slice(auth.indexOf(':') + 1).trim() });
+      const [method = '', target = ''] = (lines[0] ?? '').split(' ');
+      const form = method === 'CONNECT' ? 'connect' : 'absolute';
+      const absolute = form === 'absolute' && /^http:\/\//i.test(target) ? new URL(target) : null;
+      const authority = absolute === null ? target : `${absolute.hostname}:${absolute.port || '80'}`;
+      const header = (name: string): string | undefined => {
+        const line = lines.find((l) => l.toLowerCase().startsWith(`${name}:`));
+        return line?.slice(line.indexOf(':') + 1).trim();
+      };
+      seen.push({ authority, proxyAuthorization: header('proxy-authorization'), via: header('via'), form, target });
       for (const w of waiters.filter((x) => seen.length >= x.n)) w.resolve();
       if (mode === 'hang') return;
       const go = (): void => {
@@ -228,7 +264,15 @@ export async function startConnectProxy(opts: ConnectProxyOptions): Promise<Conn
         const upstream = net.connect(port, '127.0.0.1');
         upstream.on('error', () => client.destroy());
         upstream.once('connect', () => {
-          client.write('HTTP/1.1 200 Connection established\r\n\r\n');
+          if (form === 'connect') {
+            client.write('HTTP/1.1 200 Connection established\r\n\r\n');
+            const rest = head.slice(end + 4);
+            if (rest.length > 0) upstream.write(Buffer.from(rest, 'latin1'));
+          } else {
+            // The request again, in origin-form (and what came after its head).
+            const origin = absolute === null ? target : `${absolute.pathname}${absolute.search}`;
+            upstream.write(Buffer.from(`${method} ${origin}${head.slice(head.indexOf(' ', method.length + 1))}`, 'latin1'));
+          }
           client.pipe(upstream).pipe(client);
         });
       };
@@ -240,7 +284,7 @@ export async function startConnectProxy(opts: ConnectProxyOptions): Promise<Conn
   const server = opts.tls ? tls.createServer({ key: opts.tls.key, cert: opts.tls.cert }, onClient) : net.createServer(onClient);
   server.on('tlsClientError', () => undefined);
   const sockets = trackSockets(server);
-  const port = await listen(server);
+  const port = await listen(server, opts.port);
   const state: ConnectProxy = {
     port,
     seen,

@@ -1,0 +1,134 @@
+// Where the forwarding proxy sends one request of the browser (a CONNECT or an absolute-form
+// request), decided per request, in this order:
+//   refuse    the daemon's own ports (its HTTP API and the forwarder itself) on a loopback or
+//             local address: a page can never reach the API through the browser's proxy (403)
+//   direct    loopback targets (127.0.0.0/8, ::1, `localhost`, `*.localhost`); every target while no
+//             proxy is active; hosts matching the active proxy's bypass_hosts
+//   upstream  everything else, through the active proxy (dial.ts)
+// A direct connection resolves a name itself (BROWSERD_TEST_HOOKS `resolve=` first, for the tests,
+// else the system resolver: getaddrinfo, /etc/hosts included, as Chromium without a proxy would)
+// and judges the address again, so a name that resolves to a local address with one of the
+// daemon's ports is refused too. Through an upstream the upstream resolves the name, far away.
+import { lookup as dnsLookup } from 'node:dns/promises';
+import net from 'node:net';
+import os from 'node:os';
+import ipaddr from 'ipaddr.js';
+import { bypasses, canonicalIp } from '../bypass.js';
+import { CheckFailure, failure } from '../dial.js';
+
+export type Decision = { kind: 'refuse'; why: string } | { kind: 'direct' } | { kind: 'upstream' };
+
+/** A request the forwarder refuses to carry (403 to the browser). */
+export class RefusedTarget extends Error {
+  constructor(why: string) {
+    super(why);
+    this.name = 'RefusedTarget';
+  }
+}
+
+/** How long the list of local interface addresses is reused. */
+const INTERFACES_TTL_MS = 5000;
+let interfaces: { at: number; addresses: Set<string> } | null = null;
+
+function interfaceAddresses(): Set<string> {
+  if (interfaces === null || Date.now() - interfaces.at > INTERFACES_TTL_MS) {
+    const addresses = new Set<string>();
+    for (const list of Object.values(os.networkInterfaces())) {
+      for (const a of list ?? []) {
+        const c = canonicalIp(a.address);
+        if (c !== null) addresses.add(c);
+      }
+    }
+    interfaces = { at: Date.now(), addresses };
+  }
+  return interfaces.addresses;
+}
+
+/** 127.0.0.0/8, ::1 and `localhost` names (RFC 6761), in any spelling of the address. */
+export function isLoopbackHost(host: string): boolean {
+  const ip = canonicalIp(host);
+  if (ip !== null) return ipaddr.parse(ip).range() === 'loopback';
+  const h = host.toLowerCase().replace(/\.$/, '');
+  return h === 'localhost' || h.endsWith('.localhost');
+}
+
+/** An address of this machine: loopback, unspecified (0.0.0.0, ::), or an address of a local interface. */
+export function isLocalAddress(address: string): boolean {
+  const ip = canonicalIp(address);
+  if (ip === null) return false;
+  const range = ipaddr.parse(ip).range();
+  return range === 'loopback' || range === 'unspecified' || interfaceAddresses().has(ip);
+}
+
+export interface RouteInput {
+  /** The daemon's API port and the forwarder's own port. */
+  ownPorts: readonly number[];
+  /** Whether a proxy is active (else every target is direct). */
+  upstream: boolean;
+  bypass: readonly string[] | undefined;
+}
+
+export function decide(host: string, port: number, input: RouteInput): Decision {
+  if (input.ownPorts.includes(port) && (isLoopbackHost(host) || isLocalAddress(host))) {
+    return { kind: 'refuse', why: `${host}:${port} is a port of browserd itself; the browser's proxy never connects there` };
+  }
+  if (isLoopbackHost(host) || !input.upstream || bypasses(host, input.bypass)) return { kind: 'direct' };
+  return { kind: 'upstream' };
+}
+
+/** One address of a host name (or the literal itself). */
+export type Lookup = (host: string) => Promise<string>;
+
+export function createLookup(table: ReadonlyMap<string, string[]>): Lookup {
+  return async (host) => {
+    const ip = canonicalIp(host);
+    if (ip !== null) return ip;
+    const hooked = table.get(host.toLowerCase());
+    if (hooked !== undefined && hooked.length > 0) return hooked[0] as string;
+    return (await dnsLookup(host)).address;
+  };
+}
+
+export interface DirectOptions {
+  deadline: number;
+  signal: AbortSignal;
+  lookup: Lookup;
+  ownPorts: readonly number[];
+}
+
+/** A TCP connection straight to host:port (name lookup and connect under the deadline); RefusedTarget or CheckFailure. */
+export function connectDirect(host: string, port: number, opts: DirectOptions): Promise<net.Socket> {
+  return new Promise<net.Socket>((resolve, reject) => {
+    let sock: net.Socket | null = null;
+    let done = false;
+    const finish = (err: Error | null): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      opts.signal.removeEventListener('abort', onAbort);
+      if (err === null && sock !== null) return resolve(sock);
+      sock?.destroy();
+      reject(err ?? new Error('no socket'));
+    };
+    const onAbort = (): void => finish(new CheckFailure('timeout', `no connection to ${host}:${port}: ${String(opts.signal.reason ?? 'cancelled')}`, false));
+    const timer = setTimeout(() => finish(new CheckFailure('timeout', `no connection to ${host}:${port} before the dial deadline (BROWSERD_PROXY_DIAL_TIMEOUT_MS)`, false)), Math.max(0, opts.deadline - Date.now()));
+    if (opts.signal.aborted) return onAbort();
+    opts.signal.addEventListener('abort', onAbort, { once: true });
+    opts.lookup(host).then(
+      (address) => {
+        if (done) return;
+        if (opts.ownPorts.includes(port) && isLocalAddress(address)) {
+          return finish(new RefusedTarget(`${host}:${port} resolves to ${address}, a port of browserd itself`));
+        }
+        const s = net.connect({ host: address, port });
+        sock = s;
+        s.on('error', (e) => finish(failure('target_unreachable', `cannot connect to ${host}:${port}`, e, false)));
+        s.once('connect', () => {
+          s.setNoDelay(true);
+          finish(null);
+        });
+      },
+      (e: Error) => finish(failure('target_unreachable', `cannot resolve ${host}`, e, false)),
+    );
+  });
+}

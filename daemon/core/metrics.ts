@@ -13,6 +13,7 @@ export interface Metrics {
   stdinBytes: Counter;
   proxyChecks: Counter<'outcome'>;
   processesLive: Gauge;
+  computerActions: Counter<'action' | 'outcome'>;
 }
 
 export function createMetrics(): Metrics {
@@ -65,6 +66,12 @@ export function createMetrics(): Metrics {
     processesLive: new Gauge({
       name: 'browserd_processes_live',
       help: 'Spawned or exec processes whose process group still has a living member',
+      registers: [registry],
+    }),
+    computerActions: new Counter({
+      name: 'browserd_computer_actions_total',
+      help: 'Computer-control requests by action (click_mouse, screenshot, batch, …) and outcome (ok or the error code)',
+      labelNames: ['action', 'outcome'],
       registers: [registry],
     }),
   };

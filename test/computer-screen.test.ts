@@ -145,12 +145,27 @@ test('the input goes to the tab a person would see: the last one shown (new tab,
   assert.deepEqual(await clickAndCount([a, b, c, w]), [0, 0, 0, 1], 'a new window');
   await w.close();
   await c.close();
-  // With the window and the active tab gone, the tab Chromium shows now is the one that gets the input.
+  // With the window and the active tab gone, the tab Chromium shows now (which of the first window's
+  // tabs is Chromium's choice) is the one that gets the input.
   const shown = await Promise.all([a, b].map((t) => t.eval<string>('document.visibilityState')));
-  assert.deepEqual(shown.filter((s) => s === 'visible').length, 1, shown.join());
+  assert.ok(shown.filter((s) => s === 'visible').length <= 1, shown.join());
   assert.deepEqual(await clickAndCount([a, b]), shown.map((s) => (s === 'visible' ? 1 : 0)));
+  await cdp.send('Page.bringToFront', {}, { sessionId: b.sessionId });
+  assert.deepEqual(await clickAndCount([a, b]), [0, 1]);
   await a.close();
   await b.close();
+});
+
+test('a hung tab in the background does not stop the input to the current one', async () => {
+  const tab = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
+  const { targetId } = await cdp.send('Target.createTarget', { url: 'data:text/html,<script>for (;;) {}</script>', background: true });
+  try {
+    for (let i = 0; i < 3; i++) await k.browsers.computer.clickMouse('local', { x: 20 + i, y: 20 });
+    assert.deepEqual((await tab.events()).filter((e) => e.type === 'click').map((e) => e.x), [20, 21, 22]);
+  } finally {
+    await cdp.send('Target.closeTarget', { targetId });
+    await tab.close();
+  }
 });
 
 test('no page open: 409 no_page for the actions and the screenshot (SDK and plain HTTP); the mouse position still answers', async () => {

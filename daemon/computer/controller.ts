@@ -38,13 +38,12 @@ export class Computer {
   constructor(
     private readonly deps: { browser: Browser; log: Logger; metrics: Metrics; limits: ComputerLimits },
   ) {
-    // Tracking starts with every launch, so the order of the pages is known from the first one on.
+    // Tracking starts with every launch, so the order of the pages is known from the first one on;
+    // the launch does not wait for it (computer controls never delay or fail a launch).
     deps.browser.onLaunch(async (cdp) => {
-      try {
-        await this.runFor(cdp).started;
-      } catch (err) {
-        deps.log.warn({ event: 'computer_tracking_failed', reason: (err as Error).message }, 'page tracking did not start; the first computer request tries again');
-      }
+      this.runFor(cdp).started.catch((err: unknown) => {
+        deps.log.warn({ event: 'computer_tracking_failed', reason: (err as Error).message }, 'page tracking did not start; the next computer request tries again');
+      });
     });
   }
 

@@ -8,8 +8,9 @@
 // at once (several windows) are ordered by that, then by creation. No visible page: `no_page`.
 //
 // A probe is one Runtime.evaluate per page per action (the first one also attaches and creates the
-// world). Each page has at most one probe in flight; an action waits at most PROBE_WAIT_MS for them,
-// and a page that did not answer keeps what it said last (a busy page does not stall every action).
+// world). Each page has at most one probe in flight; an action waits at most PROBE_WAIT_MS for the
+// probes it started, none for one still running from an earlier action, and a page that did not
+// answer keeps what it said last (a busy or hung page does not stall every action).
 import type { Protocol } from 'devtools-protocol';
 import { CdpCallError, type CdpClient, type CommandName, type Params, type Result } from '../cdp/client.js';
 import { Deadline } from '../core/deadline.js';
@@ -147,7 +148,9 @@ export class PageTracker {
   async currentPage(deadline: Deadline): Promise<Page> {
     const candidates = [...this.pages.values()].filter(isCandidate);
     if (candidates.length === 0) throw new ConflictError('no_page', 'the browser has no page open (open a tab first, e.g. with Target.createTarget over CDP)');
-    const probes = candidates.map((t) => (t.probing ??= this.probe(t).finally(() => (t.probing = null))));
+    // A page whose probe of an earlier action has not answered yet (a busy or hung renderer) is not
+    // waited for again: it keeps its last state until that probe ends (PROBE_TIMEOUT_MS at most).
+    const probes = candidates.filter((t) => t.probing === null).map((t) => (t.probing = this.probe(t).finally(() => (t.probing = null))));
     const wait = Deadline.in(Math.min(PROBE_WAIT_MS, deadline.left()), 'the pages\u2019 visibility', deadline.signal);
     try {
       await wait.race(Promise.all(probes));

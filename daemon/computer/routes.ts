@@ -39,7 +39,7 @@ const PAGE_RULE =
   '(a tab opened in the foreground, a popup, Target.activateTarget, Page.bringToFront by any CDP client, a click on a tab in headful mode). ' +
   'Chromium 156 emits no Target event when a tab becomes the current one, so at each request the daemon reads every page\u2019s ' +
   `document.visibilityState from an isolated world (the page cannot see or fake it; a page that does not answer within ${PROBE_WAIT_MS} ms ` +
-  'keeps its last state) and orders the pages by when they were seen to become visible; with several visible (several windows), the latest wins. ' +
+  'keeps its last state, and is not waited for again while it does not answer) and orders the pages by when they were seen to become visible; with several visible (several windows), the latest wins. ' +
   'Known limit: in headless mode, Page.bringToFront on a tab that is already visible in its own window (another window\u2019s tab being current) ' +
   'changes nothing a page or the protocol can see, so it does not make that tab current. No visible page: 409 no_page. ' +
   'Coordinates are CSS pixels of that page\u2019s viewport (innerWidth × innerHeight, scrollbars included), the space of the screenshot; a point ' +
@@ -280,9 +280,11 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         summary: 'The clipboard\u2019s text',
         description:
           'Read through the current page\u2019s Clipboard API (navigator.clipboard.readText from the daemon\u2019s isolated world): the daemon ' +
-          'gives the page focus (focus emulation) and the clipboard-read permission for its origin for the call only (Browser.setPermission, ' +
-          'set back afterwards). The page must be a secure context (https, http://localhost or 127.0.0.1): about:blank, data: and plain http to ' +
-          'other hosts have no clipboard, 409 clipboard_unavailable. Takes no body. ' +
+          'gives the page focus (focus emulation on its own session) and Chromium\u2019s clipboard read-write permission (the clipboard-read ' +
+          'descriptor) for the page\u2019s origin for the call only (Browser.setPermission, which leaves the origin\u2019s other permissions ' +
+          'alone, set back to the state navigator.permissions reported before), so the page cannot read the clipboard by itself afterwards. ' +
+          'The page must be a secure context (https, http://localhost or 127.0.0.1): about:blank, data: and plain http to other hosts have no ' +
+          'clipboard, 409 clipboard_unavailable. Takes no body. ' +
           PAGE_RULE,
         body: s.none,
         bodyRequired: false,
@@ -300,8 +302,9 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       {
         summary: 'Put text on the clipboard',
         description:
-          'Written through the current page\u2019s Clipboard API (navigator.clipboard.writeText), with focus and the clipboard-write permission ' +
-          `for the call only, as for clipboard/read; the page sees no event. At most BROWSERD_COMPUTER_MAX_TEXT (${limits.maxText}) characters. ` +
+          'Written through the current page\u2019s Clipboard API (navigator.clipboard.writeText), with focus and the same permission for the ' +
+          'call only, as for clipboard/read (Chromium lets writeText without a user gesture only with it; no gesture is faked, it would let ' +
+          `the page open popups); the page sees no event. At most BROWSERD_COMPUTER_MAX_TEXT (${limits.maxText}) characters. ` +
           'A page that is not a secure context: 409 clipboard_unavailable. ' +
           PAGE_RULE,
         body: s.clipboardWrite,

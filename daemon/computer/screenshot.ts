@@ -17,11 +17,11 @@ import type { Page } from './pages.js';
 import type { Region } from './schemas.js';
 
 /**
- * Page.captureScreenshot's `optimizeForSpeed` (a faster PNG encoder setting, larger files). Off:
- * on the benchmark's page it made the capture no faster and the PNG three times larger (the
- * bytes cross the pipe as base64 and the HTTP answer as they are).
+ * Page.captureScreenshot's `optimizeForSpeed` (Chromium's fastest PNG encoder settings). On: on a
+ * 1280 × 720 page of text, a table and gradients it made the capture 3.7× faster (230 vs 847 ms on 2
+ * loaded cores) for a PNG 1.7× larger (936 vs 553 kB); the bytes stay on loopback.
  */
-export const OPTIMIZE_FOR_SPEED = false;
+export const OPTIMIZE_FOR_SPEED = true;
 
 export const SCREENSHOT_TYPE = 'image/png';
 

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import type Kernel from '@onkernel/sdk';
 import type { CdpClient } from '../daemon/cdp/client.js';
 import { waitBrowser } from './helpers/chromium.js';
-import { cdpOf, expect204, keyLine, mouseLine, openTab, post, sdk, startPageServer, type PageServer, type Rec, type Tab } from './helpers/computer.js';
+import { cdpOf, curl, expect204, keyLine, mouseLine, openTab, post, sdk, startPageServer, type PageServer, type Rec, type Tab } from './helpers/computer.js';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 
@@ -118,11 +118,16 @@ test('click_mouse with hold_keys: the modifiers go down first, are set on every 
   );
 });
 
-test('click_type down, a move with the button held, then up (plain HTTP)', async () => {
+test('click_type down, a move with the button held, then up (curl)', async () => {
   await pointerAt(100, 300);
-  await expect204(await post(d, 'click_mouse', { x: 100, y: 300, click_type: 'down' }));
-  await expect204(await post(d, 'move_mouse', { x: 120, y: 310 }));
-  await expect204(await post(d, 'click_mouse', { x: 120, y: 310, click_type: 'up' }));
+  for (const [route, body] of [
+    ['click_mouse', { x: 100, y: 300, click_type: 'down' }],
+    ['move_mouse', { x: 120, y: 310 }],
+    ['click_mouse', { x: 120, y: 310, click_type: 'up' }],
+  ] as const) {
+    const res = await curl(d, route, body);
+    assert.deepEqual([res.status, res.body.length], [204, 0]);
+  }
   assert.deepEqual(mouse(await tab.events()), [
     ...press(100, 300, 0, 1, 1),
     'pointermove@120,310 b-1 bs1 d0',

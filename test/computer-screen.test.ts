@@ -5,10 +5,11 @@ import assert from 'node:assert/strict';
 import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type Kernel from '@onkernel/sdk';
 import type { CdpClient } from '../daemon/cdp/client.js';
 import { waitBrowser } from './helpers/chromium.js';
-import { cdpOf, expect204, openTab, post, sdk, startPageServer, type PageServer, type Tab } from './helpers/computer.js';
+import { cdpOf, curl, openTab, post, sdk, startPageServer, type PageServer, type Tab } from './helpers/computer.js';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { decodePng, hexAt, type Image } from './helpers/png.js';
@@ -37,6 +38,15 @@ after(async () => {
   await d?.cleanup();
   await server?.close();
 });
+
+/** Closes every page target and waits until Chromium lists none (closeTarget answers before the tab is gone). */
+async function closeAllPages(): Promise<void> {
+  const pages = async (): Promise<string[]> => (await cdp.send('Target.getTargets')).targetInfos.filter((i) => i.type === 'page').map((i) => i.targetId);
+  for (const targetId of await pages()) await cdp.send('Target.closeTarget', { targetId }).catch(() => undefined); // one closing already is gone soon
+  for (const until = Date.now() + 30_000; (await pages()).length > 0; await sleep(20)) {
+    if (Date.now() > until) throw new Error(`pages left open: ${(await pages()).join()}`);
+  }
+}
 
 async function shot(body?: unknown): Promise<Image> {
   const res = await post(d, 'screenshot', body);
@@ -67,9 +77,13 @@ test('screenshot: a PNG of the viewport, one pixel per CSS pixel, the known colo
   assert.equal(hexAt(img, 400, 300), '#ffffff');
   assert.equal(hexAt(img, w - 1, h - 1), '#ffffff');
 
-  const region = await shot({ region: { x: 190, y: 140, width: 20, height: 20 } });
+  const viaCurl = await curl(d, 'screenshot', { region: { x: 190, y: 140, width: 20, height: 20 } });
+  assert.deepEqual([viaCurl.status, viaCurl.type], [200, 'image/png']);
+  const region = decodePng(viaCurl.body);
   assert.deepEqual([region.width, region.height], [20, 20]);
   assert.deepEqual([hexAt(region, 9, 9), hexAt(region, 10, 9), hexAt(region, 9, 10), hexAt(region, 10, 10)], ['#ff0000', '#00ff00', '#0000ff', '#ffff00']);
+  const whole = await curl(d, 'screenshot');
+  assert.deepEqual([decodePng(whole.body).width, decodePng(whole.body).height], [w, h]);
 
   const outside = await expectError(await post(d, 'screenshot', { region: { x: w - 10, y: 0, width: 20, height: 10 } }), 400, 'bad_request');
   assert.match(String(outside.message), new RegExp(`^region\\.width: x \\+ width = ${w + 10} reaches past the viewport's width ${w}`));
@@ -108,7 +122,10 @@ test('clipboard: written through the API and pasted with ctrl+v; copied with ctr
   assert.equal(res.status, 200);
   assert.deepEqual(await res.json(), { text: 'copied by ctrl+c ✂' });
   assert.deepEqual(await k.browsers.computer.readClipboard('local'), { text: 'copied by ctrl+c ✂' });
-  await expect204(await post(d, 'clipboard/write', { text: '' }));
+  const read = await curl(d, 'clipboard/read');
+  assert.deepEqual([read.status, JSON.parse(read.body.toString())], [200, { text: 'copied by ctrl+c ✂' }]);
+  const written = await curl(d, 'clipboard/write', { text: '' });
+  assert.deepEqual([written.status, written.body.length], [204, 0]);
   assert.deepEqual(await k.browsers.computer.readClipboard('local'), { text: '' });
 
   // The page holds no clipboard permission afterwards and cannot read it by itself.
@@ -126,6 +143,8 @@ test('clipboard: written through the API and pasted with ctrl+v; copied with ctr
 });
 
 test('the input goes to the tab a person would see: the last one shown (new tab, Page.bringToFront, Target.activateTarget, a new window); the pointer stays where it was', async () => {
+  // Only this test's tabs: the tab Chromium shows when the current one closes is then one of them.
+  await closeAllPages();
   const a = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
   const b = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
   const clicks = async (t: Tab): Promise<number> => (await t.events()).filter((e) => e.type === 'click').length;
@@ -145,10 +164,14 @@ test('the input goes to the tab a person would see: the last one shown (new tab,
   assert.deepEqual(await clickAndCount([a, b, c, w]), [0, 0, 0, 1], 'a new window');
   await w.close();
   await c.close();
-  // With the window and the active tab gone, the tab Chromium shows now (which of the first window's
-  // tabs is Chromium's choice) is the one that gets the input.
-  const shown = await Promise.all([a, b].map((t) => t.eval<string>('document.visibilityState')));
-  assert.ok(shown.filter((s) => s === 'visible').length <= 1, shown.join());
+  // With the window and the active tab gone, the tab Chromium shows now (a or b, its choice; it
+  // switches after closeTarget has answered) is the one that gets the input.
+  let shown: string[] = [];
+  for (const until = Date.now() + 10_000; Date.now() < until; await sleep(20)) {
+    shown = await Promise.all([a, b].map((t) => t.eval<string>('document.visibilityState')));
+    if (shown.includes('visible')) break;
+  }
+  assert.equal(shown.filter((s) => s === 'visible').length, 1, shown.join());
   assert.deepEqual(await clickAndCount([a, b]), shown.map((s) => (s === 'visible' ? 1 : 0)));
   await cdp.send('Page.bringToFront', {}, { sessionId: b.sessionId });
   assert.deepEqual(await clickAndCount([a, b]), [0, 1]);
@@ -169,8 +192,7 @@ test('a hung tab in the background does not stop the input to the current one', 
 });
 
 test('no page open: 409 no_page for the actions and the screenshot (SDK and plain HTTP); the mouse position still answers', async () => {
-  const { targetInfos } = await cdp.send('Target.getTargets');
-  for (const t of targetInfos.filter((i) => i.type === 'page')) await cdp.send('Target.closeTarget', { targetId: t.targetId });
+  await closeAllPages();
   await expectError(await post(d, 'click_mouse', { x: 1, y: 1 }), 409, 'no_page');
   await expectError(await post(d, 'screenshot'), 409, 'no_page');
   await assert.rejects(k.browsers.computer.typeText('local', { text: 'x' }), (err: { status?: number; error?: { code?: string } }) => {
@@ -190,6 +212,7 @@ test('a restarting browser: 503 browser_unavailable at once, with Retry-After; a
     await waitBrowser(d, (s) => s.state === 'restarting', 'restarting');
     const res = await post(d, 'click_mouse', { x: 1, y: 1 });
     await expectError(res, 503, 'browser_unavailable');
+    assert.equal((await curl(d, 'type', { text: 'x' })).status, 503);
     assert.equal(res.headers.get('x-should-retry'), 'true');
     assert.ok(Number(res.headers.get('retry-after')) >= 1, 'Retry-After');
     await expectError(await post(d, 'screenshot'), 503, 'browser_unavailable');

@@ -2,12 +2,14 @@
 // event it receives (read back with Runtime.evaluate), a page of known colours, CDP through the
 // daemon's proxy to open and drive tabs, and the SDK client.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Kernel from '@onkernel/sdk';
 import { CdpClient } from '../../daemon/cdp/client.js';
-import { TEST_TOKEN, type Daemon } from './daemon.js';
+import { tempDir, TEST_TOKEN, type Daemon } from './daemon.js';
 
 /** The types the recorder keeps, in the order the page receives them (window, capture phase). */
 const RECORDED = [
@@ -173,4 +175,26 @@ export function keyLine(r: Rec): string {
   if (r.key !== undefined) return `${r.type} ${JSON.stringify(r.key)} ${r.code} ${r.keyCode}${r.mods ? ` ${r.mods}` : ''}`;
   if (r.inputType !== undefined) return `${r.type} ${r.inputType} ${JSON.stringify(r.data)}`;
   return r.type;
+}
+
+/** The same request with curl itself: status, content type and the body's bytes. */
+export async function curl(d: Daemon, path: string, json?: unknown): Promise<{ status: number; type: string; body: Buffer }> {
+  const dir = tempDir('browserd-curl-');
+  const out = `${dir}/body`;
+  const args = ['-sS', '-X', 'POST', '-H', `Authorization: Bearer ${TEST_TOKEN}`, '-o', out, '-w', '%{http_code} %{content_type}'];
+  if (json !== undefined) args.push('-H', 'Content-Type: application/json', '--data-binary', JSON.stringify(json));
+  args.push(`${d.url}/browsers/local/computer/${path}`);
+  try {
+    const stdout = await new Promise<string>((resolve, reject) => execFile('curl', args, (err, so) => (err ? reject(err) : resolve(so))));
+    const [status, type = ''] = stdout.trim().split(' ');
+    let body = Buffer.alloc(0);
+    try {
+      body = readFileSync(out);
+    } catch {
+      // no body (204)
+    }
+    return { status: Number(status), type, body };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -166,6 +166,16 @@ test('drag_mouse: press at the first point, moves along the path with the button
     ...release(200, 100, 0, 1),
     'click@200,100 b0 bs0 d1',
   ]);
+  await pointerAt(300, 300);
+  await k.browsers.computer.dragMouse('local', { path: [[300, 300], [400, 350], [350, 200]], smooth: true, duration_ms: 120, delay: 10 });
+  const smooth = mouse(await tab.events());
+  assert.equal(smooth[0], 'pointerdown@300,300 b0 bs1 d0', 'the pointer was at the first point already');
+  assert.deepEqual(smooth.slice(-3), ['pointerup@350,200 b0 bs0 d0', 'mouseup@350,200 b0 bs0 d1', 'click@350,200 b0 bs0 d1']);
+  const held = smooth.slice(2, -3);
+  assert.ok(held.length >= 8 && held.every((l) => / bs1 d0$/.test(l)), held.join('\n'));
+  assert.ok(held.includes('mousemove@400,350 b0 bs1 d0'), 'through the middle point');
+  await k.browsers.computer.moveMouse('local', { x: 200, y: 100 });
+  await tab.events();
   await k.browsers.computer.dragMouse('local', { path: [[200, 100], [210, 100]], button: 'right', steps_per_segment: 1, hold_keys: ['alt'] });
   assert.deepEqual(
     (await tab.events()).map((e) => (e.x !== undefined ? mouseLine(e) : keyLine(e))),

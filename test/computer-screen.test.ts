@@ -18,6 +18,8 @@ let d: Daemon;
 let server: PageServer;
 let cdp: CdpClient;
 let k: Kernel;
+/** BROWSERD_COMPUTER_TIMEOUT_MS of this file's daemon (short: one test waits it out). */
+const TIMEOUT_MS = 3000;
 /** While this file exists, the Chromium wrapper sleeps before starting Chromium (a slow restart). */
 let slowFlag: string;
 
@@ -28,7 +30,7 @@ before(async () => {
   const wrapper = path.join(dir, 'chromium');
   writeFileSync(wrapper, `#!/bin/sh\n[ -e '${slowFlag}' ] && sleep 3\nexec /usr/lib/chromium/chromium "$@"\n`);
   chmodSync(wrapper, 0o755);
-  d = await startDaemon({ noBrowser: false, env: { BROWSERD_CHROMIUM: wrapper } });
+  d = await startDaemon({ noBrowser: false, env: { BROWSERD_CHROMIUM: wrapper, BROWSERD_COMPUTER_TIMEOUT_MS: String(TIMEOUT_MS) } });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
   cdp = await cdpOf(d);
   k = sdk(d);
@@ -179,16 +181,24 @@ test('the input goes to the tab a person would see: the last one shown (new tab,
   await b.close();
 });
 
-test('a hung tab in the background does not stop the input to the current one', async () => {
+test('a hung tab in the background does not stop the input to the current one; a hung current tab is 504 at the deadline, and the next tab works', async () => {
   const tab = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
   const { targetId } = await cdp.send('Target.createTarget', { url: 'data:text/html,<script>for (;;) {}</script>', background: true });
   try {
     for (let i = 0; i < 3; i++) await k.browsers.computer.clickMouse('local', { x: 20 + i, y: 20 });
     assert.deepEqual((await tab.events()).filter((e) => e.type === 'click').map((e) => e.x), [20, 21, 22]);
+    await tab.eval('setTimeout(() => { for (;;) {} }, 0), true');
+    const res = await post(d, 'click_mouse', { x: 30, y: 30, hold_keys: ['shift'] });
+    const body = await expectError(res, 504, 'timeout');
+    assert.match(String(body.message), new RegExp(`deadline of ${TIMEOUT_MS} ms`));
   } finally {
     await cdp.send('Target.closeTarget', { targetId });
-    await tab.close();
+    await cdp.send('Target.closeTarget', { targetId: tab.targetId });
   }
+  const next = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
+  await k.browsers.computer.clickMouse('local', { x: 40, y: 40 });
+  assert.deepEqual((await next.events()).filter((e) => e.type === 'click').map((e) => e.x), [40]);
+  await next.close();
 });
 
 test('no page open: 409 no_page for the actions and the screenshot (SDK and plain HTTP); the mouse position still answers', async () => {

@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { benchActivationRestart, benchActivationLive } from './activation.js';
+import { benchComputer } from './computer.js';
 import { benchDaemonCost } from './daemon-cost.js';
 import { benchForwarder } from './forwarder.js';
 import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
@@ -23,6 +24,7 @@ const BENCHES: { name: string; what: string; run: () => Promise<Row[]> }[] = [
   { name: 'proxy', what: '6. proxy check through tinyproxy vs curl -x', run: benchProxyCheck },
   { name: 'daemon', what: "7. the daemon's start time and idle RSS vs a bare node server", run: benchDaemonCost },
   { name: 'forwarder', what: "8. the browser's forwarding proxy → tinyproxy vs straight to tinyproxy", run: benchForwarder },
+  { name: 'computer', what: '8. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer },
 ];
 
 function usage(): string {

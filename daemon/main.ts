@@ -10,6 +10,7 @@ import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses } from './processes/index.js';
+import { createComputer } from './computer/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -92,7 +93,8 @@ async function main(): Promise<void> {
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
-  const modules: Closable[] = [browser, proxies, extensions, processes];
+  const computer = createComputer({ config, log, metrics, browser });
+  const modules: Closable[] = [browser, proxies, extensions, processes, computer];
 
   let openapi: Record<string, unknown> = {};
   const routes = [
@@ -101,6 +103,7 @@ async function main(): Promise<void> {
     ...proxies.routes,
     ...extensions.routes,
     ...processes.routes,
+    ...computer.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
   openapi = buildOpenApi(server.router.routes, {

@@ -38,6 +38,18 @@ const CONTRACT_ROUTES = [
   'PATCH /proxies/{id}',
   'DELETE /proxies/{id}',
   'POST /proxies/{id}/check',
+  'POST /browsers/{id}/computer/screenshot',
+  'POST /browsers/{id}/computer/click_mouse',
+  'POST /browsers/{id}/computer/move_mouse',
+  'POST /browsers/{id}/computer/drag_mouse',
+  'POST /browsers/{id}/computer/scroll',
+  'POST /browsers/{id}/computer/type',
+  'POST /browsers/{id}/computer/press_key',
+  'POST /browsers/{id}/computer/get_mouse_position',
+  'POST /browsers/{id}/computer/cursor',
+  'POST /browsers/{id}/computer/batch',
+  'POST /browsers/{id}/computer/clipboard/read',
+  'POST /browsers/{id}/computer/clipboard/write',
 ].sort();
 
 let d: Daemon;

@@ -77,6 +77,16 @@ export interface Config {
     /** The forwarding proxy: connect, TLS and CONNECT answer of one upstream (or direct) connection. */
     dialTimeoutMs: number;
   };
+  computer: {
+    /** The browser's share of one computer request's deadline (its own waits come on top). */
+    timeoutMs: number;
+    /** The waits (delays, durations, sleeps) one computer request may ask for, summed. */
+    maxWaitMs: number;
+    /** Actions in one batch. */
+    maxBatch: number;
+    /** Characters typed, or written to the clipboard, by one request. */
+    maxText: number;
+  };
   /** BROWSERD_TEST_HOOKS: `name` or `name=value`, comma separated. For the test suite only. */
   testHooks: ReadonlyMap<string, string>;
 }
@@ -179,6 +189,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       checkTimeoutMs: int('BROWSERD_PROXY_CHECK_TIMEOUT_MS', 10_000, 100, 600_000),
       maxConcurrentChecks: int('BROWSERD_MAX_PROXY_CHECKS', 8, 1, 1000),
       dialTimeoutMs: int('BROWSERD_PROXY_DIAL_TIMEOUT_MS', 15_000, 100, 600_000),
+    },
+    computer: {
+      timeoutMs: int('BROWSERD_COMPUTER_TIMEOUT_MS', 30_000, 100, 600_000),
+      maxWaitMs: int('BROWSERD_COMPUTER_MAX_WAIT_MS', 60_000, 0, 3_600_000),
+      maxBatch: int('BROWSERD_COMPUTER_MAX_BATCH', 100, 1, 10_000),
+      maxText: int('BROWSERD_COMPUTER_MAX_TEXT', 10_000, 1, 100_000),
     },
     testHooks: parseHooks(get('BROWSERD_TEST_HOOKS')),
   };

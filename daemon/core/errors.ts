@@ -38,6 +38,7 @@ export const ERROR_CODES = [
   'already_exists',
   'directory_not_empty',
   'no_page',
+  'clipboard_unavailable',
   'payload_too_large',
   'proxy_check_failed',
   'extension_rejected',
@@ -129,7 +130,7 @@ export class NotFoundError extends BrowserdError {
   }
 }
 
-export type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page';
+export type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page' | 'clipboard_unavailable';
 
 /** The resource is in a state that does not allow the operation; `busy` may be retried. */
 export class ConflictError extends BrowserdError {

@@ -20,6 +20,7 @@ export interface Metrics {
   idempotencyKeys: Gauge;
   idempotencyBytes: Gauge;
   idempotencyReplays: Counter;
+  computerActions: Counter<'action' | 'outcome'>;
 }
 
 export function createMetrics(): Metrics {
@@ -110,6 +111,12 @@ export function createMetrics(): Metrics {
     idempotencyReplays: new Counter({
       name: 'browserd_idempotency_replays_total',
       help: 'Requests answered from an earlier request with the same Idempotency-Key',
+      registers: [registry],
+    }),
+    computerActions: new Counter({
+      name: 'browserd_computer_actions_total',
+      help: 'Computer-control requests by action (click_mouse, screenshot, batch, …) and outcome (ok or the error code)',
+      labelNames: ['action', 'outcome'],
       registers: [registry],
     }),
   };

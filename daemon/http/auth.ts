@@ -18,6 +18,7 @@ export const SCOPES = [
   'proxies:write',
   'proxies:check',
   'cdp',
+  'computer',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

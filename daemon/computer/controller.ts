@@ -1,0 +1,157 @@
+// The computer of one browser: per Chromium run a page tracker and a mouse (the mouse survives tab
+// switches, not a restart), one queue for everything that moves input (a person has one mouse and
+// one keyboard: concurrent requests act one after the other, in order), and one deadline per
+// request: its own waits plus BROWSERD_COMPUTER_TIMEOUT_MS. Screenshots and the mouse position do
+// not queue. A browser that is not ready answers 503 at once (retryable unless it failed or is
+// stopped): an action meant for the page a person saw must not land on a fresh browser.
+import { CdpCallError, type CdpClient } from '../cdp/client.js';
+import type { Browser } from '../chromium/types.js';
+import { Deadline, DeadlineError } from '../core/deadline.js';
+import { BrowserdError, BrowserUnavailableError, ConflictError, InternalError, TimeoutError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import { Mouse, type Point } from './mouse.js';
+import { PageTracker, type Page } from './pages.js';
+import type { ComputerLimits } from './schemas.js';
+
+/** Time the page tracker of a new run gets to start discovering targets. */
+const START_TIMEOUT_MS = 10_000;
+
+export interface Run {
+  readonly cdp: CdpClient;
+  readonly tracker: PageTracker;
+  readonly mouse: Mouse;
+  readonly queue: Queue;
+  readonly started: Promise<void>;
+}
+
+export interface ActOptions {
+  /** Waits for the input queue (everything that sends input or changes the page's focus). */
+  exclusive: boolean;
+  /** The waits the request asks for, added to its deadline. */
+  plannedWaitMs?: number;
+}
+
+export class Computer {
+  private run: Run | null = null;
+
+  constructor(
+    private readonly deps: { browser: Browser; log: Logger; metrics: Metrics; limits: ComputerLimits },
+  ) {
+    // Tracking starts with every launch, so the order of the pages is known from the first one on;
+    // the launch does not wait for it (computer controls never delay or fail a launch).
+    deps.browser.onLaunch(async (cdp) => {
+      this.runFor(cdp).started.catch((err: unknown) => {
+        deps.log.warn({ event: 'computer_tracking_failed', reason: (err as Error).message }, 'page tracking did not start; the next computer request tries again');
+      });
+    });
+  }
+
+  /** Where the mouse is (0, 0 before the first move of a run). */
+  mousePosition(): Point {
+    return this.run?.mouse.position() ?? { x: 0, y: 0 };
+  }
+
+  /**
+   * Runs `fn` with the current run and the request's deadline; CDP failures become the contract's
+   * errors (a page gone: 409 no_page, the browser gone: 503, the deadline: 504).
+   */
+  async act<T>(action: string, signal: AbortSignal, opts: ActOptions, fn: (run: Run, deadline: Deadline) => Promise<T>): Promise<T> {
+    const budget = this.budget(opts.plannedWaitMs);
+    const deadline = Deadline.in(budget, `computer ${action}`, signal);
+    let outcome = 'ok';
+    try {
+      const run = await this.ready(deadline);
+      const release = opts.exclusive ? await run.queue.acquire(deadline) : null;
+      try {
+        return await fn(run, deadline);
+      } finally {
+        release?.();
+      }
+    } catch (err) {
+      const e = this.explain(err, deadline, action, budget);
+      outcome = e instanceof BrowserdError ? e.code : 'internal_error';
+      throw e;
+    } finally {
+      deadline.dispose();
+      this.deps.metrics.computerActions.inc({ action, outcome });
+    }
+  }
+
+  /** The deadline budget of a request that asks for `plannedWaitMs` of waits. */
+  budget(plannedWaitMs = 0): number {
+    return plannedWaitMs + this.deps.limits.timeoutMs;
+  }
+
+  /** The current page of `run` (each action of a batch asks again: a click may have opened a tab). */
+  page(run: Run, deadline: Deadline): Promise<Page> {
+    return run.tracker.currentPage(deadline);
+  }
+
+  private async ready(deadline: Deadline): Promise<Run> {
+    const { browser } = this.deps;
+    const reason = browser.notReadyReason();
+    if (reason !== null) {
+      const state = browser.snapshot().state;
+      throw new BrowserUnavailableError(`Chromium is not ready (${state}): ${reason}`, { retryable: state === 'starting' || state === 'restarting' });
+    }
+    const { cdp } = await browser.daemonCdp(deadline);
+    const run = this.runFor(cdp);
+    await deadline.race(run.started);
+    return run;
+  }
+
+  /** The run of this session of the daemon; a new one (tracker, mouse, queue) when Chromium was launched again. */
+  private runFor(cdp: CdpClient): Run {
+    if (this.run !== null && this.run.cdp === cdp) return this.run;
+    this.run?.tracker.close();
+    const tracker = new PageTracker(cdp, this.deps.log);
+    const d = Deadline.in(START_TIMEOUT_MS, 'starting page tracking');
+    const run: Run = {
+      cdp,
+      tracker,
+      mouse: new Mouse(),
+      queue: new Queue(),
+      started: tracker.start(d).finally(() => d.dispose()),
+    };
+    run.started.catch(() => {
+      if (this.run === run) this.run = null; // the next request starts it again
+    });
+    this.run = run;
+    return run;
+  }
+
+  /** The contract's error for what an action threw (also for each action of a batch, before its index is added). */
+  explain(err: unknown, deadline: Deadline, action: string, budget: number): unknown {
+    if (err instanceof BrowserdError) return err;
+    const timedOut = err instanceof DeadlineError ? err.timedOut : deadline.expired && (deadline.signal.reason as DeadlineError | undefined)?.timedOut === true;
+    if (timedOut) return new TimeoutError(`the ${action} did not finish within its deadline of ${budget} ms (BROWSERD_COMPUTER_TIMEOUT_MS plus the waits it asked for)`);
+    if (deadline.expired) return new BrowserUnavailableError(`the ${action} was abandoned: the client went away or browserd is stopping`);
+    if (err instanceof CdpCallError) {
+      if (!err.answered) return new BrowserUnavailableError(`Chromium went away during the ${action}: ${err.text}`);
+      if (/no target|session|not found|closed|detached|crashed/i.test(err.text)) return new ConflictError('no_page', `the page closed during the ${action} (${err.text})`);
+    }
+    this.deps.log.error({ event: 'computer_error', action, err }, 'a computer action failed unexpectedly');
+    return new InternalError();
+  }
+}
+
+/** A FIFO lock: the input of one request is not interleaved with another's. */
+export class Queue {
+  private tail: Promise<void> = Promise.resolve();
+
+  /** Resolves with the release function once every earlier holder released; gives up its place when the deadline ends first. */
+  async acquire(deadline: Deadline): Promise<() => void> {
+    const before = this.tail;
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    this.tail = before.then(() => mine);
+    try {
+      await deadline.race(before);
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return release;
+  }
+}

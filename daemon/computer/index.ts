@@ -1,0 +1,33 @@
+// The computer-controls module: screenshots, mouse, keyboard and clipboard of the browser for agents
+// that act like a person (computer-use models), in headless mode (the default) and headful alike,
+// by driving Chromium itself over CDP (no X server, no xdotool). Its public face is createComputer().
+import type { Browser } from '../chromium/types.js';
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import type { Route } from '../http/router.js';
+import { Computer } from './controller.js';
+import { computerRoutes } from './routes.js';
+
+export interface ComputerDeps {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  browser: Browser;
+}
+
+export interface ComputerModule {
+  readonly routes: Route[];
+  close(): Promise<void>;
+}
+
+export function createComputer(deps: ComputerDeps): ComputerModule {
+  const log = deps.log.child({ module: 'computer' });
+  const limits = deps.config.computer;
+  const computer = new Computer({ browser: deps.browser, log, metrics: deps.metrics, limits });
+  return {
+    routes: computerRoutes({ computer, limits, log }),
+    // Nothing of its own to stop: its sessions end with Chromium's run.
+    close: async () => undefined,
+  };
+}

@@ -2,12 +2,14 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, type Config } from './core/config.js';
 import { createLogger, type Logger } from './core/log.js';
-import { createMetrics } from './core/metrics.js';
+import { createMetrics, type Metrics } from './core/metrics.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses } from './processes/index.js';
+import { createPlaywright } from './playwright/index.js';
+import { createLogs, minimalReadableGuard, type Logs } from './logs/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -26,10 +28,13 @@ function packageVersion(): string {
   return pkg.version;
 }
 
-function settingsOrExit(): { config: Config; log: Logger } {
+function settingsOrExit(metrics: Metrics): { config: Config; log: Logger; logs: Logs } {
   try {
     const config = loadConfig();
-    return { config, log: createLogger(config.logLevel) };
+    // The log streams' rings exist before the logger, which writes every line into one of them.
+    // The path rules of a `path` stream: the minimal guard until the filesystem API's is wired here.
+    const logs = createLogs({ config, metrics, resolveReadable: minimalReadableGuard(config.stateDir) });
+    return { config, logs, log: createLogger(config.logLevel, undefined, logs.daemonLine) };
   } catch (err) {
     exitBadSetting(createLogger('info'), err);
   }
@@ -42,9 +47,9 @@ function exitBadSetting(log: Logger, err: unknown): never {
 }
 
 async function main(): Promise<void> {
-  const { config, log } = settingsOrExit();
-  const version = packageVersion();
   const metrics = createMetrics();
+  const { config, log, logs } = settingsOrExit(metrics);
+  const version = packageVersion();
   // First: it takes NOTIFY_SOCKET & co. out of process.env before anything spawns.
   const systemd = createSystemd({ log, waitForBrowser: config.chromium.autostart });
   let keyring: KeyRing;
@@ -54,7 +59,7 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
 
-  const browser = createBrowser({ config, log, metrics });
+  const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
@@ -66,7 +71,9 @@ async function main(): Promise<void> {
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
-  const modules: Closable[] = [browser, proxies, extensions, processes];
+  const playwright = createPlaywright({ config, log, metrics, keyring });
+  // Closed in reverse: the runners end before Chromium.
+  const modules: Closable[] = [browser, proxies, extensions, processes, playwright];
 
   let openapi: Record<string, unknown> = {};
   const routes = [
@@ -75,6 +82,8 @@ async function main(): Promise<void> {
     ...proxies.routes,
     ...extensions.routes,
     ...processes.routes,
+    ...playwright.routes,
+    ...logs.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
   openapi = buildOpenApi(server.router.routes, {
@@ -89,6 +98,7 @@ async function main(): Promise<void> {
       server.destroy();
       browser.destroy();
       processes.destroy();
+      playwright.destroy();
       process.exit(1);
     }
     stopping = true;
@@ -122,6 +132,7 @@ async function main(): Promise<void> {
   log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, state_dir: config.stateDir }, 'listening');
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
+  playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
 }
 

@@ -36,6 +36,8 @@ const CONTRACT_ROUTES = [
   'GET /proxies/{id}',
   'DELETE /proxies/{id}',
   'POST /proxies/{id}/check',
+  'POST /browsers/{id}/playwright/execute',
+  'GET /browsers/{id}/logs/stream',
 ].sort();
 
 let d: Daemon;

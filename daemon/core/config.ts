@@ -75,6 +75,26 @@ export interface Config {
     checkTimeoutMs: number;
     maxConcurrentChecks: number;
   };
+  playwright: {
+    /** Runner processes at most (one execution at a time each). */
+    runners: number;
+    /** stdout and stderr kept per execution, each. */
+    outputLimitBytes: number;
+    /** The JSON of an execution's result, at most. */
+    resultLimitBytes: number;
+    /** The runner's V8 heap limit (--max-old-space-size). */
+    maxHeapMb: number;
+  };
+  logs: {
+    /** Recent lines of the daemon's own log kept for new readers. */
+    daemonLines: number;
+    /** Recent lines of Chromium's output kept for new readers. */
+    chromiumLines: number;
+    /** How much of a file's end a `path` stream starts with. */
+    fileBacklogBytes: number;
+    /** Log streams open at once. */
+    maxStreams: number;
+  };
   /** BROWSERD_TEST_HOOKS: `name` or `name=value`, comma separated. For the test suite only. */
   testHooks: ReadonlyMap<string, string>;
 }
@@ -174,6 +194,18 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       providers: parseProviders(get('BROWSERD_PROXY_PROVIDERS_FILE')),
       checkTimeoutMs: int('BROWSERD_PROXY_CHECK_TIMEOUT_MS', 10_000, 100, 600_000),
       maxConcurrentChecks: int('BROWSERD_MAX_PROXY_CHECKS', 8, 1, 1000),
+    },
+    playwright: {
+      runners: int('BROWSERD_PLAYWRIGHT_RUNNERS', 2, 1, 32),
+      outputLimitBytes: int('BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES', 1 * MiB, 1024, 64 * MiB),
+      resultLimitBytes: int('BROWSERD_PLAYWRIGHT_RESULT_LIMIT_BYTES', 16 * MiB, 1024, 256 * MiB),
+      maxHeapMb: int('BROWSERD_PLAYWRIGHT_MAX_HEAP_MB', 1024, 64, 65_536),
+    },
+    logs: {
+      daemonLines: int('BROWSERD_LOG_DAEMON_LINES', 2000, 1, 1_000_000),
+      chromiumLines: int('BROWSERD_LOG_CHROMIUM_LINES', 2000, 1, 1_000_000),
+      fileBacklogBytes: int('BROWSERD_LOG_FILE_BACKLOG_BYTES', 64 * 1024, 0, 64 * MiB),
+      maxStreams: int('BROWSERD_LOG_MAX_STREAMS', 32, 1, 10_000),
     },
     testHooks: parseHooks(get('BROWSERD_TEST_HOOKS')),
   };

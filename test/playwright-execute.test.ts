@@ -11,7 +11,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
-import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
+import { spawn } from 'node:child_process';
+import { repoRoot, startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { isAlive, waitBrowser, waitUntil } from './helpers/chromium.js';
 
@@ -46,6 +47,7 @@ before(async () => {
       BROWSERD_KEYS_FILE: keysFile,
       BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES: String(OUTPUT_LIMIT),
       BROWSERD_PLAYWRIGHT_RESULT_LIMIT_BYTES: String(RESULT_LIMIT),
+      BROWSERD_PLAYWRIGHT_MAX_HEAP_MB: '128',
     },
   });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
@@ -159,6 +161,14 @@ test('a runner that exits during an execution is success: false with the cause',
   assert.equal(next.result, 3);
 });
 
+test('a runner that runs out of heap (BROWSERD_PLAYWRIGHT_MAX_HEAP_MB) is success: false with Node\'s report; the API is untouched', async () => {
+  const r = await execute('const keep = []; while (true) keep.push(new Array(100_000).fill(Math.random()));');
+  assert.equal(r.success, false);
+  assert.match(r.error ?? '', /^the runner was killed by SIGABRT during the execution \(its stderr: FATAL ERROR: .*heap out of memory\)/);
+  assert.equal((await d.fetch('/healthz')).status, 200);
+  assert.equal((await execute('return 4')).result, 4);
+});
+
 test('a Chromium restart between two calls: the second succeeds on the same runner, reconnected', async () => {
   const first = await execute(`await page.goto('${siteUrl}/before'); return await page.title()`);
   assert.equal(first.result, 'Hello browserd /before');
@@ -215,4 +225,52 @@ test('bad bodies are 400; the scope is playwright:execute', async () => {
   const res = await d.fetch('/browsers/local/playwright/execute', { method: 'POST', json: { code: 'return 1' }, headers: { authorization: `Bearer ${READER}` } });
   const body = await expectError(res, 403, 'forbidden');
   assert.deepEqual(body.details, [{ code: 'missing_scope', message: 'playwright:execute' }]);
+});
+
+test('a runner never outlives its parent: when the daemon is gone (SIGKILL), its watchdog ends it', async () => {
+  const runnerJs = path.join(repoRoot, 'dist', 'daemon', 'playwright', 'runner', 'main.js');
+  // A stand-in daemon starts the runner with the test's own pipes as stdin and fd 3: when the
+  // stand-in is killed, nothing the runner reads closes; only the watchdog can end it.
+  const standIn = spawn(
+    process.execPath,
+    ['-e', `const c = require('node:child_process').spawn(process.execPath, [${JSON.stringify(runnerJs)}], { stdio: ['inherit', 'ignore', 'ignore', 'inherit'], detached: true }); process.stdout.write(c.pid + '\\n'); setInterval(() => {}, 1000);`],
+    { stdio: ['pipe', 'pipe', 'inherit', 'pipe'] },
+  );
+  const pid = Number(await new Promise<string>((resolve) => standIn.stdout?.once('data', (c: Buffer) => resolve(c.toString()))));
+  try {
+    // Started: the runner sets its OOM score just before its watchdog.
+    await waitUntil(() => {
+      try {
+        return readFileSync(`/proc/${pid}/oom_score_adj`, 'utf8').trim() === '1000';
+      } catch {
+        return false;
+      }
+    }, 'the runner started');
+    assert.ok(isAlive(pid));
+    standIn.kill('SIGKILL');
+    await waitUntil(() => !isAlive(pid), 'the orphaned runner gone', 10_000);
+  } finally {
+    standIn.kill('SIGKILL');
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone, as it should be
+    }
+  }
+});
+
+test('daemon shutdown (SIGTERM) ends its runners', async () => {
+  const other = await startDaemon({ noBrowser: false });
+  try {
+    await waitBrowser(other, (s) => s.state === 'ready', 'ready');
+    const c = new Kernel({ apiKey: TEST_TOKEN, baseURL: other.url, maxRetries: 0, timeout: 120_000 });
+    const r = await c.browsers.playwright.execute('local', { code: 'return process.pid' });
+    const pid = r.result as number;
+    assert.ok(isAlive(pid));
+    assert.deepEqual(await other.stop(), { code: 0, signal: null });
+    assert.ok(!isAlive(pid), 'the runner is gone when the daemon has exited');
+    assert.ok(other.logs.some((l) => l.event === 'playwright_runner_exited' && l.child_pid === pid));
+  } finally {
+    await other.cleanup();
+  }
 });

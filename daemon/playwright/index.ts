@@ -1,6 +1,7 @@
 // The Playwright module: POST /browsers/{id}/playwright/execute, run by a small pool of runner
 // processes (pool.ts, runner-process.ts; the runner program is runner/main.ts). Its face is
 // createPlaywright(); close() ends every runner (SIGTERM, SIGKILL after a grace), destroy() at once.
+import { tmpdir } from 'node:os';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -49,7 +50,11 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
     registerToken: (id, token) => deps.keyring.addEphemeral(id, token, ['cdp']),
     childSetup: () => {
       const user = resolveUser(undefined);
-      return { env: childEnv(user, undefined), cwd: resolveCwd(undefined, user) };
+      // The user's home, unless that is the state directory (the browserd user's, under systemd):
+      // files the code writes by a relative path must be reachable by the filesystem API.
+      const home = resolveCwd(undefined, user);
+      const inState = home === config.stateDir || home.startsWith(`${config.stateDir}/`);
+      return { env: childEnv(user, undefined), cwd: inState ? tmpdir() : home };
     },
     log,
     metrics,

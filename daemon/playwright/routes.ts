@@ -32,8 +32,8 @@ export const executeResult = z.object({
   error: z.string().optional().describe('Why not, when success is false'),
   stdout: z.string().describe('What the code wrote to stdout (console.log, console.info, console.debug, process.stdout.write) while it ran'),
   stderr: z.string().describe('What it wrote to stderr (console.error, console.warn, console.trace), and the stack of an error it threw'),
-  stdout_truncated_bytes: z.number().int().describe('Bytes of stdout past BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES, counted but not kept'),
-  stderr_truncated_bytes: z.number().int().describe('Bytes of stderr past the limit, counted but not kept'),
+  stdout_truncated_bytes: z.number().int().min(0).describe('Bytes of stdout past BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES, counted but not kept'),
+  stderr_truncated_bytes: z.number().int().min(0).describe('Bytes of stderr past the limit, counted but not kept'),
 });
 type ExecuteResult = z.infer<typeof executeResult>;
 
@@ -44,7 +44,10 @@ export interface RouteDeps {
 
 function exitText(e: Extract<PoolExecution['outcome'], { kind: 'exited' }>): string {
   const how = e.exit.signal !== null ? `was killed by ${e.exit.signal}` : `exited with code ${e.exit.code}`;
-  const tail = e.stderrTail.filter((l) => l.trim() !== '').slice(-3).join(' | ');
+  // Node's own report of a fatal error ("FATAL ERROR: … JavaScript heap out of memory") rather than the native frames after it.
+  const lines = e.stderrTail.filter((l) => l.trim() !== '' && !/^\s*\d+: 0x[0-9a-f]+ /.test(l) && !/^\s*(<--|=====)/.test(l));
+  const fatal = lines.filter((l) => /FATAL ERROR|out of memory/i.test(l));
+  const tail = (fatal.length > 0 ? fatal : lines).slice(-3).join(' | ');
   return `the runner ${how} during the execution${tail === '' ? '' : ` (its stderr: ${tail.slice(0, 1000)})`}; a new runner starts at the next execution`;
 }
 
@@ -59,7 +62,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
         summary: 'Run Playwright code against the browser (page, context, browser in scope)',
         description:
           'The code runs in a Playwright runner: a Node process of its own (its own process group, the minimal environment of the processes API, ' +
-          "never the daemon's token or any BROWSERD_* variable, its working directory the daemon user's home), which keeps a playwright-core " +
+          "never the daemon's token or any BROWSERD_* variable; its working directory the daemon user's home, or the temp directory when that home is the state directory), which keeps a playwright-core " +
           'connection to this daemon\'s CDP endpoint between executions (it authenticates with a token of its own that has only the `cdp` scope, ' +
           'handed over on its stdin and revoked when it exits). The connection attaches with noDefaults: the browser\'s own downloads, focus and media ' +
           'settings are left as they are. `context` is the browser\'s default context, `page` its first open page (a new page when it has none), ' +

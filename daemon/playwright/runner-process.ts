@@ -14,7 +14,7 @@ import { ANSWER_FD, type FromRunner, type HelloMessage, type ResultMessage, type
 export const RUNNER_JS = fileURLToPath(new URL('./runner/main.js', import.meta.url));
 
 /** Lines of the runner's own stderr kept to explain its exit. */
-const STDERR_TAIL_LINES = 8;
+const STDERR_TAIL_LINES = 40;
 /** Lines of the runner's own output logged per runner (the rest is counted). */
 const LOGGED_LINES = 200;
 /** After SIGKILL, how long the group is waited for. */

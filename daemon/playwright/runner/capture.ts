@@ -33,9 +33,7 @@ export class Capture {
     if (room > 0) {
       // Cut on a character boundary: the forwarded part is whole UTF-8.
       const part = Buffer.from(text).subarray(0, room).toString('utf8').replace(/\uFFFD$/, '');
-      const partBytes = Buffer.byteLength(part);
-      this.kept[stream] += partBytes;
-      this.truncated[stream] += bytes - partBytes;
+      this.truncated[stream] += bytes - Buffer.byteLength(part);
       if (part !== '') this.sink.forward(stream, part);
       this.kept[stream] = this.limit; // full: nothing more is forwarded
       return;

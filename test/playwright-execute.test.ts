@@ -161,6 +161,24 @@ test('a runner that exits during an execution is success: false with the cause',
   assert.equal(next.result, 3);
 });
 
+test('a client that goes away before the answer kills the runner (as exec does)', async () => {
+  const pid = await runnerPid();
+  const mark = path.join(dir, 'abandoned-running');
+  const gone = new AbortController();
+  const pending = d.fetch('/browsers/local/playwright/execute', {
+    method: 'POST',
+    json: { code: `(await import('node:fs')).writeFileSync('${mark}', ''); await new Promise(() => {})` },
+    signal: gone.signal,
+  });
+  await waitUntil(() => existsSync(mark), 'the execution running');
+  gone.abort();
+  await assert.rejects(pending);
+  const line = await d.waitLog((l) => l.event === 'playwright_executed' && l.outcome === 'abandoned', 30_000);
+  assert.equal(line.child_pid, pid);
+  await waitUntil(() => !isAlive(pid), 'the runner gone');
+  assert.equal((await execute('return 5')).result, 5);
+});
+
 test('a runner that runs out of heap (BROWSERD_PLAYWRIGHT_MAX_HEAP_MB) is success: false with Node\'s report; the API is untouched', async () => {
   const r = await execute('const keep = []; while (true) keep.push(new Array(100_000).fill(Math.random()));');
   assert.equal(r.success, false);

@@ -69,6 +69,10 @@ export class RunnerProcess {
   private readonly stderrTail: string[] = [];
   private logged = 0;
   private killed = false;
+  /** Set once `ended` resolved. */
+  private endedWith: ExitInfo | null = null;
+  /** The execution under way, told when the runner ends (one at a time: no closure per execution is kept). */
+  private onEnded: ((exit: ExitInfo) => void) | null = null;
   /** Resolves when the runner has exited and its answer pipe is read to the end. */
   readonly ended: Promise<ExitInfo>;
 
@@ -101,7 +105,11 @@ export class RunnerProcess {
     }
     // A process the runner started may hold the answer pipe open after the runner exited: 1 s at most.
     const pipeDone = Promise.race([answersEnded, child.exit.then(() => sleep(ANSWERS_AFTER_EXIT_MS))]);
-    this.ended = Promise.all([child.exit, pipeDone]).then(([exit]) => exit);
+    this.ended = Promise.all([child.exit, pipeDone]).then(([exit]) => {
+      this.endedWith = exit;
+      this.onEnded?.(exit);
+      return exit;
+    });
   }
 
   /** Starts a runner and hands it its token and limits (stdin: never argv, never the environment). */
@@ -142,6 +150,7 @@ export class RunnerProcess {
         clearTimeout(timer);
         abandon.removeEventListener('abort', onAbandon);
         this.onAnswer = null;
+        this.onEnded = null;
         resolve({ outcome, stdout: output.text.stdout, stderr: output.text.stderr, stdoutTruncated: output.dropped.stdout, stderrTruncated: output.dropped.stderr });
       };
       const onAbandon = (): void => {
@@ -161,7 +170,8 @@ export class RunnerProcess {
           finish({ kind: 'answer', message: msg });
         }
       };
-      void this.ended.then((exit) => finish({ kind: 'exited', exit, stderrTail: [...this.stderrTail] }));
+      this.onEnded = (exit) => finish({ kind: 'exited', exit, stderrTail: [...this.stderrTail] });
+      if (this.endedWith !== null) return this.onEnded(this.endedWith);
       if (abandon.aborted) return onAbandon();
       abandon.addEventListener('abort', onAbandon, { once: true });
       this.write({ type: 'execute', id, code });

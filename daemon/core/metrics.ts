@@ -73,7 +73,7 @@ export function createMetrics(): Metrics {
     }),
     playwrightExecutions: new Counter({
       name: 'browserd_playwright_executions_total',
-      help: 'Playwright executions by outcome (ok, error, timeout, runner_exited, unavailable, limit)',
+      help: 'Playwright executions by outcome (ok, error, timeout, runner_exited, abandoned, unavailable, limit)',
       labelNames: ['outcome'],
       registers: [registry],
     }),

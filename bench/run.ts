@@ -9,6 +9,7 @@ import { benchComputer } from './computer.js';
 import { benchDaemonCost } from './daemon-cost.js';
 import { benchForwarder } from './forwarder.js';
 import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
+import { benchPlaywright } from './playwright.js';
 import { benchProxyCheck } from './proxy-check.js';
 import { describeMachine, markdown, table } from './report.js';
 import { benchRestart } from './restart.js';
@@ -25,6 +26,7 @@ const BENCHES: { name: string; what: string; run: () => Promise<Row[]> }[] = [
   { name: 'daemon', what: "7. the daemon's start time and idle RSS vs a bare node server", run: benchDaemonCost },
   { name: 'forwarder', what: "8. the browser's forwarding proxy → tinyproxy vs straight to tinyproxy", run: benchForwarder },
   { name: 'computer', what: '8. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer },
+  { name: 'playwright', what: '8. Playwright execute: `return 1`, and page.goto vs an already-connected playwright-core', run: benchPlaywright },
 ];
 
 function usage(): string {

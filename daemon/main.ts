@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, type Config } from './core/config.js';
 import { createLogger, type Logger } from './core/log.js';
-import { createMetrics } from './core/metrics.js';
+import { createMetrics, type Metrics } from './core/metrics.js';
 import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
@@ -11,6 +11,8 @@ import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses } from './processes/index.js';
 import { createComputer } from './computer/index.js';
+import { createPlaywright } from './playwright/index.js';
+import { createLogs, minimalReadableGuard, type Logs } from './logs/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -29,10 +31,13 @@ function packageVersion(): string {
   return pkg.version;
 }
 
-function settingsOrExit(): { config: Config; log: Logger } {
+function settingsOrExit(metrics: Metrics): { config: Config; log: Logger; logs: Logs } {
   try {
     const config = loadConfig();
-    return { config, log: createLogger(config.logLevel) };
+    // The log streams' rings exist before the logger, which writes every line into one of them.
+    // The path rules of a `path` stream: the minimal guard until the filesystem API's is wired here.
+    const logs = createLogs({ config, metrics, resolveReadable: minimalReadableGuard(config.stateDir) });
+    return { config, logs, log: createLogger(config.logLevel, undefined, logs.daemonLine) };
   } catch (err) {
     exitBadSetting(createLogger('info'), err);
   }
@@ -59,12 +64,12 @@ function lockOrExit(config: Config, log: Logger): void {
 }
 
 async function main(): Promise<void> {
-  const { config, log } = settingsOrExit();
+  const metrics = createMetrics();
+  const { config, log, logs } = settingsOrExit(metrics);
   lockOrExit(config, log); // before anything in the state dir is read or written
   // Atomic writes a killed daemon left unfinished (proxies.json, chromium-executables.json, ...).
   for (const name of removeStaleTemps(config.stateDir)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished store write');
   const version = packageVersion();
-  const metrics = createMetrics();
   // First: it takes NOTIFY_SOCKET & co. out of process.env before anything spawns.
   const systemd = createSystemd({ log, waitForBrowser: config.chromium.autostart });
   let keyring: KeyRing;
@@ -74,7 +79,7 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
 
-  const browser = createBrowser({ config, log, metrics });
+  const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
@@ -94,7 +99,9 @@ async function main(): Promise<void> {
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
   const computer = createComputer({ config, log, metrics, browser });
-  const modules: Closable[] = [browser, proxies, extensions, processes, computer];
+  const playwright = createPlaywright({ config, log, metrics, keyring });
+  // Closed in reverse: the runners end before Chromium.
+  const modules: Closable[] = [browser, proxies, extensions, processes, computer, playwright];
 
   let openapi: Record<string, unknown> = {};
   const routes = [
@@ -104,6 +111,8 @@ async function main(): Promise<void> {
     ...extensions.routes,
     ...processes.routes,
     ...computer.routes,
+    ...playwright.routes,
+    ...logs.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
   openapi = buildOpenApi(server.router.routes, {
@@ -119,6 +128,7 @@ async function main(): Promise<void> {
       browser.destroy();
       processes.destroy();
       proxies.destroy();
+      playwright.destroy();
       process.exit(1);
     }
     stopping = true;
@@ -153,6 +163,7 @@ async function main(): Promise<void> {
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
   proxies.setApiPort(address.port);
+  playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
 }
 

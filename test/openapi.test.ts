@@ -50,6 +50,8 @@ const CONTRACT_ROUTES = [
   'POST /browsers/{id}/computer/batch',
   'POST /browsers/{id}/computer/clipboard/read',
   'POST /browsers/{id}/computer/clipboard/write',
+  'POST /browsers/{id}/playwright/execute',
+  'GET /browsers/{id}/logs/stream',
 ].sort();
 
 let d: Daemon;

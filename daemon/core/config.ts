@@ -87,6 +87,26 @@ export interface Config {
     /** Characters typed, or written to the clipboard, by one request. */
     maxText: number;
   };
+  playwright: {
+    /** Runner processes at most (one execution at a time each). */
+    runners: number;
+    /** stdout and stderr kept per execution, each. */
+    outputLimitBytes: number;
+    /** The JSON of an execution's result, at most. */
+    resultLimitBytes: number;
+    /** The runner's V8 heap limit (--max-old-space-size). */
+    maxHeapMb: number;
+  };
+  logs: {
+    /** Recent lines of the daemon's own log kept for new readers. */
+    daemonLines: number;
+    /** Recent lines of Chromium's output kept for new readers. */
+    chromiumLines: number;
+    /** How much of a file's end a `path` stream starts with. */
+    fileBacklogBytes: number;
+    /** Log streams open at once. */
+    maxStreams: number;
+  };
   /** BROWSERD_TEST_HOOKS: `name` or `name=value`, comma separated. For the test suite only. */
   testHooks: ReadonlyMap<string, string>;
 }
@@ -195,6 +215,18 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       maxWaitMs: int('BROWSERD_COMPUTER_MAX_WAIT_MS', 60_000, 0, 3_600_000),
       maxBatch: int('BROWSERD_COMPUTER_MAX_BATCH', 100, 1, 10_000),
       maxText: int('BROWSERD_COMPUTER_MAX_TEXT', 10_000, 1, 100_000),
+    },
+    playwright: {
+      runners: int('BROWSERD_PLAYWRIGHT_RUNNERS', 2, 1, 32),
+      outputLimitBytes: int('BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES', 1 * MiB, 1024, 64 * MiB),
+      resultLimitBytes: int('BROWSERD_PLAYWRIGHT_RESULT_LIMIT_BYTES', 16 * MiB, 1024, 256 * MiB),
+      maxHeapMb: int('BROWSERD_PLAYWRIGHT_MAX_HEAP_MB', 1024, 64, 65_536),
+    },
+    logs: {
+      daemonLines: int('BROWSERD_LOG_DAEMON_LINES', 2000, 1, 1_000_000),
+      chromiumLines: int('BROWSERD_LOG_CHROMIUM_LINES', 2000, 1, 1_000_000),
+      fileBacklogBytes: int('BROWSERD_LOG_FILE_BACKLOG_BYTES', 64 * 1024, 0, 64 * MiB),
+      maxStreams: int('BROWSERD_LOG_MAX_STREAMS', 32, 1, 10_000),
     },
     testHooks: parseHooks(get('BROWSERD_TEST_HOOKS')),
   };

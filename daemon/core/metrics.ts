@@ -21,6 +21,10 @@ export interface Metrics {
   idempotencyBytes: Gauge;
   idempotencyReplays: Counter;
   computerActions: Counter<'action' | 'outcome'>;
+  playwrightExecutions: Counter<'outcome'>;
+  playwrightDuration: Histogram;
+  playwrightRunners: Gauge;
+  logStreams: Gauge<'source'>;
 }
 
 export function createMetrics(): Metrics {
@@ -117,6 +121,29 @@ export function createMetrics(): Metrics {
       name: 'browserd_computer_actions_total',
       help: 'Computer-control requests by action (click_mouse, screenshot, batch, …) and outcome (ok or the error code)',
       labelNames: ['action', 'outcome'],
+      registers: [registry],
+    }),
+    playwrightExecutions: new Counter({
+      name: 'browserd_playwright_executions_total',
+      help: 'Playwright executions by outcome (ok, error, timeout, runner_exited, abandoned, unavailable, limit)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    playwrightDuration: new Histogram({
+      name: 'browserd_playwright_execution_duration_seconds',
+      help: 'Time from the request to the answer of a Playwright execution (runner start included when one was started)',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 600],
+      registers: [registry],
+    }),
+    playwrightRunners: new Gauge({
+      name: 'browserd_playwright_runners',
+      help: 'Playwright runner processes alive',
+      registers: [registry],
+    }),
+    logStreams: new Gauge({
+      name: 'browserd_log_streams',
+      help: 'Log streams open, by source (browserd, chromium, path)',
+      labelNames: ['source'],
       registers: [registry],
     }),
   };

@@ -19,6 +19,8 @@ export const SCOPES = [
   'proxies:check',
   'cdp',
   'computer',
+  'playwright:execute',
+  'logs:read',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
@@ -80,6 +82,8 @@ function readKeysFile(file: string): Key[] {
 
 export class KeyRing {
   private keys: Key[];
+  /** Keys that live only in memory, for as long as their holder (a Playwright runner's CDP token). */
+  private readonly ephemeral = new Map<string, Key>();
 
   private constructor(
     private readonly config: Config,
@@ -127,13 +131,27 @@ export class KeyRing {
     }
   }
 
+  /**
+   * Adds a key held only in memory (as a sha256 digest, like every key), never written anywhere
+   * and not touched by a reload; returns the function that revokes it (idempotent). `id` must be
+   * unique among the ephemeral keys (it is the key_id of the requests made with it).
+   */
+  addEphemeral(id: string, token: string, scopes: readonly Scope[]): () => void {
+    if (this.ephemeral.has(id)) throw new Error(`an ephemeral key ${id} exists already`);
+    const key: Key = { keyId: id, scopes: new Set(scopes), project: null, digest: sha256(token) };
+    this.ephemeral.set(id, key);
+    return () => {
+      if (this.ephemeral.get(id) === key) this.ephemeral.delete(id);
+    };
+  }
+
   /** The identity behind an `Authorization` header, or UnauthorizedError. */
   authenticate(header: string | undefined): Identity {
     const m = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
     if (!m || m[1] === undefined) throw new UnauthorizedError();
     const digest = sha256(m[1]);
     let found: Key | null = null;
-    for (const key of this.keys) {
+    for (const key of [...this.keys, ...this.ephemeral.values()]) {
       // No early exit: every key costs the same comparison.
       if (timingSafeEqual(digest, key.digest) && found === null) found = key;
     }

@@ -9,6 +9,9 @@ import { GroupSet, PROCESS_STOP_GRACE_MS } from './groups.js';
 import { ProcessTable } from './process-table.js';
 import { processRoutes } from './routes.js';
 
+/** The minimal environment, user and working directory of a child: also the Playwright runner's. */
+export { childEnv, resolveCwd, resolveUser } from './user-env.js';
+
 export interface ProcessesDeps {
   config: Config;
   log: Logger;

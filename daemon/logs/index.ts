@@ -1,0 +1,44 @@
+// The log streams module: rings of recent lines of the daemon's own log (fed by the logger's tap)
+// and of Chromium's output (fed by the browser's onChromiumLine), file tails, and the SSE route.
+// It is created before the logger, which writes into it.
+import type { Config } from '../core/config.js';
+import type { Metrics } from '../core/metrics.js';
+import type { Route } from '../http/router.js';
+import type { ResolveReadable } from './path-guard.js';
+import { LogRing } from './ring.js';
+import { logRoutes } from './routes.js';
+
+export { minimalReadableGuard, type ResolveReadable } from './path-guard.js';
+
+export interface LogsDeps {
+  config: Config;
+  metrics: Metrics;
+  /** The path rules of `source=path` (the filesystem API's guard). */
+  resolveReadable: ResolveReadable;
+}
+
+export interface Logs {
+  readonly routes: Route[];
+  /** The logger's tap: every line the daemon logs (createLogger's `tap`). */
+  daemonLine(line: string): void;
+  /** Every line Chromium writes (createBrowser's `onChromiumLine`). */
+  chromiumLine(line: string): void;
+}
+
+export function createLogs(deps: LogsDeps): Logs {
+  const { config } = deps;
+  const rings = { browserd: new LogRing(config.logs.daemonLines), chromium: new LogRing(config.logs.chromiumLines) };
+  return {
+    routes: logRoutes({
+      rings,
+      resolveReadable: deps.resolveReadable,
+      metrics: deps.metrics,
+      maxStreams: config.logs.maxStreams,
+      fileBacklogBytes: config.logs.fileBacklogBytes,
+      daemonLines: config.logs.daemonLines,
+      chromiumLines: config.logs.chromiumLines,
+    }),
+    daemonLine: (line) => rings.browserd.push(line),
+    chromiumLine: (line) => rings.chromium.push(line),
+  };
+}

@@ -1,0 +1,70 @@
+// The Playwright module: POST /browsers/{id}/playwright/execute, run by a small pool of runner
+// processes (pool.ts, runner-process.ts; the runner program is runner/main.ts). Its face is
+// createPlaywright(); close() ends every runner (SIGTERM, SIGKILL after a grace), destroy() at once.
+import { tmpdir } from 'node:os';
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import type { KeyRing } from '../http/auth.js';
+import type { Route } from '../http/router.js';
+import { childEnv, resolveCwd, resolveUser } from '../processes/index.js';
+import { RunnerPool } from './pool.js';
+import { playwrightRoutes } from './routes.js';
+
+export interface PlaywrightDeps {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  /** Where each runner's token (scope `cdp` only) is registered and revoked. */
+  keyring: Pick<KeyRing, 'addEphemeral'>;
+}
+
+export interface Playwright {
+  readonly routes: Route[];
+  /** The address the HTTP server listens on: the runners connect to its CDP endpoint. */
+  setListenAddress(host: string, port: number): void;
+  close(): Promise<void>;
+  destroy(): void;
+}
+
+/** A wildcard listen address is reached on loopback. */
+function reachable(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::' || host === '::0') return '::1';
+  return host;
+}
+
+export function createPlaywright(deps: PlaywrightDeps): Playwright {
+  const { config, metrics } = deps;
+  const log = deps.log.child({ module: 'playwright' });
+  let address = { host: config.listen.host, port: config.listen.port };
+  const pool = new RunnerPool({
+    max: config.playwright.runners,
+    maxHeapMb: config.playwright.maxHeapMb,
+    outputLimitBytes: config.playwright.outputLimitBytes,
+    resultLimitBytes: config.playwright.resultLimitBytes,
+    cdpUrl: () => {
+      const host = reachable(address.host);
+      return `ws://${host.includes(':') ? `[${host}]` : host}:${address.port}/browsers/${encodeURIComponent(config.sessionId)}/cdp`;
+    },
+    registerToken: (id, token) => deps.keyring.addEphemeral(id, token, ['cdp']),
+    childSetup: () => {
+      const user = resolveUser(undefined);
+      // The user's home, unless that is the state directory (the browserd user's, under systemd):
+      // files the code writes by a relative path must be reachable by the filesystem API.
+      const home = resolveCwd(undefined, user);
+      const inState = home === config.stateDir || home.startsWith(`${config.stateDir}/`);
+      return { env: childEnv(user, undefined), cwd: inState ? tmpdir() : home };
+    },
+    log,
+    metrics,
+  });
+  return {
+    routes: playwrightRoutes({ pool, metrics }),
+    setListenAddress: (host, port) => {
+      address = { host, port };
+    },
+    close: () => pool.close(),
+    destroy: () => pool.destroy(),
+  };
+}

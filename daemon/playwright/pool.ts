@@ -1,0 +1,134 @@
+// The runners: at most BROWSERD_PLAYWRIGHT_RUNNERS, each running one execution at a time. An
+// execution takes an idle runner, or starts one when fewer run (so a second runner exists only
+// once two executions overlapped); past the limit it is 429. Each runner gets its own token with
+// only the `cdp` scope, registered when it starts and revoked when it exits. A runner that exits
+// (killed at a timeout, crashed) leaves the pool and is replaced by the next execution that needs one.
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { endGroups } from '../core/process/group.js';
+import { BrowserUnavailableError, LimitExceededError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import type { HelloMessage } from './protocol.js';
+import { RunnerProcess, type Execution } from './runner-process.js';
+
+/** At shutdown, how long runners get after SIGTERM before SIGKILL. */
+export const RUNNER_STOP_GRACE_MS = 1000;
+
+export interface PoolDeps {
+  max: number;
+  maxHeapMb: number;
+  outputLimitBytes: number;
+  resultLimitBytes: number;
+  /** ws://<daemon>/browsers/{id}/cdp (the listen address, loopback for a wildcard one). */
+  cdpUrl(): string;
+  /** Registers a token with only the `cdp` scope; returns its revoke function. */
+  registerToken(id: string, token: string): () => void;
+  /** The runner's environment and working directory (those of the processes API). */
+  childSetup(): { env: Record<string, string>; cwd: string };
+  log: Logger;
+  metrics: Metrics;
+}
+
+export interface PoolExecution extends Execution {
+  runnerPid: number;
+  /** The execution started its runner (its time includes the runner's start). */
+  startedRunner: boolean;
+}
+
+export class RunnerPool {
+  private readonly idle: RunnerProcess[] = [];
+  private readonly all = new Set<RunnerProcess>();
+  /** Executions under way (a runner starting for one counts). */
+  private busy = 0;
+  private startedCount = 0;
+  private closed = false;
+
+  constructor(private readonly deps: PoolDeps) {}
+
+  get size(): number {
+    return this.all.size;
+  }
+
+  async run(code: string, timeoutMs: number, abandon: AbortSignal): Promise<PoolExecution> {
+    if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
+    const { max } = this.deps;
+    if (this.busy >= max) {
+      throw new LimitExceededError('Playwright executions', max, {
+        message: `${max} Playwright execution${max === 1 ? '' : 's'} run already (BROWSERD_PLAYWRIGHT_RUNNERS=${max}; one execution at a time per runner)`,
+        retryAfterMs: 1000,
+      });
+    }
+    this.busy++;
+    let runner: RunnerProcess | undefined;
+    try {
+      runner = this.takeIdle();
+      const startedRunner = runner === undefined;
+      runner ??= await this.start();
+      const execution = await runner.execute(code, timeoutMs, abandon);
+      return { ...execution, runnerPid: runner.pid, startedRunner };
+    } finally {
+      this.busy--;
+      if (runner !== undefined && runner.alive && !this.closed) this.idle.push(runner);
+    }
+  }
+
+  /** SIGTERM to every runner, SIGKILL after a grace; resolves once they are gone. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.idle.length = 0;
+    await Promise.all([...this.all].map((r) => r.stop(RUNNER_STOP_GRACE_MS)));
+  }
+
+  /** SIGKILL to every runner now. Idempotent. */
+  destroy(): void {
+    this.closed = true;
+    this.idle.length = 0;
+    for (const r of this.all) r.kill();
+  }
+
+  private takeIdle(): RunnerProcess | undefined {
+    for (;;) {
+      const r = this.idle.pop();
+      if (r === undefined || r.alive) return r;
+    }
+  }
+
+  private async start(): Promise<RunnerProcess> {
+    const { log, metrics } = this.deps;
+    const n = ++this.startedCount;
+    const keyId = `playwright-runner-${n}`;
+    const token = randomBytes(32).toString('base64url');
+    const revoke = this.deps.registerToken(keyId, token);
+    const hello: HelloMessage = {
+      type: 'hello',
+      token,
+      cdp_url: this.deps.cdpUrl(),
+      output_limit_bytes: this.deps.outputLimitBytes,
+      result_limit_bytes: this.deps.resultLimitBytes,
+    };
+    const t0 = performance.now();
+    let runner: RunnerProcess;
+    try {
+      runner = await RunnerProcess.start({ ...this.deps.childSetup(), maxHeapMb: this.deps.maxHeapMb, hello, log });
+    } catch (err) {
+      revoke();
+      throw err;
+    }
+    this.all.add(runner);
+    metrics.playwrightRunners.set(this.all.size);
+    log.info({ event: 'playwright_runner_started', child_pid: runner.pid, key_id: keyId, ms: Math.round(performance.now() - t0) }, 'Playwright runner started');
+    const started = runner;
+    void started.ended.then(async (exit) => {
+      revoke();
+      this.all.delete(started);
+      const i = this.idle.indexOf(started);
+      if (i >= 0) this.idle.splice(i, 1);
+      metrics.playwrightRunners.set(this.all.size);
+      log.info({ event: 'playwright_runner_exited', child_pid: started.pid, code: exit.code, signal: exit.signal }, 'Playwright runner exited');
+      // Whatever the runner left in its group (esbuild's service, the code's children) goes with it.
+      await endGroups([started.pid], 0, 2000).catch(() => {});
+    });
+    return runner;
+  }
+}

@@ -1,0 +1,78 @@
+// The runner's one Playwright connection: playwright-core over CDP to the daemon's own
+// authenticated endpoint (each client gets its own session there). It is opened at the runner's
+// start and kept; when it closes (a Chromium restart closes it with 1012) a new one is opened at
+// once, and, if that fails (the browser is stopped), again at the next execution.
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+
+export interface Session {
+  browser: Browser;
+  context: BrowserContext;
+  page: Page;
+}
+
+/** Chromium could not be reached; the code did not run. */
+export class UnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnavailableError';
+  }
+}
+
+/** How long one connection attempt may take (the daemon itself waits up to 15 s for a restarting Chromium). */
+const CONNECT_TIMEOUT_MS = 30_000;
+
+export class Connection {
+  private current: Promise<Browser> | null = null;
+
+  constructor(
+    private readonly url: string,
+    private readonly token: string,
+  ) {}
+
+  /** Opens the connection now (its failure is kept for nobody: the next session() tries again). */
+  prime(): void {
+    this.browser().catch(() => {});
+  }
+
+  /** The default context and its first open page (a new one when it has none). */
+  async session(): Promise<Session> {
+    let browser = await this.browser();
+    if (!browser.isConnected()) {
+      this.current = null;
+      browser = await this.browser();
+    }
+    const context = browser.contexts()[0];
+    if (context === undefined) throw new UnavailableError('the browser has no default context');
+    const page = context.pages().find((p) => !p.isClosed()) ?? (await context.newPage());
+    return { browser, context, page };
+  }
+
+  private browser(): Promise<Browser> {
+    if (this.current !== null) return this.current;
+    const attempt = chromium
+      .connectOverCDP(this.url, {
+        headers: { authorization: `Bearer ${this.token}` },
+        // Same host: file uploads by path; and the browser's own settings (downloads, focus and
+        // media emulation) are left as the daemon and the other clients made them.
+        isLocal: true,
+        noDefaults: true,
+        timeout: CONNECT_TIMEOUT_MS,
+      })
+      .then(
+        (browser) => {
+          browser.on('disconnected', () => {
+            if (this.current !== attempt) return;
+            this.current = null;
+            this.prime(); // at once: the next execution finds it open
+          });
+          return browser;
+        },
+        (err: unknown) => {
+          if (this.current === attempt) this.current = null;
+          throw new UnavailableError(`cannot connect to Chromium: ${(err as Error).message.split('\n')[0]}`);
+        },
+      );
+    this.current = attempt;
+    return attempt;
+  }
+}

@@ -1,7 +1,9 @@
 // The Playwright module: POST /browsers/{id}/playwright/execute, run by a small pool of runner
 // processes (pool.ts, runner-process.ts; the runner program is runner/main.ts). Its face is
 // createPlaywright(); close() ends every runner (SIGTERM, SIGKILL after a grace), destroy() at once.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import path from 'node:path';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -54,7 +56,14 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
       // files the code writes by a relative path must be reachable by the filesystem API.
       const home = resolveCwd(undefined, user);
       const inState = home === config.stateDir || home.startsWith(`${config.stateDir}/`);
-      return { env: childEnv(user, undefined), cwd: inState ? tmpdir() : home };
+      // A TMPDIR of its own, removed once it ends: what Playwright and the code leave there (a
+      // runner killed at its timeout cleans nothing up) never stays in /tmp.
+      const tmp = mkdtempSync(path.join(tmpdir(), 'browserd-runner-'));
+      return {
+        env: { ...childEnv(user, undefined), TMPDIR: tmp },
+        cwd: inState ? tmp : home,
+        cleanup: () => rmSync(tmp, { recursive: true, force: true }),
+      };
     },
     log,
     metrics,

@@ -24,8 +24,8 @@ export interface PoolDeps {
   cdpUrl(): string;
   /** Registers a token with only the `cdp` scope; returns its revoke function. */
   registerToken(id: string, token: string): () => void;
-  /** The runner's environment and working directory (those of the processes API). */
-  childSetup(): { env: Record<string, string>; cwd: string };
+  /** The runner's environment and working directory (those of the processes API), and what removes its TMPDIR. */
+  childSetup(): { env: Record<string, string>; cwd: string; cleanup(): void };
   log: Logger;
   metrics: Metrics;
 }

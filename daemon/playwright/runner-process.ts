@@ -25,6 +25,8 @@ const ANSWERS_AFTER_EXIT_MS = 1000;
 export interface RunnerSpec {
   env: Record<string, string>;
   cwd: string;
+  /** Removes what the runner's setup made for it (its TMPDIR); called once it has ended. */
+  cleanup(): void;
   maxHeapMb: number;
   hello: HelloMessage;
   log: Logger;
@@ -106,6 +108,7 @@ export class RunnerProcess {
     // A process the runner started may hold the answer pipe open after the runner exited: 1 s at most.
     const pipeDone = Promise.race([answersEnded, child.exit.then(() => sleep(ANSWERS_AFTER_EXIT_MS))]);
     this.ended = Promise.all([child.exit, pipeDone]).then(([exit]) => {
+      spec.cleanup();
       this.endedWith = exit;
       this.onEnded?.(exit);
       return exit;
@@ -114,14 +117,20 @@ export class RunnerProcess {
 
   /** Starts a runner and hands it its token and limits (stdin: never argv, never the environment). */
   static async start(spec: RunnerSpec): Promise<RunnerProcess> {
-    const child = await launch({
-      command: process.execPath,
-      args: [`--max-old-space-size=${spec.maxHeapMb}`, RUNNER_JS],
-      env: spec.env,
-      cwd: spec.cwd,
-      stdin: 'pipe',
-      extraPipes: ANSWER_FD - 2,
-    });
+    let child;
+    try {
+      child = await launch({
+        command: process.execPath,
+        args: [`--max-old-space-size=${spec.maxHeapMb}`, RUNNER_JS],
+        env: spec.env,
+        cwd: spec.cwd,
+        stdin: 'pipe',
+        extraPipes: ANSWER_FD - 2,
+      });
+    } catch (err) {
+      spec.cleanup();
+      throw err;
+    }
     const runner = new RunnerProcess(child, spec);
     runner.write(spec.hello);
     return runner;

@@ -125,8 +125,11 @@ export class Daemon {
   }
 }
 
+/** A new temp folder, removed when the test, hook or file that asked for it is done. */
 export function tempDir(prefix = 'browserd-test-'): string {
-  return mkdtempSync(path.join(tmpdir(), prefix));
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 /** A temp root removed after the file's tests; each call of the result gives a new empty folder in it. */

@@ -99,7 +99,8 @@ test('/json/list gives per-target URLs under the daemon; a client of one target 
     assert.ok(entry, 'the target is listed');
     assert.equal(entry.webSocketDebuggerUrl, `${browserURL().replace(/^http/, 'ws')}/devtools/page/${targetId}`);
     const one = await CdpClient.overWebSocket(entry.webSocketDebuggerUrl, { headers });
-    const r = await one.send('Runtime.evaluate', { expression: 'document.title', returnByValue: true });
+    const loaded = "new Promise((r) => (document.readyState === 'complete' ? r() : addEventListener('load', () => r()))).then(() => document.title)";
+    const r = await one.send('Runtime.evaluate', { expression: loaded, awaitPromise: true, returnByValue: true });
     assert.equal(r.result.value, 'page /listed');
     one.close();
     const protocol = (await (await d.fetch('/browsers/local/cdp/json/protocol')).json()) as { domains: { domain: string }[] };

@@ -125,10 +125,16 @@ export class Daemon {
   }
 }
 
-/** A new temp folder, removed when the test, hook or file that asked for it is done. */
+/** Every temp folder this test file made: removed when its process exits, after every hook (daemons stopped). */
+const made: string[] = [];
+process.on('exit', () => {
+  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A new temp folder, removed when the test file is done. */
 export function tempDir(prefix = 'browserd-test-'): string {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  made.push(dir);
   return dir;
 }
 

@@ -10,10 +10,10 @@ import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { BrowserdError } from '../daemon/core/errors.js';
 import { statusOf } from '../daemon/http/errors.js';
-import { GroupSet } from '../daemon/processes/groups.js';
-import { ReplayBuffer } from '../daemon/processes/replay-buffer.js';
-import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../daemon/processes/stdin-writer.js';
-import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../daemon/processes/strict-base64.js';
+import { GroupSet } from '../daemon/processes/groups/groups.js';
+import { ReplayBuffer } from '../daemon/processes/output/replay-buffer.js';
+import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../daemon/processes/stdin/stdin-writer.js';
+import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../daemon/processes/stdin/strict-base64.js';
 import { tempDir } from './helpers/daemon.js';
 import { groupMembers, killGroup, waitFile, waitGroupGone } from './helpers/processes.js';
 

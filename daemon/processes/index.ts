@@ -5,7 +5,7 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
-import { GroupSet, PROCESS_STOP_GRACE_MS } from './groups.js';
+import { GroupSet, PROCESS_STOP_GRACE_MS } from './groups/groups.js';
 import { ProcessTable } from './process-table.js';
 import { processRoutes } from './routes.js';
 

@@ -6,11 +6,11 @@
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { ConflictError } from '../core/errors.js';
-import type { ProcessGroup } from './groups.js';
-import { ReplayBuffer, type ExitInfo } from './replay-buffer.js';
+import type { ProcessGroup } from './groups/groups.js';
+import { ReplayBuffer, type ExitInfo } from './output/replay-buffer.js';
 import type { GroupSignal } from '../core/process/group.js';
-import { outputSettled, type Launched } from './spawn.js';
-import { StdinWriter } from './stdin-writer.js';
+import { outputSettled, type Launched } from './launch/spawn.js';
+import { StdinWriter } from './stdin/stdin-writer.js';
 
 /** How long output may still arrive after the child's exit (grandchildren holding the pipes). */
 export const OUTPUT_GRACE_MS = 1000;

@@ -6,7 +6,7 @@ import type { Metrics } from '../core/metrics.js';
 import { BadRequestError, PayloadTooLargeError } from '../core/errors.js';
 import type { RequestContext, Route } from '../http/router.js';
 import { runExec } from './exec.js';
-import { PROCESS_STOP_GRACE_MS, type GroupSet, type ProcessGroup } from './groups.js';
+import { PROCESS_STOP_GRACE_MS, type GroupSet, type ProcessGroup } from './groups/groups.js';
 import { ManagedProcess } from './managed-process.js';
 import { MAX_RETAINED_EXITED, type ProcessTable } from './process-table.js';
 import {
@@ -23,10 +23,10 @@ import {
   stdinBody,
   stdinResult,
 } from './schemas.js';
-import { launch, type LaunchSpec, type Launched } from './spawn.js';
-import { SSE_HEARTBEAT_MS, streamOutput } from './sse.js';
-import { STDIN_QUEUE_FACTOR } from './stdin-writer.js';
-import { Base64Error, base64Length, decodeStrictBase64 } from './strict-base64.js';
+import { launch, type LaunchSpec, type Launched } from './launch/spawn.js';
+import { SSE_HEARTBEAT_MS, streamOutput } from './output/sse.js';
+import { STDIN_QUEUE_FACTOR } from './stdin/stdin-writer.js';
+import { Base64Error, base64Length, decodeStrictBase64 } from './stdin/strict-base64.js';
 
 export interface RouteDeps {
   config: Config;

@@ -3,9 +3,9 @@
 // started; the caller reads the streams. A command that cannot be started is a 400 the caller can
 // act on.
 import type { Readable, Writable } from 'node:stream';
-import { BadRequestError } from '../core/errors.js';
-import { launch as launchChild, SpawnError } from '../core/process/launch.js';
-import type { ExitInfo } from './replay-buffer.js';
+import { BadRequestError } from '../../core/errors.js';
+import { launch as launchChild, SpawnError } from '../../core/process/launch.js';
+import type { ExitInfo } from '../output/replay-buffer.js';
 import { childEnv, cwdProblem, resolveCwd, resolveUser, type RunAs } from './user-env.js';
 
 export interface LaunchSpec {

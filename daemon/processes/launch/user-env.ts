@@ -4,7 +4,7 @@
 // request's `env` is merged over it.
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { BadRequestError } from '../core/errors.js';
+import { BadRequestError } from '../../core/errors.js';
 
 export interface RunAs {
   name: string;

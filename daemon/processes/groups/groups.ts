@@ -8,7 +8,7 @@
 // "Living" means a member that is not a zombie, read from /proc: an orphan in a container whose
 // init does not reap stays a zombie forever, and kill(-pgid, 0) alone would count it.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { groupExists, livingGroups, signalGroup, type GroupSignal } from '../core/process/group.js';
+import { groupExists, livingGroups, signalGroup, type GroupSignal } from '../../core/process/group.js';
 
 /** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
 export const PROCESS_STOP_GRACE_MS = 3000;

@@ -8,7 +8,7 @@
 // The bytes a process holds queued (accepted, not yet in the pipe) are capped: a request that would
 // pass the cap is refused with 429 and nothing of it is queued.
 import type { Writable } from 'node:stream';
-import { ConflictError, LimitExceededError, TimeoutError, type BrowserdError } from '../core/errors.js';
+import { ConflictError, LimitExceededError, TimeoutError, type BrowserdError } from '../../core/errors.js';
 
 /** Bytes per write call: progress (and the 504's count) is tracked per slice. */
 export const SLICE_BYTES = 64 * 1024;

@@ -7,7 +7,7 @@ import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
-import { createProcesses } from './processes/index.js';
+import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -66,6 +66,13 @@ async function main(): Promise<void> {
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
+  try {
+    await processes.start(); // the terminal module, and the process groups a daemon killed with SIGKILL left
+  } catch (err) {
+    if (!(err instanceof PtyUnavailableError)) throw err;
+    log.fatal({ event: 'dependency_missing', package: err.pkg }, err.message);
+    process.exit(EXIT_BAD_SETTING);
+  }
   const modules: Closable[] = [browser, proxies, extensions, processes];
 
   let openapi: Record<string, unknown> = {};
@@ -95,6 +102,7 @@ async function main(): Promise<void> {
     systemd.stopping();
     log.info({ event: 'stopping', signal, deadline_ms: config.http.shutdownTimeoutMs }, 'stopping');
     browser.beginShutdown();
+    processes.beginShutdown();
     await server.close(config.http.shutdownTimeoutMs);
     for (const m of [...modules].reverse()) {
       try {

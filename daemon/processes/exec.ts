@@ -64,7 +64,7 @@ export async function runExec(launched: Launched, group: ProcessGroup, opts: Exe
   const out = new Capture(opts.outputLimitBytes);
   const err = new Capture(opts.outputLimitBytes);
   launched.stdout.on('data', (d: Buffer) => out.add(d));
-  launched.stderr.on('data', (d: Buffer) => err.add(d));
+  launched.stderr?.on('data', (d: Buffer) => err.add(d));
 
   // A child that never reads its stdin (EPIPE) is normal for exec; the error is not the caller's.
   launched.stdin.on('error', () => {});

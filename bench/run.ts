@@ -8,6 +8,7 @@ import { benchActivationRestart, benchActivationLive } from './activation.js';
 import { benchDaemonCost } from './daemon-cost.js';
 import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
 import { benchProxyCheck } from './proxy-check.js';
+import { benchPty } from './pty.js';
 import { describeMachine, markdown, table } from './report.js';
 import { benchRestart } from './restart.js';
 import { benchStdin } from './stdin.js';
@@ -21,6 +22,7 @@ const BENCHES: { name: string; what: string; run: () => Promise<Row[]> }[] = [
   { name: 'unzip', what: '5. unzip of a 20 MiB, 2,000-file archive vs Info-ZIP unzip', run: benchUnzip },
   { name: 'proxy', what: '6. proxy check through tinyproxy vs curl -x', run: benchProxyCheck },
   { name: 'daemon', what: "7. the daemon's start time and idle RSS vs a bare node server", run: benchDaemonCost },
+  { name: 'pty', what: '8. terminal keystroke round trip through attach vs bare node-pty', run: benchPty },
 ];
 
 function usage(): string {

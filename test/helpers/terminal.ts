@@ -7,6 +7,7 @@ import type { Daemon } from './daemon.js';
 import { PROC, b64 } from './processes.js';
 
 /** CSI escape sequences (bracketed paste on and off around bash's prompt, colours): left out of `text`. */
+// eslint-disable-next-line no-control-regex -- ESC starts the sequences this strips
 const CSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
 
 /** The output of a process as it arrives (the SSE stream, decoded); `text` grows. */

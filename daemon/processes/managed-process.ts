@@ -8,6 +8,7 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { ConflictError } from '../core/errors.js';
 import type { GroupSignal } from '../core/process/group.js';
+import type { ProcInfo } from '../core/process/proc.js';
 import type { ProcessGroup } from './groups/groups.js';
 import { outputSettled, type Launched } from './launch/spawn.js';
 import { ReplayBuffer, type ExitInfo } from './output/replay-buffer.js';
@@ -118,8 +119,9 @@ export class ManagedProcess {
     return this.launched.tty !== null;
   }
 
-  status(): ProcessStatus {
-    const usage = this.group.usage(this.startedAt);
+  /** `scan`: the living members of many sessions read at once (for a list). */
+  status(scan?: ReadonlyMap<number, ProcInfo[]>): ProcessStatus {
+    const usage = this.group.usage(this.startedAt, scan);
     return {
       process_id: this.id,
       pid: this.pid,

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
+import { sessionMembers } from '../core/process/group.js';
 import type { RequestContext, Route } from '../http/router.js';
 import { runExec } from './exec.js';
 import { PROCESS_STOP_GRACE_MS, type GroupSet, type ProcessGroup } from './groups/groups.js';
@@ -182,7 +183,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
       },
       handler: async () => {
         groups.refresh(); // group_alive as of now
-        return { status: 200, body: { processes: table.list().map((p) => p.status()) } };
+        const procs = table.list();
+        const scan = sessionMembers(procs.filter((p) => !p.group.ended).map((p) => p.pgid)); // one /proc scan for every cpu_pct and mem_bytes
+        return { status: 200, body: { processes: procs.map((p) => p.status(scan)) } };
       },
     },
     {

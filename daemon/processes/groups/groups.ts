@@ -69,10 +69,11 @@ export class ProcessGroup {
   /**
    * CPU and memory of the living members (null when none lives): CPU time over the time since
    * `startedAt`, in percent of one core (as ps %CPU), and the sum of resident memory in bytes.
+   * `scan`: the members of many sessions read at once (sessionMembers), for a list.
    */
-  usage(startedAt: Date): { cpu_pct: number; mem_bytes: number } | null {
+  usage(startedAt: Date, scan?: ReadonlyMap<number, ProcInfo[]>): { cpu_pct: number; mem_bytes: number } | null {
     if (this.isGone) return null;
-    const members = sessionMembers([this.pgid]).get(this.pgid) ?? [];
+    const members = (scan ?? sessionMembers([this.pgid])).get(this.pgid) ?? [];
     if (members.length === 0) return null;
     const ticks = members.reduce((n, p) => n + p.utime + p.stime, 0);
     const elapsedSec = Math.max((Date.now() - startedAt.getTime()) / 1000, 0.01);

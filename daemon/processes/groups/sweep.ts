@@ -67,7 +67,8 @@ export async function endLeftoverGroups(entries: readonly JournalEntry[], log: L
       event: 'process_leftover',
       pgids,
       child_pids: members.map((p) => p.pid),
-      commands: members.slice(0, 5).map((p) => readCmdline(p.pid).replaceAll('\0', ' ').trim().slice(0, 200)),
+      // The programs only: arguments may hold what must not be logged.
+      programs: [...new Set(members.map((p) => readCmdline(p.pid).split('\0')[0] ?? ''))].slice(0, 10),
       grace_ms: graceMs,
     },
     'ending process groups an earlier run of the daemon left',

@@ -14,11 +14,11 @@
 // (reason: {"exit_code":…,"signal":…}), 1001 when the daemon stops, 1009 for a frame past
 // BROWSERD_STDIN_LIMIT_BYTES, 1013 for a slow reader or too much input.
 import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import WebSocket, { WebSocketServer } from 'ws';
 import { z } from 'zod';
 import { BrowserdError, InvalidRequestError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
-import type { UpgradeContext } from '../../http/router.js';
 import type { ManagedProcess } from '../managed-process.js';
 import { resizeBody } from '../schemas.js';
 
@@ -31,6 +31,16 @@ export const SEND_BUFFER_BYTES = 1024 * 1024;
 export const INPUT_PAUSE_BYTES = 1024 * 1024;
 const READ_BATCH_BYTES = 256 * 1024;
 const INPUT_CHECK_MS = 20;
+
+/** What an upgrade gives the hub (the route's UpgradeContext). */
+export interface AttachContext {
+  req: IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+  log: Logger;
+  /** Answers the upgrade request with this error (in the contract's shape) and ends the socket. */
+  refuse(err: unknown): void;
+}
 
 const controlMessage = z.discriminatedUnion('type', [resizeBody.extend({ type: z.literal('resize') })]);
 
@@ -48,7 +58,7 @@ export class AttachHub {
   }
 
   /** Completes the handshake and serves the client; a bad handshake or a stopping daemon is refused in the contract's error shape. */
-  handle(ctx: UpgradeContext, proc: ManagedProcess, replay: boolean): void {
+  handle(ctx: AttachContext, proc: ManagedProcess, replay: boolean): void {
     const bad = handshakeProblem(ctx.req);
     if (bad !== null) return ctx.refuse(new InvalidRequestError(bad));
     if (this.closed) return ctx.refuse(new BrowserdError('browser_unavailable', 'browserd is stopping', { retryable: false }));

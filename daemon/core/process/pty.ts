@@ -94,6 +94,8 @@ interface UnixTerminalInternals {
 export class PtyInput extends Writable {
   private unsent = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** The callback of the write waiting for room, failed if the input is destroyed first. */
+  private waiting: ((err?: Error | null) => void) | null = null;
 
   constructor(
     private readonly fd: number,
@@ -113,6 +115,7 @@ export class PtyInput extends Writable {
     let delay = 1;
     const attempt = (): void => {
       this.timer = null;
+      this.waiting = null;
       if (this.isClosed()) {
         this.unsent = 0;
         return callback(Object.assign(new Error('the terminal is closed'), { code: 'EIO' }));
@@ -122,6 +125,7 @@ export class PtyInput extends Writable {
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'EAGAIN') {
           this.unsent = chunk.length - offset;
+          this.waiting = callback;
           this.timer = setTimeout(attempt, delay);
           delay = Math.min(delay * 2, PTY_RETRY_MAX_MS);
           return;
@@ -142,6 +146,10 @@ export class PtyInput extends Writable {
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    const waiting = this.waiting;
+    this.waiting = null;
+    this.unsent = 0;
+    waiting?.(Object.assign(new Error('the terminal is closed'), { code: 'EIO' }));
     callback(err);
   }
 }

@@ -11,6 +11,7 @@ import { benchForwarder } from './forwarder.js';
 import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
 import { benchPlaywright } from './playwright.js';
 import { benchProxyCheck } from './proxy-check.js';
+import { benchPty } from './pty.js';
 import { describeMachine, markdown, table } from './report.js';
 import { benchRestart } from './restart.js';
 import { benchStdin } from './stdin.js';
@@ -27,6 +28,7 @@ const BENCHES: { name: string; what: string; run: () => Promise<Row[]> }[] = [
   { name: 'forwarder', what: "8. the browser's forwarding proxy → tinyproxy vs straight to tinyproxy", run: benchForwarder },
   { name: 'computer', what: '8. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer },
   { name: 'playwright', what: '8. Playwright execute: `return 1`, and page.goto vs an already-connected playwright-core', run: benchPlaywright },
+  { name: 'pty', what: '8. terminal keystroke round trip through attach vs bare node-pty', run: benchPty },
 ];
 
 function usage(): string {

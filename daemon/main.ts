@@ -9,7 +9,7 @@ import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
-import { createProcesses } from './processes/index.js';
+import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { createComputer } from './computer/index.js';
 import { createPlaywright } from './playwright/index.js';
 import { createLogs, minimalReadableGuard, type Logs } from './logs/index.js';
@@ -98,6 +98,13 @@ async function main(): Promise<void> {
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
+  try {
+    await processes.start(); // the terminal module, and the process groups a daemon killed with SIGKILL left
+  } catch (err) {
+    if (!(err instanceof PtyUnavailableError)) throw err;
+    log.fatal({ event: 'dependency_missing', package: err.pkg }, err.message);
+    process.exit(EXIT_BAD_SETTING);
+  }
   const computer = createComputer({ config, log, metrics, browser });
   const playwright = createPlaywright({ config, log, metrics, keyring });
   // Closed in reverse: the runners end before Chromium.
@@ -135,6 +142,7 @@ async function main(): Promise<void> {
     systemd.stopping();
     log.info({ event: 'stopping', signal, deadline_ms: config.http.shutdownTimeoutMs }, 'stopping');
     browser.beginShutdown();
+    processes.beginShutdown();
     await server.close(config.http.shutdownTimeoutMs);
     for (const m of [...modules].reverse()) {
       try {

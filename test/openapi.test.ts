@@ -29,6 +29,8 @@ const CONTRACT_ROUTES = [
   'GET /browsers/{id}/process/{process_id}/stdout/stream',
   'POST /browsers/{id}/process/{process_id}/stdin',
   'POST /browsers/{id}/process/{process_id}/kill',
+  'POST /browsers/{id}/process/{process_id}/resize',
+  'GET /browsers/{id}/process/{process_id}/attach',
   'POST /browsers/{id}/extensions',
   'GET /browsers/{id}/extensions',
   'DELETE /browsers/{id}/extensions/{name}',

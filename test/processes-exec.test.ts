@@ -2,7 +2,7 @@
 // group is killed), what a command leaves in its group (killed when it exits), the output limit,
 // the environment, and a client that goes away.
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { chownSync, existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
@@ -114,4 +114,54 @@ test('a client that goes away before the answer: the group is killed', async () 
   assert.ok((await pending) instanceof Error);
   await waitPidGone(grandchild);
   await d.waitLog((l) => l.event === 'process_exited' && l.signal === 'SIGKILL');
+});
+
+test("the SDK's fields: null means not given; as_root runs as root on a daemon running as root; with as_user it is 400", async () => {
+  const r = await execProcess(d, { command: 'id', args: ['-u'], cwd: null, as_user: null, timeout_sec: null, as_root: false });
+  assert.equal(r.exit_code, 0);
+  assert.equal(text(r.stdout_b64).trim(), String(process.getuid?.()));
+  assert.equal(process.getuid?.(), 0, 'the test suite runs as root (as the daemon may under systemd with as_root use)');
+  const root = await execProcess(d, { command: 'id', args: ['-u'], as_root: true });
+  assert.equal(text(root.stdout_b64).trim(), '0');
+  const both = await expectError(await d.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'id', as_root: true, as_user: 'nobody' } }), 400, 'bad_request');
+  assert.match(String(both.message), /^as_root: true cannot be combined with as_user/);
+  await expectError(await d.fetch(`${PROC}/spawn`, { method: 'POST', json: { command: 'id', as_root: true, as_user: 'nobody' } }), 400, 'bad_request');
+  await expectError(await d.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'id', as_root: 'yes' } }), 400, 'bad_request');
+});
+
+test('as_root on a daemon that is not root: 422 unsupported_field naming as_root, and nothing runs', async () => {
+  const stateDir = tempDir('browserd-nonroot-');
+  chownSync(stateDir, 65534, 65534);
+  const nonRoot = await startDaemon({ stateDir, wrapper: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] });
+  const marker = path.join(stateDir, 'ran');
+  try {
+    for (const route of ['exec', 'spawn']) {
+      const res = await nonRoot.fetch(`${PROC}/${route}`, { method: 'POST', json: { command: 'touch', args: [marker], as_root: true } });
+      const body = await expectError(res, 422, 'unsupported_field');
+      assert.match(String(body.message), /^as_root: the daemon runs as uid 65534 .*not root/);
+      assert.deepEqual(body.inner_error, { code: 'as_root', message: String(body.message).slice('as_root: '.length) });
+      assert.equal(res.headers.get('x-should-retry'), 'false');
+    }
+    assert.equal(existsSync(marker), false, 'the command was not run as anyone');
+    // as_root: false is as if not given.
+    const ok = await execProcess(nonRoot, { command: 'id', args: ['-u'], as_root: false });
+    assert.equal(text(ok.stdout_b64).trim(), '65534');
+  } finally {
+    await nonRoot.cleanup();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+});
+
+test('exec: a body too large for stdin_b64 is 413 naming the stdin limit and its setting, before the body is read', async () => {
+  const small = await startDaemon({ env: { BROWSERD_STDIN_LIMIT_BYTES: '1024', BROWSERD_BODY_LIMIT_BYTES: '2048' } });
+  try {
+    const big = b64(Buffer.alloc(64 * 1024));
+    const body = await expectError(await small.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'cat', stdin_b64: big } }), 413, 'payload_too_large');
+    assert.match(String(body.message), /^stdin_b64 is over its limit of 1024 bytes \(BROWSERD_STDIN_LIMIT_BYTES\): the request body is over 3416 bytes/);
+    assert.match(String(body.message), /2048 bytes \(BROWSERD_BODY_LIMIT_BYTES\) for the other fields/);
+    const decoded = await expectError(await small.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'cat', stdin_b64: b64(Buffer.alloc(1025)) } }), 413, 'payload_too_large');
+    assert.match(String(decoded.message), /^stdin_b64 \(1025 bytes decoded\) is over its limit of 1024 bytes \(BROWSERD_STDIN_LIMIT_BYTES\)$/);
+  } finally {
+    await small.cleanup();
+  }
 });

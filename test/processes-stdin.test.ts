@@ -9,7 +9,8 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
-import { expectError } from './helpers/http.js';
+import { expectError, rawRequest } from './helpers/http.js';
+import { base64Length } from '../daemon/processes/stdin/strict-base64.js';
 import {
   b64,
   execProcess,
@@ -235,10 +236,29 @@ test('a child that closed its stdin (EPIPE): 409 stdin_closed, and the daemon ca
   await waitExited(d, process_id);
 });
 
-test('data over the stdin limit: 413 with the limit; exec stdin_b64 too', async () => {
+test('data over the stdin limit: 413 naming the stdin limit and its setting; exec stdin_b64 too', async () => {
   const { process_id } = await spawnProcess(d, { command: 'cat' });
   const body = await expectError(await writeStdin(d, process_id, Buffer.alloc(STDIN_LIMIT + 1)), 413, 'payload_too_large');
-  assert.match(String(body.message), new RegExp(`limit of ${STDIN_LIMIT} bytes`));
+  assert.match(String(body.message), new RegExp(`^data_b64 \\(${STDIN_LIMIT + 1} bytes decoded\\) is over its limit of ${STDIN_LIMIT} bytes \\(BROWSERD_STDIN_LIMIT_BYTES\\)$`));
+  // Far over it: refused by its Content-Length before it is read, and read in chunks without one:
+  // either way the answer names the stdin limit, not the size of the JSON body.
+  const far = JSON.stringify({ data_b64: b64(Buffer.alloc(STDIN_LIMIT + 1024 * 1024)) });
+  const sizeRe = new RegExp(`^data_b64 is over its limit of ${STDIN_LIMIT} bytes \\(BROWSERD_STDIN_LIMIT_BYTES\\): the request body is over \\d+ bytes`);
+  const early = await d.fetch(`${PROC}/${process_id}/stdin`, { method: 'POST', body: far, headers: { 'content-type': 'application/json' } });
+  assert.match(String((await expectError(early, 413, 'payload_too_large')).message), sizeRe);
+  // Chunked: one chunk one byte past the route's body limit, so that the server reads every byte sent.
+  const bodyLimit = base64Length(STDIN_LIMIT) + 1024;
+  const chunk = 'A'.repeat(bodyLimit + 1);
+  const { text } = await rawRequest(
+    d.url,
+    `POST ${PROC}/${process_id}/stdin HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${d.token}\r\ncontent-type: application/json\r\n` +
+      `transfer-encoding: chunked\r\n\r\n${chunk.length.toString(16)}\r\n${chunk}`,
+  );
+  assert.match(text, /^HTTP\/1.1 413/);
+  const streamed = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { code: string; message: string };
+  assert.equal(streamed.code, 'payload_too_large');
+  assert.match(streamed.message, sizeRe);
+  assert.match(streamed.message, new RegExp(`the request body is over ${bodyLimit} bytes`));
   await okWritten(await writeStdin(d, process_id, Buffer.alloc(STDIN_LIMIT), true), STDIN_LIMIT);
   await waitExited(d, process_id);
   const res = await d.fetch(`${PROC}/exec`, { method: 'POST', json: { command: 'cat', stdin_b64: b64(Buffer.alloc(STDIN_LIMIT + 1)) } });

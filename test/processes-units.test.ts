@@ -10,12 +10,13 @@ import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { BrowserdError } from '../daemon/core/errors.js';
 import { statusOf } from '../daemon/http/errors.js';
-import { GroupSet } from '../daemon/processes/groups.js';
-import { ReplayBuffer } from '../daemon/processes/replay-buffer.js';
-import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../daemon/processes/stdin-writer.js';
-import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../daemon/processes/strict-base64.js';
+import { GroupSet } from '../daemon/processes/groups/groups.js';
+import { ReplayBuffer } from '../daemon/processes/output/replay-buffer.js';
+import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../daemon/processes/stdin/stdin-writer.js';
+import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../daemon/processes/stdin/strict-base64.js';
 import { tempDir } from './helpers/daemon.js';
-import { groupMembers, killGroup, waitFile, waitGroupGone } from './helpers/processes.js';
+import { groupMembers, killGroup, until, waitFile, waitGroupGone } from './helpers/processes.js';
+import { launchPty, loadPty } from '../daemon/core/process/pty.js';
 
 const dir = tempDir('browserd-units-');
 // The timers of the stdin writer and of the group set are unref'd (in the daemon its server keeps
@@ -359,6 +360,25 @@ describe('process groups', () => {
     } finally {
       set.close();
       killGroup(pgid);
+    }
+  });
+});
+
+describe('terminal input', () => {
+  test('a write waiting for room in a terminal nobody reads fails (EIO) when the terminal goes away, instead of hanging', async () => {
+    loadPty();
+    const child = launchPty({ command: '/bin/sh', args: ['-c', 'stty raw -echo; echo ready; sleep 300'], env: { PATH: '/usr/bin:/bin' }, cwd: '/', rows: 24, cols: 80 });
+    try {
+      await new Promise<void>((resolve) => child.output.on('data', (d: Buffer) => d.toString().includes('ready') && resolve()));
+      const result = new Promise<Error | null | undefined>((resolve) => child.input.write(Buffer.alloc(1024 * 1024), (err) => resolve(err)));
+      await until('the write to wait for room', () => (child.input.writeQueueSize > 0 ? true : undefined));
+      process.kill(-child.pgid, 'SIGKILL');
+      const err = await result;
+      assert.equal((err as NodeJS.ErrnoException | undefined)?.code, 'EIO');
+      assert.equal((await child.exit).signal, 'SIGKILL');
+      assert.equal(child.resize(30, 100), false, 'a closed terminal is not resized');
+    } finally {
+      killGroup(child.pgid);
     }
   });
 });

@@ -3,9 +3,9 @@
 // deadline the whole group gets SIGKILL and the result says `timed_out: true`. A command runs to
 // completion, so whatever it leaves in its process group (background children) gets SIGKILL when
 // it exits: nothing started by exec outlives its answer.
-import type { ProcessGroup } from './groups.js';
+import type { ProcessGroup } from './groups/groups.js';
 import { OUTPUT_GRACE_MS } from './managed-process.js';
-import { outputSettled, type Launched } from './spawn.js';
+import { outputSettled, type Launched } from './launch/spawn.js';
 
 export interface ExecResult {
   exit_code: number | null;
@@ -64,7 +64,7 @@ export async function runExec(launched: Launched, group: ProcessGroup, opts: Exe
   const out = new Capture(opts.outputLimitBytes);
   const err = new Capture(opts.outputLimitBytes);
   launched.stdout.on('data', (d: Buffer) => out.add(d));
-  launched.stderr.on('data', (d: Buffer) => err.add(d));
+  launched.stderr?.on('data', (d: Buffer) => err.add(d));
 
   // A child that never reads its stdin (EPIPE) is normal for exec; the error is not the caller's.
   launched.stdin.on('error', () => {});

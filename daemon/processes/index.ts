@@ -1,16 +1,24 @@
-// The processes module: exec, spawn, output streams, stdin and kill over HTTP. Its public face is
-// createProcesses(); close() ends every process group it started (SIGTERM, SIGKILL after a grace),
-// destroy() sends SIGKILL to every group that still has a member, even while close() runs.
+// The processes module: exec, spawn (on pipes or a terminal), output streams, stdin, kill, resize
+// and attach over HTTP. Its public face is createProcesses(); start() (before the daemon listens)
+// loads the terminal module and ends the process groups an earlier run left (groups/sweep.ts);
+// beginShutdown() closes attached terminals; close() ends every process group it started (SIGTERM,
+// SIGKILL after a grace); destroy() sends SIGKILL to every group that still has a member, even
+// while close() runs.
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
+import { loadPty, PTY_PACKAGE } from '../core/process/pty.js';
 import type { Route } from '../http/router.js';
-import { GroupSet, PROCESS_STOP_GRACE_MS } from './groups.js';
+import { GroupSet, PROCESS_STOP_GRACE_MS } from './groups/groups.js';
+import { GroupJournal } from './groups/journal.js';
+import { endLeftoverGroups } from './groups/sweep.js';
 import { ProcessTable } from './process-table.js';
+import { AttachHub } from './pty/attach.js';
 import { processRoutes } from './routes.js';
 
 /** The minimal environment, user and working directory of a child: also the Playwright runner's. */
-export { childEnv, resolveCwd, resolveUser } from './user-env.js';
+export { childEnv, resolveCwd, resolveUser } from './launch/user-env.js';
+export { PtyUnavailableError } from '../core/process/pty.js';
 
 export interface ProcessesDeps {
   config: Config;
@@ -20,6 +28,13 @@ export interface ProcessesDeps {
 
 export interface Processes {
   readonly routes: Route[];
+  /**
+   * Before the daemon listens: loads the terminal module (PtyUnavailableError when it cannot: the
+   * daemon must not start), ends the groups an earlier run left, and starts the journal afresh.
+   */
+  start(): Promise<void>;
+  /** Closes attached terminals (1001) so that the HTTP server need not wait for them. Idempotent. */
+  beginShutdown(): void;
   /** Graceful: SIGTERM to every group started, SIGKILL to what is left after the grace. Idempotent. */
   close(): Promise<void>;
   /** Now: SIGKILL to every group. Idempotent. */
@@ -30,23 +45,39 @@ export function createProcesses(deps: ProcessesDeps): Processes {
   const { config, log, metrics } = deps;
   const table = new ProcessTable({ maxLive: config.processes.maxLive, retentionMs: config.processes.retentionMs, metrics });
   const groups = new GroupSet();
+  const journal = new GroupJournal(config.stateDir);
+  const attach = new AttachHub({ maxFrameBytes: config.processes.stdinLimitBytes, log });
   let closing: Promise<void> | null = null;
 
   return {
-    routes: processRoutes({ config, log, metrics, table, groups }),
+    routes: processRoutes({ config, log, metrics, table, groups, journal, attach }),
+    async start() {
+      loadPty(config.testHooks.get('pty_package') ?? PTY_PACKAGE);
+      const { entries, malformed } = journal.readLeft();
+      if (malformed > 0) log.warn({ event: 'process_journal_malformed', file: journal.file, lines: malformed }, 'unreadable lines in the process group journal were skipped');
+      const { survivors } = await endLeftoverGroups(entries, log, PROCESS_STOP_GRACE_MS);
+      journal.open(survivors);
+    },
+    beginShutdown() {
+      attach.close();
+    },
     close() {
       closing ??= (async () => {
+        attach.close();
         table.close();
         const groupCount = groups.size;
-        if (groupCount === 0) return;
-        log.info({ event: 'processes_stopping', groups: groupCount, grace_ms: PROCESS_STOP_GRACE_MS }, 'ending every spawned process group');
-        const { terminated, killed } = await groups.endAll(PROCESS_STOP_GRACE_MS);
+        if (groupCount > 0) {
+          log.info({ event: 'processes_stopping', groups: groupCount, grace_ms: PROCESS_STOP_GRACE_MS }, 'ending every spawned process group');
+          const { terminated, killed } = await groups.endAll(PROCESS_STOP_GRACE_MS);
+          log.info({ event: 'processes_stopped', terminated, killed }, 'every spawned process group has ended');
+        }
         groups.close();
-        log.info({ event: 'processes_stopped', terminated, killed }, 'every spawned process group has ended');
+        journal.close();
       })();
       return closing;
     },
     destroy() {
+      attach.destroy();
       table.close();
       groups.killAll(); // also the groups a close() in progress is still ending
       groups.close();

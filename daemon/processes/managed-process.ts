@@ -1,19 +1,23 @@
 // One spawned process as the API sees it: its id, its output (replay buffer), its stdin queue,
-// its exit and its process group. The exit event of the output comes only after both output
-// streams have ended (or a short grace past the exit, when a grandchild keeps the pipes open), so
-// it is always last. The process is `exited` once its leader has exited; what the leader left in
-// its group lives on (`group_alive`), can still be killed, and keeps the process in the table.
+// its exit, its process group, and for a terminal its size. The exit event of the output comes
+// only after the output streams have ended (or a short grace past the exit, when a grandchild keeps
+// them open), so it is always last. The process is `exited` once its leader has exited; what the
+// leader left in its group lives on (`group_alive`), can still be killed, and keeps the process in
+// the table. A spawn `timeout_sec` ends the whole group with SIGKILL at its deadline.
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { ConflictError } from '../core/errors.js';
-import type { ProcessGroup } from './groups.js';
-import { ReplayBuffer, type ExitInfo } from './replay-buffer.js';
 import type { GroupSignal } from '../core/process/group.js';
-import { outputSettled, type Launched } from './spawn.js';
-import { StdinWriter } from './stdin-writer.js';
+import type { ProcInfo } from '../core/process/proc.js';
+import type { ProcessGroup } from './groups/groups.js';
+import { outputSettled, type Launched } from './launch/spawn.js';
+import { ReplayBuffer, type ExitInfo } from './output/replay-buffer.js';
+import { StdinWriter } from './stdin/stdin-writer.js';
 
 /** How long output may still arrive after the child's exit (grandchildren holding the pipes). */
 export const OUTPUT_GRACE_MS = 1000;
+/** What `close: true` writes to a terminal: the EOF key (VEOF, Ctrl-D). */
+const TTY_EOF = Buffer.from([0x04]);
 
 export interface ProcessStatus {
   process_id: string;
@@ -23,10 +27,15 @@ export interface ProcessStatus {
   signal: string | null;
   started_at: string;
   exited_at: string | null;
-  /** true while any member of the process group lives (it may outlive the process itself). */
+  /** true while any member of the process group (or a group of its session) lives (it may outlive the process itself). */
   group_alive: boolean;
   command: string;
   as_user: string;
+  tty: { rows: number; cols: number } | null;
+  timeout_at: string | null;
+  timed_out: boolean;
+  cpu_pct?: number;
+  mem_bytes?: number;
 }
 
 export interface ManagedProcessOptions {
@@ -35,6 +44,8 @@ export interface ManagedProcessOptions {
   stdinTimeoutMs: number;
   /** Most stdin bytes accepted and not yet in the pipe at once (429 past it). */
   stdinQueueLimitBytes: number;
+  /** The spawn deadline in ms (null: none). */
+  timeoutMs: number | null;
   metrics: Metrics;
   log: Logger;
 }
@@ -51,6 +62,8 @@ export class ManagedProcess {
   readonly done: Promise<void>;
   private exitInfo: ExitInfo | null = null;
   private exitedAt: Date | null = null;
+  private readonly timeoutAt: Date | null;
+  private timedOut = false;
 
   constructor(
     /** A random UUID. */
@@ -63,7 +76,7 @@ export class ManagedProcess {
     this.pgid = launched.pgid;
     this.output = new ReplayBuffer(opts.replayBufferBytes);
     launched.stdout.on('data', (d: Buffer) => this.output.append('stdout', d));
-    launched.stderr.on('data', (d: Buffer) => this.output.append('stderr', d));
+    launched.stderr?.on('data', (d: Buffer) => this.output.append('stderr', d));
     this.stdin = new StdinWriter(launched.stdin, {
       processId: this.id,
       timeoutMs: opts.stdinTimeoutMs,
@@ -71,18 +84,26 @@ export class ManagedProcess {
       exited: launched.exit,
       onWritten: (n) => opts.metrics.stdinBytes.inc(n),
     });
+    this.timeoutAt = opts.timeoutMs === null ? null : new Date(this.startedAt.getTime() + opts.timeoutMs);
+    let timer: NodeJS.Timeout | null = null;
+    if (opts.timeoutMs !== null) {
+      timer = setTimeout(() => this.onDeadline(), opts.timeoutMs);
+      timer.unref();
+    }
     this.exited = launched.exit.then((info) => {
       this.exitInfo = info;
       this.exitedAt = new Date();
       this.stdin.processExited();
       opts.log.info(
-        { event: 'process_exited', child_pid: this.pid, process_id: this.id, code: info.exit_code, signal: info.signal, group_alive: !group.ended },
+        { event: 'process_exited', child_pid: this.pid, process_id: this.id, code: info.exit_code, signal: info.signal, group_alive: !group.ended, timed_out: this.timedOut },
         'process exited',
       );
       void outputSettled(launched, OUTPUT_GRACE_MS).then(() => this.output.finish(info));
       return info;
     });
-    this.done = Promise.all([this.exited, group.gone]).then(() => {});
+    this.done = Promise.all([this.exited, group.gone]).then(() => {
+      if (timer !== null) clearTimeout(timer);
+    });
   }
 
   get running(): boolean {
@@ -93,7 +114,14 @@ export class ManagedProcess {
     return this.launched.user.name;
   }
 
-  status(): ProcessStatus {
+  /** true for a process spawned with allocate_tty. */
+  get isTty(): boolean {
+    return this.launched.tty !== null;
+  }
+
+  /** `scan`: the living members of many sessions read at once (for a list). */
+  status(scan?: ReadonlyMap<number, ProcInfo[]>): ProcessStatus {
+    const usage = this.group.usage(this.startedAt, scan);
     return {
       process_id: this.id,
       pid: this.pid,
@@ -105,6 +133,10 @@ export class ManagedProcess {
       group_alive: !this.group.ended,
       command: this.opts.command,
       as_user: this.launched.user.name,
+      tty: this.launched.tty === null ? null : { ...this.launched.tty.size },
+      timeout_at: this.timeoutAt?.toISOString() ?? null,
+      timed_out: this.timedOut,
+      ...(usage ?? {}),
     };
   }
 
@@ -118,9 +150,28 @@ export class ManagedProcess {
     }
   }
 
-  /** Queues stdin data; see StdinWriter.write. 409 process_exited once the child has exited. */
+  /**
+   * Queues stdin data; see StdinWriter.write. 409 process_exited once the child has exited. On a
+   * terminal, `close` writes the EOF key (^D) after the data and stdin stays open; the answer
+   * counts the caller's bytes.
+   */
   writeStdin(data: Buffer, close: boolean): Promise<number> {
     if (this.exitInfo !== null) throw new ConflictError('process_exited', `process ${this.id} has exited`);
+    if (this.launched.tty !== null && close) return this.stdin.write(Buffer.concat([data, TTY_EOF]), false).then((n) => n - TTY_EOF.length);
     return this.stdin.write(data, close);
+  }
+
+  /** Resizes the terminal (SIGWINCH to its foreground job): 409 not_a_tty for pipes, 409 process_exited once the terminal is closed. */
+  resize(rows: number, cols: number): void {
+    const tty = this.launched.tty;
+    if (tty === null) throw new ConflictError('not_a_tty', `process ${this.id} has no terminal (spawn it with allocate_tty: true)`);
+    if (this.exitInfo !== null || !tty.resize(rows, cols)) throw new ConflictError('process_exited', `process ${this.id} has exited; its terminal is closed`);
+  }
+
+  private onDeadline(): void {
+    if (this.group.ended) return;
+    this.timedOut = true;
+    const sent = this.group.trySignal('SIGKILL');
+    this.opts.log.info({ event: 'process_timeout', child_pid: this.pid, process_id: this.id, timeout_at: this.timeoutAt?.toISOString(), signalled: sent }, 'spawn deadline: process group killed');
   }
 }

@@ -96,6 +96,7 @@ export interface Output {
   /** Both streams in arrival order, tagged. */
   sequence: { stream: string; data: Buffer }[];
   lost: number;
+  /** The exit event's data without its `event` key (checked to be "exit"). */
   exit: { exit_code: number | null; signal: string | null } | null;
   events: SseEvent[];
 }
@@ -110,9 +111,14 @@ export function decodeEvents(events: SseEvent[]): Output {
       parts[m.stream]?.push(data);
       out.sequence.push({ stream: m.stream, data });
     } else if (e.event === 'lost') {
-      out.lost += (JSON.parse(e.data) as { bytes: number }).bytes;
+      // The data names its event too: SSE clients such as the SDK yield only the data.
+      const m = JSON.parse(e.data) as { event: string; bytes: number };
+      assert.equal(m.event, 'lost', e.data);
+      out.lost += m.bytes;
     } else if (e.event === 'exit') {
-      out.exit = JSON.parse(e.data) as Output['exit'];
+      const { event, ...exit } = JSON.parse(e.data) as { event: string; exit_code: number | null; signal: string | null };
+      assert.equal(event, 'exit', e.data);
+      out.exit = exit;
     }
   }
   out.stdout = Buffer.concat(parts.stdout ?? []);

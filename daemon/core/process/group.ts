@@ -3,7 +3,7 @@
 // waiting until it is gone. Every signal is preceded by a check by the caller that the group is
 // still the one it started: a pgid is never signalled after its group is known to be gone.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isDead, listProcesses } from './proc.js';
+import { isDead, listProcesses, type ProcInfo } from './proc.js';
 
 export type GroupSignal = 'SIGTERM' | 'SIGKILL' | 'SIGINT' | 'SIGHUP';
 
@@ -78,4 +78,35 @@ export async function endGroups(pgids: Iterable<number>, graceMs: number, killWa
   send('SIGKILL', stubborn);
   await waitGroupsGone(stubborn, killWaitMs);
   return [...livingGroups(stubborn)];
+}
+
+// Sessions. A child of the processes API leads its own session as well as its group (setsid); a
+// shell with job control, timeout(1) and others move members into new groups of the same session,
+// out of reach of kill(-pgid). The session holds all of them (a process group never spans two
+// sessions), and the kernel keeps a pid allocated while it is used as a session id, so "the
+// processes whose sid is S" stays the same family of processes for as long as any of them lives.
+
+/** The living (not zombie) members of each of `sids`: one /proc scan for all. */
+export function sessionMembers(sids: Iterable<number>): Map<number, ProcInfo[]> {
+  const wanted = new Set(sids);
+  const out = new Map<number, ProcInfo[]>();
+  if (wanted.size === 0) return out;
+  for (const p of listProcesses()) {
+    if (!wanted.has(p.sid) || isDead(p)) continue;
+    const list = out.get(p.sid);
+    if (list === undefined) out.set(p.sid, [p]);
+    else list.push(p);
+  }
+  return out;
+}
+
+/**
+ * Signals every process group of session `sid` that has a living member (the leader's group and
+ * those its members made); false when no member lives. EPERM throws.
+ */
+export function signalSession(sid: number, signal: GroupSignal, members?: readonly ProcInfo[]): boolean {
+  const groups = new Set((members ?? sessionMembers([sid]).get(sid) ?? []).map((p) => p.pgid));
+  let sent = false;
+  for (const g of groups) if (signalGroup(g, signal)) sent = true;
+  return sent;
 }

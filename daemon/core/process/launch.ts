@@ -19,6 +19,11 @@ export interface LaunchSpec {
   stdin?: 'pipe' | 'ignore';
   /** Extra pipes after stderr: fd 3, 4, ... (Chromium's --remote-debugging-pipe takes two). */
   extraPipes?: number;
+  /**
+   * Called synchronously once the child exists (its exec succeeded), before anything awaits: to
+   * record it durably. A throw ends the child's group (SIGKILL) and fails the launch.
+   */
+  onSpawn?(pid: number): void;
 }
 
 export interface ExitInfo {
@@ -57,6 +62,15 @@ export interface Child {
   readonly outputEnded: Promise<void>;
 }
 
+/** SIGKILL to the group of a child that was just started and must not run (ESRCH: it is gone already). */
+export function killGroupNow(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
+}
+
 function ended(s: Readable): Promise<void> {
   if (s.readableEnded || s.destroyed) return Promise.resolve();
   return Promise.race([once(s, 'end'), once(s, 'close')]).then(
@@ -85,6 +99,15 @@ export async function launch(spec: LaunchSpec): Promise<Child> {
   // Errors on any stream arrive through the operations that use them; these listeners only keep
   // an 'error' event from becoming an uncaught exception.
   for (const s of cp.stdio) s?.on('error', () => {});
+  if (cp.pid !== undefined && spec.onSpawn !== undefined) {
+    try {
+      spec.onSpawn(cp.pid);
+    } catch (err) {
+      cp.on('error', () => {});
+      killGroupNow(cp.pid);
+      throw err;
+    }
+  }
   await new Promise<void>((resolve, reject) => {
     cp.once('spawn', resolve);
     cp.once('error', (err: NodeJS.ErrnoException) => reject(new SpawnError(spec.command, err.code, err)));

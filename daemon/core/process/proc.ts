@@ -12,7 +12,15 @@ export interface ProcInfo {
   state: string;
   /** Start time in clock ticks since boot: with the pid, it names one process across pid reuse. */
   starttime: number;
+  /** CPU time in user and kernel mode, in clock ticks. */
+  utime: number;
+  stime: number;
+  /** Resident set size in pages. */
+  rss: number;
 }
+
+/** USER_HZ: the unit of the times in /proc/<pid>/stat (100 on every Linux architecture node runs on). */
+export const CLOCK_TICKS_PER_SEC = 100;
 
 /** One process's /proc/<pid>/stat, or null when it is gone (or unreadable). */
 export function procInfo(pid: number): ProcInfo | null {
@@ -29,7 +37,17 @@ export function procInfo(pid: number): ProcInfo | null {
 export function parseStat(pid: number, stat: string): ProcInfo {
   // comm may hold spaces and parentheses: the fields start after the last ')'.
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { pid, state: f[0] ?? '?', ppid: Number(f[1]), pgid: Number(f[2]), sid: Number(f[3]), starttime: Number(f[19]) };
+  return {
+    pid,
+    state: f[0] ?? '?',
+    ppid: Number(f[1]),
+    pgid: Number(f[2]),
+    sid: Number(f[3]),
+    utime: Number(f[11]),
+    stime: Number(f[12]),
+    starttime: Number(f[19]),
+    rss: Number(f[21]),
+  };
 }
 
 /** Every process in /proc; those that vanish while reading are skipped. */
@@ -72,6 +90,17 @@ export function bootId(): string {
   } catch {
     return 'unknown';
   }
+}
+
+let pageSize = 0;
+/** The memory page size in bytes: this process's resident bytes over its resident pages (node does not expose sysconf). */
+export function pageBytes(): number {
+  if (pageSize > 0) return pageSize;
+  const pages = procInfo(process.pid)?.rss ?? 0;
+  const ratio = pages > 0 ? process.memoryUsage.rss() / pages : 4096;
+  // The nearest power of two of at least 4 KiB: the two readings are a moment apart.
+  pageSize = 2 ** Math.max(12, Math.round(Math.log2(ratio)));
+  return pageSize;
 }
 
 /** true for a zombie or a dead entry: not a living process. */

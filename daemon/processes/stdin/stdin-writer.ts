@@ -8,7 +8,7 @@
 // The bytes a process holds queued (accepted, not yet in the pipe) are capped: a request that would
 // pass the cap is refused with 429 and nothing of it is queued.
 import type { Writable } from 'node:stream';
-import { ConflictError, LimitExceededError, TimeoutError, type BrowserdError } from '../core/errors.js';
+import { ConflictError, LimitExceededError, TimeoutError, type BrowserdError } from '../../core/errors.js';
 
 /** Bytes per write call: progress (and the 504's count) is tracked per slice. */
 export const SLICE_BYTES = 64 * 1024;
@@ -117,8 +117,9 @@ export class StdinWriter {
   private pending(job: Job): number {
     let inPipe = 0;
     if (job.inFlight > 0) {
-      const handle = (this.stdin as unknown as { _handle?: { writeQueueSize?: unknown } })._handle;
-      const queued = handle?.writeQueueSize;
+      // A socket's handle counts what libuv still holds; a terminal's input (core/process/pty.ts) counts it itself.
+      const stream = this.stdin as unknown as { writeQueueSize?: unknown; _handle?: { writeQueueSize?: unknown } };
+      const queued = stream.writeQueueSize ?? stream._handle?.writeQueueSize;
       if (typeof queued === 'number' && queued >= 0 && queued <= job.inFlight) inPipe = job.inFlight - queued;
     }
     return job.data.length - job.written - inPipe;

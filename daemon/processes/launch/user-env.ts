@@ -4,7 +4,7 @@
 // request's `env` is merged over it.
 import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { BadRequestError } from '../core/errors.js';
+import { BadRequestError, UnsupportedFieldError } from '../../core/errors.js';
 
 export interface RunAs {
   name: string;
@@ -51,11 +51,23 @@ function lookupPasswd(name: string, passwdFile: string): RunAs | null {
 }
 
 /**
- * The user a child runs as: the daemon's own when `asUser` is undefined, else the named user of
- * /etc/passwd (400 `as_user: …` when unknown, or when the daemon may not switch users).
+ * The user a child runs as: the daemon's own when neither is given, root for `asRoot` (only a
+ * daemon running as root can: else 422 unsupported_field as_root, never someone else), else the
+ * named user of /etc/passwd (400 `as_user: …` when unknown, or when the daemon may not switch
+ * users). Both at once: 400.
  */
-export function resolveUser(asUser: string | undefined, passwdFile = '/etc/passwd'): RunAs {
+export function resolveUser(asUser: string | undefined, asRoot = false, passwdFile = '/etc/passwd'): RunAs {
   const me = currentUser();
+  if (asRoot) {
+    if (asUser !== undefined) throw BadRequestError.field('as_root', `true cannot be combined with as_user ("${asUser}"): give one of them`);
+    if (me.uid !== 0) {
+      throw new UnsupportedFieldError(
+        'as_root',
+        `the daemon runs as uid ${me.uid} (${me.name}), not root, so it cannot start a process as root; the command was not run`,
+      );
+    }
+    return me;
+  }
   if (asUser === undefined || asUser === me.name) return me;
   const user = lookupPasswd(asUser, passwdFile);
   if (user === null) throw BadRequestError.field('as_user', `no user "${asUser}" in ${passwdFile}`);
@@ -66,8 +78,8 @@ export function resolveUser(asUser: string | undefined, passwdFile = '/etc/passw
   return user;
 }
 
-/** The child's environment: the minimal base, then the request's `env` over it. */
-export function childEnv(user: RunAs, extra: Record<string, string> | undefined): Record<string, string> {
+/** The child's environment: the minimal base, then the request's `env` over it (and TERM for a terminal, unless `env` sets it). */
+export function childEnv(user: RunAs, extra: Record<string, string> | undefined, tty = false): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH || DEFAULT_PATH,
     LANG: process.env.LANG || 'C.UTF-8',
@@ -77,6 +89,7 @@ export function childEnv(user: RunAs, extra: Record<string, string> | undefined)
     SHELL: user.shell,
   };
   if (process.env.TZ) env.TZ = process.env.TZ;
+  if (tty) env.TERM = 'xterm-256color';
   return { ...env, ...extra };
 }
 

@@ -2,6 +2,8 @@
 // replay buffer: it writes what is there, waits for 'drain' when the socket is full (the buffer keeps
 // filling meanwhile, so the child and other readers never wait for it), and when the buffer has
 // moved past it, it sends `event: lost` with the count of bytes it missed. `event: exit` is last.
+// The SDK's stream ignores the `event:` line and yields only the data JSON, so the data of `exit`
+// and `lost` names its event too: `{"event":"exit","exit_code":…,"signal":…}`, `{"event":"lost","bytes":…}`.
 import type { ServerResponse } from 'node:http';
 import type { ReplayBuffer } from './replay-buffer.js';
 
@@ -67,7 +69,7 @@ export async function streamOutput(res: ServerResponse, buffer: ReplayBuffer, op
   while (!gone()) {
     const batch = buffer.read(offset, READ_BATCH_BYTES);
     let ok = true;
-    if (batch.lost > 0) ok = res.write(`event: lost\ndata: ${JSON.stringify({ bytes: batch.lost })}\n\n`);
+    if (batch.lost > 0) ok = res.write(`event: lost\ndata: ${JSON.stringify({ event: 'lost', bytes: batch.lost })}\n\n`);
     for (const c of batch.chunks) {
       const payload = JSON.stringify({ stream: c.stream, data_b64: c.data.toString('base64') });
       ok = res.write(`id: ${c.start + c.data.length}\ndata: ${payload}\n\n`) && ok;
@@ -80,7 +82,7 @@ export async function streamOutput(res: ServerResponse, buffer: ReplayBuffer, op
     if (batch.chunks.length > 0) continue;
     const exit = buffer.exit;
     if (exit !== null && offset >= buffer.endOffset) {
-      res.write(`event: exit\ndata: ${JSON.stringify({ exit_code: exit.exit_code, signal: exit.signal })}\n\n`);
+      res.write(`event: exit\ndata: ${JSON.stringify({ event: 'exit', exit_code: exit.exit_code, signal: exit.signal })}\n\n`);
       break;
     }
     const idle = await waitForOutput(buffer, offset, signal, heartbeatMs);

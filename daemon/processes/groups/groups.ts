@@ -1,14 +1,18 @@
-// The process groups this module started (spawn and exec). A group is tracked from its start until
-// no member of it lives any more, not merely until its leader exits: what a leader leaves behind in
-// its group still counts toward the live limit, can still be killed through the API, and is ended
-// at shutdown. A group leaves the set only once it is gone, so shutdown (graceful or immediate)
-// always sees every group that still runs, and a pgid is never signalled after its group is known
-// to be gone (the number may belong to someone else by then): every signal is preceded by a check.
+// The process groups this module started (spawn and exec). Each child leads its own session as
+// well as its group, and a "group" here is that session: the child's process group and any group
+// its members made in the session (a job-control shell, timeout(1)), all reached by kill and ended
+// at shutdown. A group is tracked from its start until no member of it lives any more, not merely
+// until its leader exits: what a leader leaves behind still counts toward the live limit, can still
+// be killed through the API, and is ended at shutdown. A group leaves the set only once it is gone,
+// so shutdown (graceful or immediate) always sees every group that still runs, and a pgid is never
+// signalled after its group is known to be gone (the number may belong to someone else by then):
+// every signal is preceded by a check.
 //
 // "Living" means a member that is not a zombie, read from /proc: an orphan in a container whose
 // init does not reap stays a zombie forever, and kill(-pgid, 0) alone would count it.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { groupExists, livingGroups, signalGroup, type GroupSignal } from '../core/process/group.js';
+import { sessionMembers, signalSession, type GroupSignal } from '../../core/process/group.js';
+import { CLOCK_TICKS_PER_SEC, pageBytes, type ProcInfo } from '../../core/process/proc.js';
 
 /** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
 export const PROCESS_STOP_GRACE_MS = 3000;
@@ -56,10 +60,25 @@ export class ProcessGroup {
     return !this.isGone;
   }
 
-  /** Signals the whole group while a member lives; false (nothing sent) when nothing of it is left. EPERM throws. */
+  /** Signals every group of the session while a member lives; false (nothing sent) when nothing of it is left. EPERM throws. */
   signal(signal: GroupSignal): boolean {
     if (!this.alive()) return false;
-    return signalGroup(this.pgid, signal);
+    return signalSession(this.pgid, signal);
+  }
+
+  /**
+   * CPU and memory of the living members (null when none lives): CPU time over the time since
+   * `startedAt`, in percent of one core (as ps %CPU), and the sum of resident memory in bytes.
+   * `scan`: the members of many sessions read at once (sessionMembers), for a list.
+   */
+  usage(startedAt: Date, scan?: ReadonlyMap<number, ProcInfo[]>): { cpu_pct: number; mem_bytes: number } | null {
+    if (this.isGone) return null;
+    const members = (scan ?? sessionMembers([this.pgid])).get(this.pgid) ?? [];
+    if (members.length === 0) return null;
+    const ticks = members.reduce((n, p) => n + p.utime + p.stime, 0);
+    const elapsedSec = Math.max((Date.now() - startedAt.getTime()) / 1000, 0.01);
+    const cpu = (ticks / CLOCK_TICKS_PER_SEC / elapsedSec) * 100;
+    return { cpu_pct: Math.round(cpu * 10) / 10, mem_bytes: members.reduce((n, p) => n + p.rss, 0) * pageBytes() };
   }
 
   /** `signal` for timers and event handlers, where an error (EPERM) has nowhere to go. */
@@ -112,14 +131,12 @@ export class GroupSet {
 
   /**
    * Checks the groups whose leader has exited (all, or `only`) and forgets those with no living
-   * member, calling their onGone callbacks. kill(-pgid, 0) first (ESRCH: nothing left, not even a
-   * zombie), then one /proc scan for the groups that still have some process.
+   * member in their session, calling their onGone callbacks: one /proc scan for all.
    */
   refresh(only?: Iterable<ProcessGroup>): void {
     const candidates = [...(only ?? this.groups.values())].filter((g) => g.leaderExited && !g.ended);
     if (candidates.length > 0) {
-      const existing = candidates.filter((g) => groupExists(g.pgid)).map((g) => g.pgid);
-      const living = livingGroups(existing);
+      const living = sessionMembers(candidates.map((g) => g.pgid));
       for (const g of candidates) if (!living.has(g.pgid)) this.forget(g);
     }
     this.schedule();
@@ -170,16 +187,17 @@ export class GroupSet {
   private living(groups: ProcessGroup[]): ProcessGroup[] {
     this.refresh(groups);
     const open = groups.filter((g) => !g.ended);
-    const alive = livingGroups(open.map((g) => g.pgid));
+    const alive = sessionMembers(open.map((g) => g.pgid));
     return open.filter((g) => alive.has(g.pgid));
   }
 
   private signalEach(groups: ProcessGroup[], signal: GroupSignal): void {
     this.refresh(groups); // never signal a group already gone: its number may be someone else's
-    for (const g of groups) {
-      if (g.ended) continue;
+    const open = groups.filter((g) => !g.ended);
+    const members = sessionMembers(open.map((g) => g.pgid));
+    for (const g of open) {
       try {
-        signalGroup(g.pgid, signal);
+        signalSession(g.pgid, signal, members.get(g.pgid) ?? ([] as ProcInfo[]));
       } catch {
         // EPERM: not ours to signal any more; nothing more can be done here.
       }

@@ -1,0 +1,228 @@
+// The second way the daemon starts a child: on a pseudo-terminal (@lydell/node-pty, prebuilt
+// binaries, loaded once at daemon start). The child leads its own session, and the terminal is its
+// controlling terminal (forkpty: setsid + TIOCSCTTY), so pid = pgid = sid, Ctrl-C written as \x03
+// reaches the foreground job and job control works. Its face matches launch.ts's Child: pid,
+// pgid, exit, output (one stream: a terminal merges stdout and stderr), and an input whose write
+// callbacks fire only once the kernel took the bytes.
+//
+// Why the input is not node-pty's write(): node-pty writes through a libuv TTY handle, which
+// libuv keeps in blocking-write mode for a pty master (it cannot reopen one), and on the
+// non-blocking master fd node-pty sets up that becomes a busy loop on EAGAIN: a child that does
+// not read its terminal would freeze the daemon's event loop. PtyInput writes with write(2) on the
+// non-blocking fd instead: what the kernel accepts is counted, the rest waits for a retry timer
+// (the kernel offers no writable event for it here), and the callback fires once every byte is in
+// the terminal's input queue. The fd is never touched after node-pty closed it (its number may
+// belong to another file by then).
+import { writeSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { constants as osConstants } from 'node:os';
+import { Writable, type Readable } from 'node:stream';
+import type * as NodePty from '@lydell/node-pty';
+import { killGroupNow, SpawnError, type ExitInfo } from './launch.js';
+
+export const PTY_PACKAGE = '@lydell/node-pty';
+/** Retries of a write the terminal's full input queue refused: from 1 ms, doubling, at most this. */
+export const PTY_RETRY_MAX_MS = 25;
+
+type PtyModule = typeof NodePty;
+let ptyModule: PtyModule | null = null;
+
+/** The PTY module cannot be loaded: the daemon does not start (exit 2, like a bad setting). */
+export class PtyUnavailableError extends Error {
+  constructor(
+    readonly pkg: string,
+    cause: unknown,
+  ) {
+    super(
+      `${pkg} cannot be loaded, so no process could get a terminal (allocate_tty): ${(cause as Error)?.message ?? String(cause)}. ` +
+        `Install the dependencies with npm ci (not --omit=optional: the binary for ${process.platform}-${process.arch} is an optional package).`,
+      { cause },
+    );
+    this.name = 'PtyUnavailableError';
+  }
+}
+
+/** Loads the native module now (at daemon start), so that a broken install fails the start, not a request. */
+export function loadPty(pkg = PTY_PACKAGE): void {
+  if (ptyModule !== null && pkg === PTY_PACKAGE) return;
+  try {
+    const mod = createRequire(import.meta.url)(pkg) as PtyModule;
+    if (typeof mod?.spawn !== 'function') throw new Error('it exports no spawn()');
+    ptyModule = mod;
+  } catch (err) {
+    throw new PtyUnavailableError(pkg, err);
+  }
+}
+
+export interface PtySpec {
+  /** An absolute path (node-pty's child cannot report a failed exec other than by exit code 1). */
+  command: string;
+  args: readonly string[];
+  env: Record<string, string>;
+  cwd: string;
+  cols: number;
+  rows: number;
+  /** Called synchronously once the child exists, before anything awaits; a throw ends the child (SIGKILL) and fails the launch. */
+  onSpawn?(pid: number): void;
+}
+
+export interface PtyChild {
+  readonly pid: number;
+  /** = pid = sid: the child leads its own session and process group. */
+  readonly pgid: number;
+  readonly spawnedAt: Date;
+  /** The terminal's input (the master side): write callbacks fire once the bytes are in the kernel. */
+  readonly input: PtyInput;
+  /** Everything the terminal prints (stdout and stderr of the session, and the echo). */
+  readonly output: Readable;
+  readonly exit: Promise<ExitInfo>;
+  readonly exitInfo: ExitInfo | null;
+  /** Resolves once the output has ended (the terminal closed). */
+  readonly outputEnded: Promise<void>;
+  readonly size: { rows: number; cols: number };
+  /** TIOCSWINSZ (the kernel sends SIGWINCH to the foreground job); false once the terminal is closed. */
+  resize(rows: number, cols: number): boolean;
+}
+
+/** node-pty's UnixTerminal: its master fd and the socket over it (not in its typings; checked at spawn). */
+interface UnixTerminalInternals {
+  fd: number;
+  _socket: Readable & { destroyed: boolean };
+}
+
+/** The input side of a terminal; see the file comment. */
+export class PtyInput extends Writable {
+  private unsent = 0;
+  private timer: NodeJS.Timeout | null = null;
+  /** The callback of the write waiting for room, failed if the input is destroyed first. */
+  private waiting: ((err?: Error | null) => void) | null = null;
+
+  constructor(
+    private readonly fd: number,
+    /** true once node-pty closed the fd. */
+    private readonly isClosed: () => boolean,
+  ) {
+    super({ decodeStrings: true });
+  }
+
+  /** Bytes of the write in progress not yet taken by the kernel (as a socket handle's writeQueueSize). */
+  get writeQueueSize(): number {
+    return this.unsent;
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
+    let offset = 0;
+    let delay = 1;
+    const attempt = (): void => {
+      this.timer = null;
+      this.waiting = null;
+      if (this.isClosed()) {
+        this.unsent = 0;
+        return callback(Object.assign(new Error('the terminal is closed'), { code: 'EIO' }));
+      }
+      try {
+        while (offset < chunk.length) offset += writeSync(this.fd, chunk, offset, chunk.length - offset);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EAGAIN') {
+          this.unsent = chunk.length - offset;
+          this.waiting = callback;
+          this.timer = setTimeout(attempt, delay);
+          delay = Math.min(delay * 2, PTY_RETRY_MAX_MS);
+          return;
+        }
+        this.unsent = 0;
+        return callback(err as Error);
+      }
+      this.unsent = 0;
+      callback();
+    };
+    attempt();
+  }
+
+  override _final(callback: (err?: Error | null) => void): void {
+    callback(); // a terminal has no one-way close: ending the input only stops writing
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    const waiting = this.waiting;
+    this.waiting = null;
+    this.unsent = 0;
+    waiting?.(Object.assign(new Error('the terminal is closed'), { code: 'EIO' }));
+    callback(err);
+  }
+}
+
+const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(Object.entries(osConstants.signals).map(([name, n]) => [n, name as NodeJS.Signals]));
+
+/** Starts `spec.command` on a new terminal. Synchronous: the child exists when this returns. */
+export function launchPty(spec: PtySpec): PtyChild {
+  if (ptyModule === null) throw new Error(`${PTY_PACKAGE} was not loaded at start (loadPty)`);
+  let term: NodePty.IPty;
+  try {
+    term = ptyModule.spawn(spec.command, [...spec.args], {
+      name: spec.env.TERM ?? 'xterm-256color',
+      cols: spec.cols,
+      rows: spec.rows,
+      cwd: spec.cwd,
+      env: spec.env,
+      encoding: null,
+    });
+  } catch (err) {
+    throw new SpawnError(spec.command, (err as NodeJS.ErrnoException).code, err);
+  }
+  const pid = term.pid;
+  const internals = term as unknown as UnixTerminalInternals;
+  const socket = internals._socket;
+  if (typeof internals.fd !== 'number' || typeof socket?.on !== 'function') {
+    killGroupNow(pid);
+    throw new Error(`${PTY_PACKAGE} has changed: no master fd or socket on its terminal`);
+  }
+  try {
+    spec.onSpawn?.(pid);
+  } catch (err) {
+    killGroupNow(pid);
+    throw err;
+  }
+  // node-pty rethrows socket errors other than EIO unless a second listener is there.
+  socket.on('error', () => {});
+  const closed = (): boolean => socket.destroyed;
+  const input = new PtyInput(internals.fd, closed);
+  input.on('error', () => {});
+  const outputEnded = new Promise<void>((resolve) => {
+    if (socket.destroyed) resolve();
+    else socket.once('close', () => resolve());
+  });
+  let exitInfo: ExitInfo | null = null;
+  // node-pty reports the exit once the terminal closed (or 200 ms after the child's end).
+  const exit = new Promise<ExitInfo>((resolve) => {
+    term.onExit(({ exitCode, signal }) => {
+      const sig = signal ? (SIGNAL_NAMES.get(signal) ?? null) : null;
+      exitInfo = { code: sig === null ? exitCode : null, signal: sig, at: new Date() };
+      input.destroy();
+      resolve(exitInfo);
+    });
+  });
+  const size = { rows: spec.rows, cols: spec.cols };
+  return {
+    pid,
+    pgid: pid,
+    spawnedAt: new Date(),
+    input,
+    output: socket,
+    exit,
+    get exitInfo() {
+      return exitInfo;
+    },
+    outputEnded,
+    size,
+    resize(rows: number, cols: number): boolean {
+      if (closed()) return false;
+      term.resize(cols, rows);
+      size.rows = rows;
+      size.cols = cols;
+      return true;
+    },
+  };
+}

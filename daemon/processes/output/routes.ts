@@ -1,0 +1,50 @@
+// The output stream route: Server-Sent Events of a process's output (sse.ts), with the replay and
+// resumption rules.
+import { BadRequestError } from '../../core/errors.js';
+import type { Route } from '../../http/router.js';
+import type { ProcessRouteDeps } from '../routes.js';
+import { PROCESS_BASE as P } from '../schemas.js';
+import { SSE_HEARTBEAT_MS, streamOutput } from './sse.js';
+
+export function outputRoutes(deps: ProcessRouteDeps): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: `${P}/{process_id}/stdout/stream`,
+      scope: 'browser:read',
+      doc: {
+        summary: 'Server-Sent Events: the output of a process since its start (replay), then live, then its exit',
+        description:
+          'Each chunk of stdout or stderr, in the order received across both: `id: <offset>` and ' +
+          '`data: {"stream":"stdout"|"stderr","data_b64":"..."}`, where the id is the byte offset just past the chunk. ' +
+          'A process on a terminal (allocate_tty) has one stream: everything it prints comes as stdout (the terminal merges stdout and stderr, ' +
+          'echoes input and ends lines with CR LF). ' +
+          'A reader that falls behind the replay buffer (BROWSERD_OUTPUT_BUFFER_BYTES) gets `event: lost` with `data: {"event":"lost","bytes": N}` and ' +
+          'continues at the oldest byte kept; a slow reader never slows the process or other readers. The last event is ' +
+          '`event: exit` with `data: {"event":"exit","exit_code","signal"}` (exit_code null when a signal ended the process), then the response ends. ' +
+          'The event name is in the data JSON as well because SSE clients such as the official SDK yield only the data. ' +
+          'A client may resume with the `Last-Event-ID` header ' +
+          `(an offset). Idle streams get a comment line every ${SSE_HEARTBEAT_MS / 1000} s. Several readers may read at once.`,
+        responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
+        errors: [400],
+      },
+      handler: async (ctx) => {
+        const proc = deps.lookup(ctx);
+        const from = parseLastEventId(ctx.req.headers['last-event-id'], proc.output.endOffset);
+        await streamOutput(ctx.res, proc.output, { from, signal: ctx.signal });
+        return null;
+      },
+    },
+  ];
+}
+
+/** The offset to resume at from `Last-Event-ID` (0 without it); 400 when it is not an offset of this output. */
+function parseLastEventId(header: string | string[] | undefined, end: number): number {
+  if (header === undefined) return 0;
+  const raw = Array.isArray(header) ? header[0] : header;
+  if (raw === undefined || raw === '') return 0;
+  if (!/^\d{1,15}$/.test(raw) || Number(raw) > end) {
+    throw BadRequestError.field('Last-Event-ID', `must be an output offset from an earlier event of this stream (0-${end}), got "${raw.slice(0, 40)}"`);
+  }
+  return Number(raw);
+}

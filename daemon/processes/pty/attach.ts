@@ -1,0 +1,183 @@
+// WebSocket attach to a terminal process. Binary frames in are its stdin (through the process's one
+// stdin queue, so every frame lands whole and in order, whoever sent it); binary frames out are its
+// output; a text frame `{"type":"resize","rows":…,"cols":…}` resizes the terminal. Several clients
+// may attach at once, and every one of them may type (as the clients of one tmux session): each
+// gets all output.
+//
+// Output: each client reads the process's replay buffer at its own offset (from the oldest byte
+// kept, or from now with ?replay=false), so a client holds at most SEND_BUFFER_BYTES unsent before it
+// waits, and never slows the process or the other clients. One that falls so far behind that the
+// buffer drops output it has not been sent is closed with 1013 (a terminal with a hole in its output
+// shows garbage). Input: while more than INPUT_PAUSE_BYTES of a process's stdin are queued, the
+// client's socket is not read (TCP pushes back); a client that still passes the queue's cap is
+// closed with 1013. Close codes: 4000 when the process has exited and all its output was sent
+// (reason: {"exit_code":…,"signal":…}), 1001 when the daemon stops, 1009 for a frame past
+// BROWSERD_STDIN_LIMIT_BYTES, 1013 for a slow reader or too much input.
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import WebSocket, { WebSocketServer } from 'ws';
+import { z } from 'zod';
+import { BrowserdError, InvalidRequestError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import type { ManagedProcess } from '../managed-process.js';
+import { resizeBody } from '../schemas.js';
+
+export const CLOSE_PROCESS_EXITED = 4000;
+export const CLOSE_GOING_AWAY = 1001;
+export const CLOSE_TRY_AGAIN_LATER = 1013;
+/** Output sent to one client and not yet written to its socket before the client waits. */
+export const SEND_BUFFER_BYTES = 1024 * 1024;
+/** Stdin bytes queued for the process past which a client's socket is not read. */
+export const INPUT_PAUSE_BYTES = 1024 * 1024;
+const READ_BATCH_BYTES = 256 * 1024;
+const INPUT_CHECK_MS = 20;
+
+/** What an upgrade gives the hub (the route's UpgradeContext). */
+export interface AttachContext {
+  req: IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+  log: Logger;
+  /** Answers the upgrade request with this error (in the contract's shape) and ends the socket. */
+  refuse(err: unknown): void;
+}
+
+const controlMessage = z.discriminatedUnion('type', [resizeBody.extend({ type: z.literal('resize') })]);
+
+export class AttachHub {
+  private readonly wss: WebSocketServer;
+  private readonly live = new Set<WebSocket>();
+  private closed = false;
+
+  constructor(private readonly opts: { maxFrameBytes: number; log: Logger }) {
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
+  }
+
+  get connections(): number {
+    return this.live.size;
+  }
+
+  /** Completes the handshake and serves the client; a bad handshake or a stopping daemon is refused in the contract's error shape. */
+  handle(ctx: AttachContext, proc: ManagedProcess, replay: boolean): void {
+    const bad = handshakeProblem(ctx.req);
+    if (bad !== null) return ctx.refuse(new InvalidRequestError(bad));
+    if (this.closed) return ctx.refuse(new BrowserdError('browser_unavailable', 'browserd is stopping', { retryable: false }));
+    this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
+      this.live.add(ws);
+      const log = ctx.log.child({ process_id: proc.id, child_pid: proc.pid });
+      log.info({ event: 'attach_opened', attached: this.live.size, replay }, 'terminal attached');
+      ws.on('error', (err) => log.debug({ event: 'attach_socket_error', err: err.message }, 'attach socket error'));
+      ws.once('close', (code) => {
+        this.live.delete(ws);
+        log.info({ event: 'attach_closed', code }, 'terminal detached');
+      });
+      serve(ws, proc, replay, log);
+    });
+  }
+
+  /** Closes every client with 1001 and refuses new ones. Idempotent. */
+  close(): void {
+    this.closed = true;
+    for (const ws of [...this.live]) ws.close(CLOSE_GOING_AWAY, 'browserd is stopping');
+  }
+
+  /** Cuts every client now. Idempotent. */
+  destroy(): void {
+    this.closed = true;
+    for (const ws of [...this.live]) ws.terminate();
+    this.live.clear();
+  }
+}
+
+function serve(ws: WebSocket, proc: ManagedProcess, replay: boolean, log: Logger): void {
+  const stop = new AbortController();
+  let paused: NodeJS.Timeout | null = null;
+  ws.once('close', () => {
+    stop.abort();
+    if (paused !== null) clearInterval(paused);
+  });
+  const close = (code: number, reason: string): void => {
+    if (ws.readyState === WebSocket.OPEN) ws.close(code, reasonText(reason));
+  };
+
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (!isBinary) return control(ws, proc, data.toString('utf8'));
+    if (data.length === 0) return;
+    let writing: Promise<number>;
+    try {
+      writing = proc.writeStdin(data, false);
+    } catch (err) {
+      if (err instanceof BrowserdError && err.code === 'limit_exceeded') return close(CLOSE_TRY_AGAIN_LATER, 'too much input queued: the process is not reading');
+      return; // process_exited: the exit close follows once its output is sent
+    }
+    // 504 (the bytes stay queued and arrive when the child reads) and 409 (exited) need no answer here.
+    writing.catch((err: unknown) => log.debug({ event: 'attach_input_pending', err: (err as Error).message }, 'attach input not yet in the terminal'));
+    if (paused === null && proc.stdin.queuedBytes > INPUT_PAUSE_BYTES) {
+      ws.pause();
+      paused = setInterval(() => {
+        if (proc.stdin.queuedBytes > INPUT_PAUSE_BYTES && proc.running) return;
+        if (paused !== null) clearInterval(paused);
+        paused = null;
+        ws.resume();
+      }, INPUT_CHECK_MS);
+    }
+  });
+
+  void pumpOutput(ws, proc, replay, stop.signal, close).catch((err: unknown) => {
+    log.error({ event: 'attach_failed', err }, 'attach output failed');
+    ws.terminate();
+  });
+}
+
+/** Sends the output from the client's offset until the exit (close 4000), the client leaving, or a hole (close 1013). */
+async function pumpOutput(ws: WebSocket, proc: ManagedProcess, replay: boolean, signal: AbortSignal, close: (code: number, reason: string) => void): Promise<void> {
+  const buffer = proc.output;
+  let offset = replay ? buffer.startOffset : buffer.endOffset;
+  while (ws.readyState === WebSocket.OPEN && !signal.aborted) {
+    const batch = buffer.read(offset, READ_BATCH_BYTES);
+    if (batch.lost > 0) return close(CLOSE_TRY_AGAIN_LATER, `the client reads too slowly: ${batch.lost} bytes of output passed it`);
+    let flushed: Promise<void> | null = null;
+    for (const [i, c] of batch.chunks.entries()) {
+      if (i < batch.chunks.length - 1) ws.send(c.data, { binary: true });
+      else flushed = new Promise((resolve) => ws.send(c.data, { binary: true }, () => resolve()));
+    }
+    offset = batch.next;
+    if (flushed !== null && ws.bufferedAmount > SEND_BUFFER_BYTES) await flushed;
+    if (batch.chunks.length > 0) continue;
+    const exit = buffer.exit;
+    if (exit !== null && offset >= buffer.endOffset) {
+      return close(CLOSE_PROCESS_EXITED, JSON.stringify({ exit_code: exit.exit_code, signal: exit.signal }));
+    }
+    await buffer.wait(offset, signal);
+  }
+}
+
+/** A text frame: a control message, or an error frame back (the connection stays). */
+function control(ws: WebSocket, proc: ManagedProcess, text: string): void {
+  let problem: string;
+  try {
+    const parsed = controlMessage.safeParse(JSON.parse(text));
+    if (parsed.success) {
+      proc.resize(parsed.data.rows, parsed.data.cols);
+      return;
+    }
+    problem = parsed.error.issues.map((i) => `${i.path.join('.') || '(message)'}: ${i.message}`).join('; ');
+  } catch (err) {
+    problem = err instanceof SyntaxError ? `not JSON: ${err.message}` : (err as Error).message;
+  }
+  if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'error', message: `text frames are control messages ({"type":"resize","rows":…,"cols":…}): ${problem}` }));
+}
+
+/** A close reason fits 123 bytes. */
+function reasonText(text: string): string {
+  return Buffer.byteLength(text) <= 123 ? text : `${Buffer.from(text).subarray(0, 120).toString()}…`;
+}
+
+/** A reason the request is not a usable WebSocket handshake, or null. */
+function handshakeProblem(req: IncomingMessage): string | null {
+  if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return 'the Upgrade header must be "websocket"';
+  const key = req.headers['sec-websocket-key'];
+  if (typeof key !== 'string' || !/^[A-Za-z0-9+/]{22}==$/.test(key)) return 'Sec-WebSocket-Key is missing or malformed';
+  if (req.headers['sec-websocket-version'] !== '13') return 'Sec-WebSocket-Version must be 13';
+  return null;
+}

@@ -18,6 +18,8 @@ export const SCOPES = [
   'proxies:write',
   'proxies:check',
   'cdp',
+  'fs:read',
+  'fs:write',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

@@ -13,6 +13,8 @@ export interface Metrics {
   stdinBytes: Counter;
   proxyChecks: Counter<'outcome'>;
   processesLive: Gauge;
+  fsBytes: Counter<'direction'>;
+  fsWatches: Gauge;
 }
 
 export function createMetrics(): Metrics {
@@ -65,6 +67,17 @@ export function createMetrics(): Metrics {
     processesLive: new Gauge({
       name: 'browserd_processes_live',
       help: 'Spawned or exec processes whose process group still has a living member',
+      registers: [registry],
+    }),
+    fsBytes: new Counter({
+      name: 'browserd_fs_bytes_total',
+      help: 'Bytes of file content moved by the files API: read (read_file) and written (write_file)',
+      labelNames: ['direction'],
+      registers: [registry],
+    }),
+    fsWatches: new Gauge({
+      name: 'browserd_fs_watches',
+      help: 'Folder watches alive',
       registers: [registry],
     }),
   };

@@ -8,6 +8,7 @@ import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses } from './processes/index.js';
+import { createFs } from './fs/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -66,7 +67,9 @@ async function main(): Promise<void> {
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
-  const modules: Closable[] = [browser, proxies, extensions, processes];
+  // files.downloadBehavior() gives the Browser.setDownloadBehavior params for every Chromium launch (wired with the CDP client).
+  const files = createFs({ config, log, metrics });
+  const modules: Closable[] = [browser, proxies, extensions, processes, files];
 
   let openapi: Record<string, unknown> = {};
   const routes = [
@@ -75,6 +78,7 @@ async function main(): Promise<void> {
     ...proxies.routes,
     ...extensions.routes,
     ...processes.routes,
+    ...files.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
   openapi = buildOpenApi(server.router.routes, {
@@ -89,6 +93,7 @@ async function main(): Promise<void> {
       server.destroy();
       browser.destroy();
       processes.destroy();
+      files.destroy();
       process.exit(1);
     }
     stopping = true;

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { benchActivationRestart, benchActivationLive } from './activation.js';
 import { benchDaemonCost } from './daemon-cost.js';
+import { benchFs } from './fs.js';
 import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
 import { benchProxyCheck } from './proxy-check.js';
 import { describeMachine, markdown, table } from './report.js';
@@ -21,6 +22,7 @@ const BENCHES: { name: string; what: string; run: () => Promise<Row[]> }[] = [
   { name: 'unzip', what: '5. unzip of a 20 MiB, 2,000-file archive vs Info-ZIP unzip', run: benchUnzip },
   { name: 'proxy', what: '6. proxy check through tinyproxy vs curl -x', run: benchProxyCheck },
   { name: 'daemon', what: "7. the daemon's start time and idle RSS vs a bare node server", run: benchDaemonCost },
+  { name: 'fs', what: '8. files API: 1 GiB read/write vs cat/cp, download_dir_zip of 2,000 files vs zip -r', run: benchFs },
 ];
 
 function usage(): string {

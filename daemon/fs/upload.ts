@@ -7,7 +7,7 @@
 // nothing, not even the folders it would have created.
 import { randomUUID } from 'node:crypto';
 import { constants, createReadStream } from 'node:fs';
-import { chmod, mkdir, open, rename, rm, unlink } from 'node:fs/promises';
+import { chmod, mkdir, open, rename, rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import type { Config } from '../core/config.js';
@@ -44,66 +44,70 @@ function destProblem(value: string): string | null {
   }
 }
 
-/** A temp file beside its destination, or a spool file; removed unless committed. */
+/** Where a received part is: a temp file beside its destination, or a spool file (no target yet). */
 interface Staged {
   file: string;
   target: Target | null;
   tmpName: string | null;
 }
 
+/** The parts of one request on disk: every file is removed and every folder handle released at the end, unless committed. */
 class Staging {
-  private readonly staged = new Map<string, Staged>();
+  private readonly byPart = new Map<string, Staged>();
+  private readonly files = new Set<string>();
+  private readonly targets = new Set<Target>();
   constructor(private readonly spoolDir: string) {}
 
   spool(): string {
     const file = path.join(this.spoolDir, randomUUID());
-    this.staged.set(file, { file, target: null, tmpName: null });
+    this.byPart.set(file, { file, target: null, tmpName: null });
+    this.files.add(file);
     return file;
   }
 
   beside(t: Target): string {
     const tmpName = tempName(t.name);
     const file = t.parent.at(tmpName);
-    this.staged.set(file, { file, target: t, tmpName });
+    this.targets.add(t);
+    this.byPart.set(file, { file, target: t, tmpName });
+    this.files.add(file);
     return file;
   }
 
-  get(file: string): Staged | undefined {
-    return this.staged.get(file);
+  /** Where the part first stored at `part` is now. */
+  get(part: string): Staged | undefined {
+    return this.byPart.get(part);
   }
 
-  /** Moves a spooled part beside its destination (a copy when they are on different file systems). */
-  async unspool(s: Staged, t: Target): Promise<void> {
+  /** Moves a spooled part beside its destination `t` (a copy when they are on different file systems). */
+  async unspool(part: string, t: Target): Promise<void> {
+    this.targets.add(t);
     const tmpName = tempName(t.name);
     const dest = t.parent.at(tmpName);
+    this.files.add(dest);
     try {
-      await rename(s.file, dest);
+      await rename(part, dest);
     } catch (err) {
       if (errnoOf(err) !== 'EXDEV') throw err;
       const out = await open(dest, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
       try {
-        await pump(createReadStream(s.file), out.createWriteStream(), null); // the stream closes the handle
+        await pump(createReadStream(part), out.createWriteStream(), null); // the stream closes the handle
       } finally {
         await out.close().catch(() => undefined);
       }
-      await unlink(s.file).catch(() => undefined);
     }
-    this.staged.set(s.file, { file: dest, target: t, tmpName });
+    this.byPart.set(part, { file: dest, target: t, tmpName });
   }
 
-  committed(file: string): void {
-    this.staged.delete(file);
+  committed(s: Staged): void {
+    this.files.delete(s.file);
   }
 
-  /** Removes every temp and spool file left, releases every destination folder. */
   async cleanup(): Promise<void> {
-    const targets = new Set<Target>();
-    for (const s of this.staged.values()) {
-      await rm(s.file, { force: true }).catch(() => undefined);
-      if (s.target !== null) targets.add(s.target);
-    }
-    for (const t of targets) await t.release();
-    this.staged.clear();
+    for (const f of this.files) await rm(f, { force: true }).catch(() => undefined);
+    for (const t of this.targets) await t.release();
+    this.files.clear();
+    this.targets.clear();
   }
 }
 
@@ -137,13 +141,12 @@ export async function receiveFiles(req: IncomingMessage, deps: UploadDeps): Prom
     });
     const items = pairListParts(parts, spec);
     for (const item of items) {
-      const s = staging.get(item.file);
-      if (s !== undefined && s.target === null) await mapped(item.text, async () => staging.unspool(s, await resolveForWrite(guard, item.text)));
+      if (staging.get(item.file)?.target === null) await mapped(item.text, async () => staging.unspool(item.file, await resolveForWrite(guard, item.text)));
     }
     for (const item of items) {
       const s = staging.get(item.file) as Staged;
       await commitTemp(guard, s.target as Target, s.tmpName as string, UPLOAD_MODE);
-      staging.committed(item.file);
+      staging.committed(s);
     }
     return items.length;
   } finally {
@@ -220,22 +223,32 @@ export async function receiveZip(req: IncomingMessage, deps: UploadDeps): Promis
     if (target !== null) {
       const t: Target = target;
       if (t.name === '') throw BadRequestError.field('dest_path', '/ cannot be replaced by an archive');
-      temp = { parent: t.parent, name: tempName(t.name) };
-      await mapped(dest, () => mkdir(t.parent.at((temp as { name: string }).name), { mode: 0o700 }));
-      const result = await unpack(zip, t.parent.at(temp.name), limits);
-      await chmod(t.parent.at(temp.name), 0o755);
-      await placeTree(guard, t, temp.name);
+      const tmpName = tempName(t.name);
+      temp = { parent: t.parent, name: tmpName };
+      await mapped(dest, () => mkdir(t.parent.at(tmpName), { mode: 0o700 }));
+      const result = await unpack(zip, t.parent.at(tmpName), limits);
+      await chmod(t.parent.at(tmpName), 0o755);
+      await placeTree(guard, t, tmpName);
       return result;
     }
     const { dir, missing } = await resolveTail(guard, dest);
-    temp = { parent: dir, name: tempName(missing[0] as string) };
+    const first = missing[0];
+    if (first === undefined) {
+      await dir.close();
+      throw new ConflictError('busy', `${dest} was created while the archive arrived; try again`, { retryable: true });
+    }
+    temp = { parent: dir, name: tempName(first) };
     const top = dir.at(temp.name);
     await mapped(dest, () => mkdir(top, { mode: 0o700 }));
-    const inner = path.join(top, ...missing.slice(1));
-    await mapped(dest, () => mkdir(inner, { recursive: true, mode: 0o755 }));
+    let inner = top;
+    for (const name of missing.slice(1)) {
+      inner = path.join(inner, name);
+      await mapped(dest, () => mkdir(inner, { mode: 0o755 }));
+      await chmod(inner, 0o755); // exactly 0755, whatever the umask
+    }
     const result = await unpack(zip, inner, limits);
     await chmod(top, 0o755);
-    await mapped(dest, () => rename(top, dir.at(missing[0] as string)));
+    await mapped(dest, () => rename(top, dir.at(first)));
     return result;
   } finally {
     if (temp !== null) await rm(temp.parent.at(temp.name), { recursive: true, force: true }).catch(() => undefined);

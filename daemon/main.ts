@@ -68,7 +68,12 @@ async function main(): Promise<void> {
   await extensions.start();
   const processes = createProcesses({ config, log, metrics });
   // files.downloadBehavior() gives the Browser.setDownloadBehavior params for every Chromium launch (wired with the CDP client).
-  const files = createFs({ config, log, metrics });
+  let files: ReturnType<typeof createFs>;
+  try {
+    files = createFs({ config, log, metrics });
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
   const modules: Closable[] = [browser, proxies, extensions, processes, files];
 
   let openapi: Record<string, unknown> = {};

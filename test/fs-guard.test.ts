@@ -269,4 +269,5 @@ test('BROWSERD_DOWNLOADS_DIR inside the state dir (or a symlink into it) stops t
     assert.equal(line.setting, 'BROWSERD_DOWNLOADS_DIR');
     assert.equal((await d.waitExit()).code, 2);
   }
+  assert.equal(existsSync(path.join(state, 'downloads')), false, 'nothing was created in the state dir');
 });

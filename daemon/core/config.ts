@@ -70,7 +70,7 @@ export interface Config {
     activationTimeoutMs: number;
   };
   fs: {
-    /** Where Chromium saves downloads (Browser.setDownloadBehavior); real path, never inside stateDir. */
+    /** Where Chromium saves downloads (Browser.setDownloadBehavior); never inside stateDir (the files module creates it). */
     downloadsDir: string;
     maxFileBytes: number;
     maxUploadBytes: number;
@@ -189,7 +189,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       activationTimeoutMs: int('BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS', 10_000, 100, 600_000),
     },
     fs: {
-      downloadsDir: prepareDownloadsDir(path.resolve(cwd, get('BROWSERD_DOWNLOADS_DIR') ?? path.join(path.dirname(stateDir), 'browserd-downloads')), stateDir),
+      downloadsDir: checkDownloadsDir(path.resolve(cwd, get('BROWSERD_DOWNLOADS_DIR') ?? path.join(path.dirname(stateDir), 'browserd-downloads')), stateDir),
       maxFileBytes: int('BROWSERD_FS_MAX_FILE_BYTES', 4 * GiB, 1, 1024 * GiB),
       maxUploadBytes: int('BROWSERD_FS_MAX_UPLOAD_BYTES', 4 * GiB, 1024, 1024 * GiB),
       maxUploadFiles: int('BROWSERD_FS_MAX_UPLOAD_FILES', 100, 1, 10_000),
@@ -255,20 +255,17 @@ function prepareStateDir(dir: string): string {
 }
 
 /**
- * Chromium's downloads folder: created (0700) when missing, used by its real path, and never the
- * state dir or inside it (the files API refuses every path there, so downloads would be unreachable).
+ * Chromium's downloads folder, never the state dir or inside it (the files API refuses every path
+ * there, so downloads would be unreachable): checked here by its path and, when it exists, by its
+ * real path. The files module creates it (0700) at start and checks its real path again.
  */
-function prepareDownloadsDir(dir: string, stateDir: string): string {
+function checkDownloadsDir(dir: string, stateDir: string): string {
   const inside = (p: string): boolean => p === stateDir || p.startsWith(`${stateDir}/`);
   if (inside(dir)) throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} is inside the state dir ${stateDir}, which the files API never reaches`);
-  let real: string;
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    accessSync(dir, constants.W_OK | constants.X_OK);
-    real = realpathSync(dir);
-  } catch (err) {
-    throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
-  }
+  // The real path of the deepest part that exists, with the rest: a symlink on the way counts.
+  let existing = dir;
+  while (!existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing);
+  const real = path.join(realpathSync(existing), path.relative(existing, dir));
   if (inside(real)) throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} resolves to ${real}, inside the state dir ${stateDir}`);
   return real;
 }

@@ -27,6 +27,8 @@ export interface RouteDeps {
   guard: Guard;
   watches: WatchSet;
   spoolDir: string;
+  /** The real path of BROWSERD_DOWNLOADS_DIR. */
+  downloadsDir: string;
 }
 
 const F = '/browsers/{id}/fs';
@@ -59,7 +61,7 @@ function responseSink(res: ServerResponse): ZipSink {
 }
 
 export function fsRoutes(deps: RouteDeps): Route[] {
-  const { config, metrics, guard, watches, spoolDir } = deps;
+  const { config, metrics, guard, watches, spoolDir, downloadsDir } = deps;
   const c = config.fs;
   const text = doc.limitsText(c);
   const readBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'read' }, n);
@@ -369,7 +371,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
           'It is an ordinary path for the files API: list it with list_files, read a download with read_file.',
         responses: { 200: { description: 'the folder', schema: doc.downloadsSchema } },
       },
-      handler: async () => ({ status: 200, body: { path: c.downloadsDir } }),
+      handler: async () => ({ status: 200, body: { path: downloadsDir } }),
     },
   ];
 }

@@ -115,6 +115,7 @@ export class BenchDaemon {
       }
       killNaming(this.stateDir);
       rmSync(this.stateDir, { recursive: true, force: true });
+      rmSync(`${this.stateDir}-downloads`, { recursive: true, force: true });
     })();
     return this.stopping;
   }
@@ -128,6 +129,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<BenchDaemon
     HOME: process.env.HOME,
     BROWSERD_LISTEN: '127.0.0.1:0',
     BROWSERD_STATE_DIR: stateDir,
+    BROWSERD_DOWNLOADS_DIR: `${stateDir}-downloads`,
     BROWSERD_LOG_LEVEL: 'info',
     BROWSERD_TOKEN: BENCH_TOKEN,
     BROWSERD_BROWSER_AUTOSTART: opts.autostart === true ? 'true' : 'false',

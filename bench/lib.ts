@@ -1,7 +1,7 @@
 // Shared parts of the benchmarks: statistics, the rows of the report, the cleanup registry (every
 // process a benchmark starts is registered and ended, even on error or Ctrl-C), temp dirs, process
 // groups and tools on PATH. The daemon itself is started by daemon.ts.
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -228,6 +228,45 @@ export function killNaming(dir: string): void {
 export function exitOf(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+// ---------------------------------------------------------------- peer servers
+
+/**
+ * Runs a peer server script (its own process group, as the daemon is) that prints
+ * `{"event":"listening","port":N}` on stdout; `stop()` ends it (also registered as a cleanup).
+ */
+export async function startPeerServer(script: string): Promise<{ port: number; stop(): Promise<void> }> {
+  checkRunning();
+  const proc = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
+  const exited = exitOf(proc);
+  const kill = async (): Promise<void> => {
+    signalGroup(proc.pid as number, 'SIGKILL');
+    await exited;
+  };
+  const unregister = onCleanup(kill);
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      let buf = '';
+      proc.stdout?.setEncoding('utf8').on('data', (c: string) => {
+        buf += c;
+        const m = /"port":(\d+)/.exec(buf);
+        if (m) resolve(Number(m[1]));
+      });
+      void exited.then(() => reject(new Error(`${path.basename(script)} exited before listening`)));
+    });
+    return {
+      port,
+      stop: async () => {
+        unregister();
+        await kill();
+      },
+    };
+  } catch (err) {
+    unregister();
+    await kill();
+    throw err;
+  }
 }
 
 // ---------------------------------------------------------------- tools

@@ -8,6 +8,7 @@ import { benchActivationRestart, benchActivationLive } from './activation.js';
 import { benchComputer } from './computer.js';
 import { benchDaemonCost } from './daemon-cost.js';
 import { benchForwarder } from './forwarder.js';
+import { benchFs } from './fs.js';
 import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
 import { benchPlaywright } from './playwright.js';
 import { benchProxyCheck } from './proxy-check.js';
@@ -29,6 +30,7 @@ const BENCHES: { name: string; what: string; run: () => Promise<Row[]> }[] = [
   { name: 'computer', what: '8. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer },
   { name: 'playwright', what: '8. Playwright execute: `return 1`, and page.goto vs an already-connected playwright-core', run: benchPlaywright },
   { name: 'pty', what: '8. terminal keystroke round trip through attach vs bare node-pty', run: benchPty },
+  { name: 'fs', what: '8. files API: 1 GiB read/write vs cat/cp, download_dir_zip of 2,000 files vs zip -r', run: benchFs },
 ];
 
 function usage(): string {

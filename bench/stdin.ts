@@ -3,7 +3,7 @@
 // server of stdin-peer.ts (its own process, like the daemon) doing the same decode and pipe write.
 // Throughput of 8 MiB writes (the default BROWSERD_STDIN_LIMIT_BYTES), one after another, vs
 // `sh -c 'cat file | cat > /dev/null'` moving the same bytes through a pipe.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import autocannon from 'autocannon';
 import { BENCH_TOKEN, startDaemon, type BenchDaemon } from './daemon.js';
-import { checkRunning, exitOf, median, onCleanup, progress, signalGroup, tempDir, timed, type Row } from './lib.js';
+import { median, onCleanup, progress, signalGroup, startPeerServer, tempDir, timed, type Row } from './lib.js';
 
 const CONNECTIONS = 16;
 const DURATION_S = 8;
@@ -59,36 +59,8 @@ async function bigWrites(target: Target, body: string, bytes: number): Promise<n
 }
 
 async function startPeer(): Promise<{ target: Target; stop(): Promise<void> }> {
-  checkRunning();
-  const proc = spawn(process.execPath, [peerScript], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
-  const exited = exitOf(proc);
-  const stop = async (): Promise<void> => {
-    signalGroup(proc.pid as number, 'SIGKILL');
-    await exited;
-  };
-  const unregister = onCleanup(stop);
-  try {
-    const port = await new Promise<number>((resolve, reject) => {
-      let buf = '';
-      proc.stdout?.setEncoding('utf8').on('data', (c: string) => {
-        buf += c;
-        const m = /"port":(\d+)/.exec(buf);
-        if (m) resolve(Number(m[1]));
-      });
-      void exited.then(() => reject(new Error('the stdin peer exited before listening')));
-    });
-    return {
-      target: { url: `http://127.0.0.1:${port}/stdin`, headers: {} },
-      stop: async () => {
-        unregister();
-        await stop();
-      },
-    };
-  } catch (err) {
-    unregister();
-    await stop();
-    throw err;
-  }
+  const peer = await startPeerServer(peerScript);
+  return { target: { url: `http://127.0.0.1:${peer.port}/stdin`, headers: {} }, stop: peer.stop };
 }
 
 async function spawnCat(d: BenchDaemon): Promise<{ id: string; pid: number }> {

@@ -12,7 +12,8 @@ import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { createComputer } from './computer/index.js';
 import { createPlaywright } from './playwright/index.js';
-import { createLogs, minimalReadableGuard, type Logs } from './logs/index.js';
+import { createLogs, type Logs } from './logs/index.js';
+import { createFs } from './fs/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -31,12 +32,15 @@ function packageVersion(): string {
   return pkg.version;
 }
 
+/** The files module's read rules, for the log streams (set once the files module exists). */
+let readable: (file: string) => Promise<string> = () => Promise.reject(new Error('the files module is not ready'));
+
 function settingsOrExit(metrics: Metrics): { config: Config; log: Logger; logs: Logs } {
   try {
     const config = loadConfig();
     // The log streams' rings exist before the logger, which writes every line into one of them.
-    // The path rules of a `path` stream: the minimal guard until the filesystem API's is wired here.
-    const logs = createLogs({ config, metrics, resolveReadable: minimalReadableGuard(config.stateDir) });
+    // A `path` stream reads files under the filesystem API's rules (its module exists once the daemon serves).
+    const logs = createLogs({ config, metrics, resolveReadable: (file) => readable(file) });
     return { config, logs, log: createLogger(config.logLevel, undefined, logs.daemonLine) };
   } catch (err) {
     exitBadSetting(createLogger('info'), err);
@@ -107,8 +111,19 @@ async function main(): Promise<void> {
   }
   const computer = createComputer({ config, log, metrics, browser });
   const playwright = createPlaywright({ config, log, metrics, keyring });
+  let files: ReturnType<typeof createFs>;
+  try {
+    files = createFs({ config, log, metrics });
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
+  readable = (file) => files.resolveReadable(file);
+  // Chromium's downloads (of the default browser context) go to the downloads folder, set at every launch
+  // on the daemon's own session (the setting lasts while that session does: the run's life).
+  browser.onLaunch((cdp) => cdp.send('Browser.setDownloadBehavior', files.downloadBehavior()).then(() => undefined));
+  browser.addSnapshotFields(() => ({ downloads_dir: files.downloadBehavior().downloadPath }));
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [browser, proxies, extensions, processes, computer, playwright];
+  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, playwright];
 
   let openapi: Record<string, unknown> = {};
   const routes = [
@@ -120,6 +135,7 @@ async function main(): Promise<void> {
     ...computer.routes,
     ...playwright.routes,
     ...logs.routes,
+    ...files.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
   openapi = buildOpenApi(server.router.routes, {
@@ -136,6 +152,7 @@ async function main(): Promise<void> {
       processes.destroy();
       proxies.destroy();
       playwright.destroy();
+      files.destroy();
       process.exit(1);
     }
     stopping = true;

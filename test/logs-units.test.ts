@@ -10,7 +10,8 @@ import path from 'node:path';
 import { setImmediate as yieldNow } from 'node:timers/promises';
 import { test } from 'node:test';
 import { FileTail } from '../daemon/logs/file-tail.js';
-import { minimalReadableGuard } from '../daemon/logs/path-guard.js';
+import { Guard } from '../daemon/fs/guard.js';
+import { readablePath } from '../daemon/fs/send.js';
 import { LogRing, MAX_LINE_CHARS } from '../daemon/logs/ring.js';
 import { RingSource, type Batch, type LogSource } from '../daemon/logs/source.js';
 import { streamLogs } from '../daemon/logs/sse.js';
@@ -178,7 +179,7 @@ test('file tail: a rotated file is read to its end, then the new file from its s
   once.close();
 });
 
-test('the minimal path guard: the state dir (as given, by real path, missing files too), /proc, /sys, /dev are refused', async () => {
+test('a path stream reads under the files API rules: the state dir (as given, by real path, missing files too), /proc, /sys, /dev are refused', async () => {
   const root = scratch();
   const state = path.join(root, 'state');
   mkdirSync(state);
@@ -186,7 +187,7 @@ test('the minimal path guard: the state dir (as given, by real path, missing fil
   writeFileSync(path.join(root, 'ok.log'), 'fine\n');
   symlinkSync(path.join(state, 'token'), path.join(root, 'link.log'));
   symlinkSync(state, path.join(root, 'statelink'));
-  const guard = minimalReadableGuard(state);
+  const guard = readablePath(new Guard({ stateDir: state, keysFile: null, providersFile: null }));
   assert.equal(await guard(path.join(root, 'ok.log')), path.join(root, 'ok.log'));
   const code = async (p: string): Promise<string> => {
     try {

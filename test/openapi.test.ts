@@ -54,6 +54,22 @@ const CONTRACT_ROUTES = [
   'POST /browsers/{id}/computer/clipboard/write',
   'POST /browsers/{id}/playwright/execute',
   'GET /browsers/{id}/logs/stream',
+  'GET /browsers/{id}/fs/read_file',
+  'PUT /browsers/{id}/fs/write_file',
+  'GET /browsers/{id}/fs/list_files',
+  'GET /browsers/{id}/fs/file_info',
+  'PUT /browsers/{id}/fs/create_directory',
+  'PUT /browsers/{id}/fs/delete_file',
+  'PUT /browsers/{id}/fs/delete_directory',
+  'PUT /browsers/{id}/fs/move',
+  'PUT /browsers/{id}/fs/set_file_permissions',
+  'POST /browsers/{id}/fs/upload',
+  'POST /browsers/{id}/fs/upload_zip',
+  'GET /browsers/{id}/fs/download_dir_zip',
+  'POST /browsers/{id}/fs/watch',
+  'GET /browsers/{id}/fs/watch/{watch_id}/events',
+  'DELETE /browsers/{id}/fs/watch/{watch_id}',
+  'GET /browsers/{id}/fs/downloads',
 ].sort();
 
 let d: Daemon;

@@ -68,7 +68,7 @@ test('the unit: Type=notify with NotifyAccess=main, the watchdog, restarts, and 
   assert.equal(one('Restart'), 'always');
   assert.equal(one('KillMode'), 'mixed');
   assert.equal(one('User'), 'browserd');
-  assert.equal(one('StateDirectory'), 'browserd');
+  assert.equal(one('StateDirectory'), 'browserd browserd-downloads');
   assert.equal(one('EnvironmentFile'), '-/etc/browserd/env');
   assert.equal(one('RestartPreventExitStatus'), '2');
   assert.ok(seconds(one('WatchdogSec')) >= 10);

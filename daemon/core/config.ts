@@ -69,9 +69,26 @@ export interface Config {
     maxConcurrentUploads: number;
     activationTimeoutMs: number;
   };
+  fs: {
+    /** Where Chromium saves downloads (Browser.setDownloadBehavior); never inside stateDir (the files module creates it). */
+    downloadsDir: string;
+    maxFileBytes: number;
+    maxUploadBytes: number;
+    maxUploadFiles: number;
+    maxZipBytes: number;
+    maxZipEntries: number;
+    maxUnpackedBytes: number;
+    maxListEntries: number;
+    maxWatches: number;
+    watchQueue: number;
+    watchMaxDirs: number;
+    watchIdleMs: number;
+  };
   proxies: {
     checkUrls: string[];
     providers: Partial<Record<ManagedProxyType, ProxyGateway>>;
+    /** The file the providers came from (the files API never reaches it). */
+    providersFile: string | null;
     checkTimeoutMs: number;
     maxConcurrentChecks: number;
     /** The forwarding proxy: connect, TLS and CONNECT answer of one upstream (or direct) connection. */
@@ -114,6 +131,7 @@ export interface Config {
 type Env = Record<string, string | undefined>;
 
 const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
 const SESSION_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const DEFAULT_CHECK_URLS = ['https://api.ipify.org?format=json', 'https://ifconfig.me/ip'];
 /** Flags the daemon owns; BROWSERD_CHROMIUM_FLAGS may not set them. */
@@ -140,7 +158,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     throw new ConfigError(name, `must be true or false, got "${raw}"`);
   };
 
-  const stateDir = prepareStateDir(path.resolve(cwd, get('BROWSERD_STATE_DIR') ?? get('STATE_DIRECTORY') ?? '.browserd'));
+  // systemd lists every StateDirectory= entry in STATE_DIRECTORY, colon separated: the first is the daemon's.
+  const stateDir = prepareStateDir(path.resolve(cwd, get('BROWSERD_STATE_DIR') ?? get('STATE_DIRECTORY')?.split(':')[0] ?? '.browserd'));
   const sessionId = get('BROWSERD_SESSION_ID') ?? 'local';
   if (!SESSION_RE.test(sessionId)) throw new ConfigError('BROWSERD_SESSION_ID', 'must match ^[A-Za-z0-9._-]{1,128}$');
   const projectId = get('BROWSERD_PROJECT_ID') ?? null;
@@ -203,9 +222,24 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       maxConcurrentUploads: int('BROWSERD_EXTENSION_MAX_UPLOADS', 4, 1, 100),
       activationTimeoutMs: int('BROWSERD_EXTENSION_ACTIVATION_TIMEOUT_MS', 10_000, 100, 600_000),
     },
+    fs: {
+      downloadsDir: checkDownloadsDir(path.resolve(cwd, get('BROWSERD_DOWNLOADS_DIR') ?? path.join(path.dirname(stateDir), 'browserd-downloads')), stateDir),
+      maxFileBytes: int('BROWSERD_FS_MAX_FILE_BYTES', 4 * GiB, 1, 1024 * GiB),
+      maxUploadBytes: int('BROWSERD_FS_MAX_UPLOAD_BYTES', 4 * GiB, 1024, 1024 * GiB),
+      maxUploadFiles: int('BROWSERD_FS_MAX_UPLOAD_FILES', 100, 1, 10_000),
+      maxZipBytes: int('BROWSERD_FS_MAX_ZIP_BYTES', 1 * GiB, 1024, 1024 * GiB),
+      maxZipEntries: int('BROWSERD_FS_MAX_ZIP_ENTRIES', 100_000, 1, 10_000_000),
+      maxUnpackedBytes: int('BROWSERD_FS_MAX_UNPACKED_BYTES', 4 * GiB, 1024, 1024 * GiB),
+      maxListEntries: int('BROWSERD_FS_MAX_LIST_ENTRIES', 100_000, 1, 10_000_000),
+      maxWatches: int('BROWSERD_FS_MAX_WATCHES', 32, 1, 10_000),
+      watchQueue: int('BROWSERD_FS_WATCH_QUEUE', 4096, 1, 1_000_000),
+      watchMaxDirs: int('BROWSERD_FS_WATCH_MAX_DIRS', 4096, 1, 1_000_000),
+      watchIdleMs: int('BROWSERD_FS_WATCH_IDLE_SEC', 300, 1, 86_400) * 1000,
+    },
     proxies: {
       checkUrls: parseCheckUrls(get('BROWSERD_PROXY_CHECK_URLS')),
       providers: parseProviders(get('BROWSERD_PROXY_PROVIDERS_FILE')),
+      providersFile: get('BROWSERD_PROXY_PROVIDERS_FILE') ?? null,
       checkTimeoutMs: int('BROWSERD_PROXY_CHECK_TIMEOUT_MS', 10_000, 100, 600_000),
       maxConcurrentChecks: int('BROWSERD_MAX_PROXY_CHECKS', 8, 1, 1000),
       dialTimeoutMs: int('BROWSERD_PROXY_DIAL_TIMEOUT_MS', 15_000, 100, 600_000),
@@ -271,6 +305,22 @@ function prepareStateDir(dir: string): string {
   } catch (err) {
     throw new ConfigError('BROWSERD_STATE_DIR', `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
   }
+}
+
+/**
+ * Chromium's downloads folder, never the state dir or inside it (the files API refuses every path
+ * there, so downloads would be unreachable): checked here by its path and, when it exists, by its
+ * real path. The files module creates it (0700) at start and checks its real path again.
+ */
+function checkDownloadsDir(dir: string, stateDir: string): string {
+  const inside = (p: string): boolean => p === stateDir || p.startsWith(`${stateDir}/`);
+  if (inside(dir)) throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} is inside the state dir ${stateDir}, which the files API never reaches`);
+  // The real path of the deepest part that exists, with the rest: a symlink on the way counts.
+  let existing = dir;
+  while (!existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing);
+  const real = path.join(realpathSync(existing), path.relative(existing, dir));
+  if (inside(real)) throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} resolves to ${real}, inside the state dir ${stateDir}`);
+  return real;
 }
 
 function isExecutable(file: string): boolean {

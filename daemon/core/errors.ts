@@ -40,15 +40,18 @@ export const ERROR_CODES = [
   'no_page',
   'clipboard_unavailable',
   'payload_too_large',
+  'range_not_satisfiable',
   'proxy_check_failed',
   'extension_rejected',
   'activation_failed',
+  'archive_rejected',
   'unsupported_field',
   'idempotency_key_reused',
   'limit_exceeded',
   'internal_error',
   'browser_unavailable',
   'timeout',
+  'no_space',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -124,6 +127,16 @@ export class ForbiddenError extends BrowserdError {
   }
 }
 
+/**
+ * A path the files API never touches; `rule` (inner_error.code) names why: `state_dir`,
+ * `special_filesystem`, `protected_file`, `permission_denied` (the kernel refused), `read_only`.
+ */
+export class PathForbiddenError extends BrowserdError {
+  constructor(rule: string, message: string) {
+    super('path_forbidden', message, { inner: { code: rule, message } });
+  }
+}
+
 export class NotFoundError extends BrowserdError {
   constructor(message = 'not found') {
     super('not_found', message);
@@ -145,7 +158,21 @@ export class PayloadTooLargeError extends BrowserdError {
   }
 }
 
-export type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'unsupported_field' | 'idempotency_key_reused';
+/** A `Range` that starts past the end of the file; `size` is the file's (Content-Range: bytes *\/size). */
+export class RangeNotSatisfiableError extends BrowserdError {
+  constructor(readonly size: number) {
+    super('range_not_satisfiable', `the range starts past the end of the file (${size} bytes)`);
+  }
+}
+
+/** The file system is full (ENOSPC, EDQUOT). */
+export class NoSpaceError extends BrowserdError {
+  constructor(what: string) {
+    super('no_space', `no space left on the file system for ${what}`);
+  }
+}
+
+export type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'archive_rejected' | 'unsupported_field' | 'idempotency_key_reused';
 
 /** The request was valid but the operation failed (or cannot be done); `inner` carries the cause. */
 export class OperationFailedError extends BrowserdError {
@@ -162,8 +189,9 @@ export class UnsupportedFieldError extends OperationFailedError {
 }
 
 export class LimitExceededError extends BrowserdError {
-  constructor(what: string, limit: number, opts: { message?: string; retryAfterMs?: number } = {}) {
-    super('limit_exceeded', opts.message ?? `too many ${what} at once (limit ${limit})`, { retryAfterMs: opts.retryAfterMs ?? 1000 });
+  /** `retryable: false` when waiting cannot help (a tree larger than a limit, not a count of things at once). */
+  constructor(what: string, limit: number, opts: { message?: string; retryAfterMs?: number; retryable?: boolean } = {}) {
+    super('limit_exceeded', opts.message ?? `too many ${what} at once (limit ${limit})`, { retryAfterMs: opts.retryAfterMs ?? 1000, retryable: opts.retryable });
   }
 }
 

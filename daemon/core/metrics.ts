@@ -25,6 +25,8 @@ export interface Metrics {
   playwrightDuration: Histogram;
   playwrightRunners: Gauge;
   logStreams: Gauge<'source'>;
+  fsBytes: Counter<'direction'>;
+  fsWatches: Gauge;
 }
 
 export function createMetrics(): Metrics {
@@ -144,6 +146,17 @@ export function createMetrics(): Metrics {
       name: 'browserd_log_streams',
       help: 'Log streams open, by source (browserd, chromium, path)',
       labelNames: ['source'],
+      registers: [registry],
+    }),
+    fsBytes: new Counter({
+      name: 'browserd_fs_bytes_total',
+      help: 'Bytes of file content moved by the files API: read (read_file) and written (write_file)',
+      labelNames: ['direction'],
+      registers: [registry],
+    }),
+    fsWatches: new Gauge({
+      name: 'browserd_fs_watches',
+      help: 'Folder watches alive',
       registers: [registry],
     }),
   };

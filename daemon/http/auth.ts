@@ -21,6 +21,8 @@ export const SCOPES = [
   'computer',
   'playwright:execute',
   'logs:read',
+  'fs:read',
+  'fs:write',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

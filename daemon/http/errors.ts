@@ -1,7 +1,7 @@
 // The one table from error codes to HTTP: the status, whether a retry is safe (x-should-retry),
 // Retry-After, and the headers some codes carry. Domain code throws core/errors.ts classes with
 // codes; only this file knows their statuses.
-import { BrowserdError, toBrowserdError, type ErrorCode } from '../core/errors.js';
+import { BrowserdError, RangeNotSatisfiableError, toBrowserdError, type ErrorCode } from '../core/errors.js';
 
 interface CodeFacts {
   status: number;
@@ -29,15 +29,18 @@ export const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
   no_page: { status: 409, retry: false },
   clipboard_unavailable: { status: 409, retry: false },
   payload_too_large: { status: 413, retry: false },
+  range_not_satisfiable: { status: 416, retry: false },
   proxy_check_failed: { status: 422, retry: false },
   extension_rejected: { status: 422, retry: false },
   activation_failed: { status: 422, retry: false },
+  archive_rejected: { status: 422, retry: false },
   unsupported_field: { status: 422, retry: false },
   idempotency_key_reused: { status: 422, retry: false },
   limit_exceeded: { status: 429, retry: true },
   internal_error: { status: 500, retry: false },
   browser_unavailable: { status: 503, retry: true },
   timeout: { status: 504, retry: false },
+  no_space: { status: 507, retry: false },
 };
 
 /** A known path asked with another method: HTTP's own error, so it lives here. */
@@ -71,6 +74,7 @@ export function toHttpError(err: unknown): HttpError {
   }
   if (e.code === 'unauthorized') headers['www-authenticate'] = 'Bearer';
   if (e instanceof MethodNotAllowedError) headers.allow = e.allowed.join(', ');
+  if (e instanceof RangeNotSatisfiableError) headers['content-range'] = `bytes */${e.size}`;
   return { status: facts.status, headers, body: e.toBody(), unexpected: !(err instanceof BrowserdError) };
 }
 

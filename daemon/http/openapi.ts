@@ -6,16 +6,18 @@ import type { Route } from './router.js';
 const ERROR_TEXT: Record<number, string> = {
   400: 'invalid_request (not JSON, wrong content type, unparsable multipart) or bad_request (one detail per invalid field)',
   401: 'unauthorized: missing or unknown bearer token',
-  403: 'forbidden: the token lacks the scope named in details',
-  404: 'not_found: unknown route, session, process, proxy or extension',
+  403: 'forbidden: the token lacks the scope named in details; path_forbidden: a path the files API never touches (inner_error.code names the rule)',
+  404: 'not_found: unknown route, session, process, proxy, extension, watch, or a missing path',
   405: 'method_not_allowed: known path, other method',
-  409: 'the resource is in a state that does not allow it; the code says which (process_exited, stdin_closed, busy, no_page, clipboard_unavailable, …)',
+  409: 'the resource is in a state that does not allow it; the code says which (process_exited, stdin_closed, busy, proxy_in_use, not_a_tty, no_page, clipboard_unavailable, not_a_directory, is_a_directory, already_exists, directory_not_empty)',
   413: 'payload_too_large: the limit is in the message',
-  422: 'proxy_check_failed / extension_rejected / activation_failed / unsupported_field; inner_error carries the cause',
+  416: 'range_not_satisfiable: the Range starts past the end of the file (Content-Range: bytes */size)',
+  422: 'proxy_check_failed / extension_rejected / activation_failed / archive_rejected / unsupported_field / idempotency_key_reused; inner_error carries the cause',
   429: 'limit_exceeded: the limit is in the message',
   500: 'internal_error: the log has the stack under the request id',
   503: 'browser_unavailable: Chromium is not ready and did not become ready in time',
   504: 'timeout: the operation did not finish within its deadline',
+  507: 'no_space: the file system is full',
 };
 
 const errorSchema = {

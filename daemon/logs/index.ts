@@ -4,11 +4,11 @@
 import type { Config } from '../core/config.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
-import type { ResolveReadable } from './path-guard.js';
 import { LogRing } from './ring.js';
 import { logRoutes } from './routes.js';
 
-export { minimalReadableGuard, type ResolveReadable } from './path-guard.js';
+/** The real path of a file a `path` stream may read, or throws (400, 403 path_forbidden, 404, 409): the filesystem API's rules. */
+export type ResolveReadable = (file: string) => Promise<string>;
 
 export interface LogsDeps {
   config: Config;

@@ -6,7 +6,7 @@ import type { Metrics } from '../core/metrics.js';
 import { qBool, qString } from '../http/query.js';
 import type { Route } from '../http/router.js';
 import { FILE_POLL_MS, FileTail } from './file-tail.js';
-import type { ResolveReadable } from './path-guard.js';
+import type { ResolveReadable } from './index.js';
 import { MAX_LINE_CHARS, type LogRing } from './ring.js';
 import { RingSource, type LogSource } from './source.js';
 import { SSE_HEARTBEAT_MS, streamLogs } from './sse.js';

@@ -86,7 +86,7 @@ export class Daemon {
       });
       void this.exited.then(() => {
         clearTimeout(timer);
-        reject(new Error(`daemon exited before the log line; stderr: ${this.stderr.slice(-2000)}`));
+        reject(new Error(`daemon exited before the log line; last log lines: ${JSON.stringify(this.logs.slice(-3))}; stderr: ${this.stderr.slice(-2000)}`));
       });
     });
   }
@@ -121,6 +121,7 @@ export class Daemon {
       await this.exited;
       clearTimeout(timer);
     }
+    rmSync(`${this.stateDir}-downloads`, { recursive: true, force: true });
     if (this.ownsStateDir) rmSync(this.stateDir, { recursive: true, force: true });
   }
 }
@@ -153,11 +154,14 @@ export function scratchDirs(prefix: string): () => string {
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
   const stateDir = opts.stateDir ?? tempDir();
   const token = opts.token === undefined ? TEST_TOKEN : opts.token;
+  // Chromium's downloads folder beside the state dir, of this daemon alone (not a shared /tmp/browserd-downloads).
+  const downloadsDir = `${stateDir}-downloads`;
   const env: Record<string, string | undefined> = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     BROWSERD_LISTEN: '127.0.0.1:0',
     BROWSERD_STATE_DIR: stateDir,
+    BROWSERD_DOWNLOADS_DIR: downloadsDir,
     BROWSERD_LOG_LEVEL: 'debug',
     BROWSERD_BROWSER_AUTOSTART: opts.noBrowser === false ? 'true' : 'false',
     ...(token !== null ? { BROWSERD_TOKEN: token } : {}),

@@ -116,3 +116,22 @@ export function pairListParts(parts: ReceivedPart[], spec: ListSpec): ListItem[]
   if (problems.length > 0) throw new BadRequestError(problems);
   return items;
 }
+
+/**
+ * While the body is still arriving: the text of the item a file part belongs to, when that text
+ * came before it (the order every generated client sends), else null. `received` ends with the
+ * file part itself. Indexed items match by index; repeated ones pair the k-th file with the k-th text.
+ */
+export function textBefore(received: readonly ReceivedPart[], spec: Pick<ListSpec, 'list' | 'text' | 'file'>): string | null {
+  const filePart = received.at(-1);
+  const f = filePart === undefined ? null : parseListField(filePart.fieldName, spec);
+  if (f === null || f.field !== 'file') return null;
+  const fields = received.slice(0, -1).map((p) => ({ p, f: parseListField(p.fieldName, spec) }));
+  if (f.index !== null) {
+    const texts = fields.filter((x) => x.f?.field === 'text' && x.f.index === f.index && x.p.kind === 'field');
+    return texts.length === 1 ? (texts[0]?.p.value ?? null) : null;
+  }
+  const k = fields.filter((x) => x.f?.field === 'file' && x.f.index === null).length;
+  const texts = fields.filter((x) => x.f?.field === 'text' && x.f.index === null && x.p.kind === 'field');
+  return texts[k]?.p.value ?? null;
+}

@@ -36,8 +36,13 @@ export interface ReceivedPart {
   size?: number;
 }
 
-/** Where a file part goes (created with O_EXCL, mode 0600), or null to discard its bytes. */
-export type FileSink = (fieldName: string, index: number) => string | null;
+/**
+ * Where a file part goes (created with O_EXCL, mode 0600), or null to discard its bytes. `index`
+ * counts the file parts of the body from 0; `received` is every part so far (the fields before
+ * this file part, for a sink that places a file by a field sent before it). A promise holds the
+ * part's bytes (busboy waits) until it settles; a rejection fails the whole body with that error.
+ */
+export type FileSink = (fieldName: string, index: number, received: readonly ReceivedPart[]) => string | null | Promise<string | null>;
 
 /** Longest accepted value of a plain field. */
 const FIELD_VALUE_LIMIT = 4096;
@@ -82,7 +87,8 @@ export async function receiveMultipart(req: IncomingMessage, limits: MultipartLi
         fileSize: limits.maxFileBytes,
         files: limits.maxParts,
         fields: limits.maxParts,
-        parts: limits.maxParts * 2,
+        // busboy emits partsLimit when the count *reaches* the limit (files and fields: when one more arrives).
+        parts: limits.maxParts * 2 + 1,
         fieldSize: FIELD_VALUE_LIMIT,
         fieldNameSize: 200,
       },
@@ -140,34 +146,67 @@ export async function receiveMultipart(req: IncomingMessage, limits: MultipartLi
       if (failed) return;
       parts.push({ fieldName, kind: 'field', value: info.valueTruncated ? `${value}…` : value });
     });
+    /** Streams one file part to `target` (or drops its bytes when null, or once the body failed). */
+    const store = (part: ReceivedPart, stream: Readable, target: string | null): Promise<void> => {
+      if (target === null || failed) {
+        if (failed) stream.destroy();
+        else stream.resume();
+        return Promise.resolve();
+      }
+      const out = createWriteStream(target, { flags: 'wx', mode: 0o600 });
+      part.file = target;
+      part.size = 0;
+      open.add(stream);
+      sinks.add(out);
+      stream.on('data', (d: Buffer) => (part.size = (part.size ?? 0) + d.length));
+      stream.on('end', () => open.delete(stream));
+      const written = new Promise<void>((done) => {
+        out.on('close', () => {
+          sinks.delete(out);
+          done();
+        });
+        out.on('error', (err) => fail(err, false));
+      });
+      stream.pipe(out);
+      return written;
+    };
     bb.on('file', (fieldName, stream) => {
       // busboy destroys a part's stream when the body ends inside it: the listener turns that into a 400.
       stream.on('error', broken);
-      const target = failed ? null : sink(fieldName, files);
-      if (target === null) {
-        if (!failed) parts.push({ fieldName, kind: 'file' });
+      // At once, not once the sink has decided: busboy cuts a small part and emits this before anyone reads it.
+      stream.on('limit', () => fail(new PayloadTooLargeError(`the ${limits.fileNoun ?? 'file part'} of ${fieldName}`, limits.maxFileBytes, limits.fileSetting), true));
+      if (failed) {
         stream.resume();
         return;
       }
-      files++;
-      const out = createWriteStream(target, { flags: 'wx', mode: 0o600 });
-      const part: ReceivedPart = { fieldName, kind: 'file', file: target, size: 0 };
-      open.add(stream);
-      sinks.add(out);
+      const part: ReceivedPart = { fieldName, kind: 'file' };
       parts.push(part);
-      stream.on('data', (d: Buffer) => (part.size = (part.size ?? 0) + d.length));
-      stream.on('limit', () => fail(new PayloadTooLargeError(`the ${limits.fileNoun ?? 'file part'} of ${fieldName}`, limits.maxFileBytes, limits.fileSetting), true));
-      stream.on('end', () => open.delete(stream));
+      let target: ReturnType<FileSink>;
+      try {
+        target = sink(fieldName, files++, parts);
+      } catch (err) {
+        fail(err as Error, true);
+        stream.resume();
+        return;
+      }
+      if (target === null || typeof target === 'string') {
+        writes.push(store(part, stream, target));
+        return;
+      }
+      open.add(stream); // destroyed by fail() while the sink decides
       writes.push(
-        new Promise<void>((done) => {
-          out.on('close', () => {
-            sinks.delete(out);
-            done();
-          });
-          out.on('error', (err) => fail(err, false));
-        }),
+        target.then(
+          (t) => {
+            open.delete(stream);
+            return store(part, stream, t);
+          },
+          (err: unknown) => {
+            open.delete(stream);
+            stream.destroy();
+            fail(err as Error, true);
+          },
+        ),
       );
-      stream.pipe(out);
     });
     bb.on('filesLimit', tooMany);
     bb.on('fieldsLimit', tooMany);

@@ -1,0 +1,91 @@
+// The files module: the SDK's `browsers.fs` routes (read, write, list, info, folders, moves,
+// permissions, uploads, zips, watches) on every path but the daemon's own (guard.ts), and the
+// downloads folder Chromium saves to. close() stops every watch.
+import { accessSync, constants, mkdirSync, realpathSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { ConfigError, type Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
+import type { Route } from '../http/router.js';
+import { Guard } from './guard.js';
+import { fsRoutes } from './routes.js';
+import { readablePath } from './send.js';
+import { WatchSet } from './watches.js';
+
+export interface FsDeps {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+}
+
+export interface Files {
+  readonly routes: Route[];
+  /** The params of CDP's Browser.setDownloadBehavior for every Chromium launch. */
+  downloadBehavior(): DownloadBehavior;
+  /** The real path of a file the API may read, under the same rules as read_file (403, 404, 409 otherwise). */
+  resolveReadable(input: string): Promise<string>;
+  close(): Promise<void>;
+  destroy(): void;
+}
+
+export interface DownloadBehavior {
+  behavior: 'allow';
+  downloadPath: string;
+  eventsEnabled: true;
+}
+
+/** Browser.setDownloadBehavior params: downloads saved in `downloadsDir` (BROWSERD_DOWNLOADS_DIR), with download events. */
+export function downloadBehavior(downloadsDir: string): DownloadBehavior {
+  return { behavior: 'allow', downloadPath: downloadsDir, eventsEnabled: true };
+}
+
+/**
+ * BROWSERD_DOWNLOADS_DIR created (0700) when missing and used by its real path, which must not be
+ * in the state dir either (a symlink made after the settings were read): ConfigError otherwise.
+ */
+export function prepareDownloadsDir(config: Config): string {
+  const dir = config.fs.downloadsDir;
+  let real: string;
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    accessSync(dir, constants.W_OK | constants.X_OK);
+    real = realpathSync(dir);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
+  }
+  if (real === config.stateDir || real.startsWith(`${config.stateDir}/`)) {
+    throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} resolves to ${real}, inside the state dir ${config.stateDir}`);
+  }
+  return real;
+}
+
+/** Where upload parts wait that cannot go beside their destination yet; emptied at every start. */
+export function spoolDirOf(stateDir: string): string {
+  return path.join(stateDir, 'fs-spool');
+}
+
+/** The files module; throws ConfigError when the downloads folder cannot be used (main exits 2). */
+export function createFs(deps: FsDeps): Files {
+  const { config, metrics } = deps;
+  const log = deps.log.child({ module: 'fs' });
+  const downloadsDir = prepareDownloadsDir(config);
+  const guard = new Guard({ stateDir: config.stateDir, keysFile: config.keysFile, providersFile: config.proxies.providersFile });
+  const spoolDir = spoolDirOf(config.stateDir);
+  rmSync(spoolDir, { recursive: true, force: true });
+  mkdirSync(spoolDir, { mode: 0o700 });
+  const watches = new WatchSet(guard, { max: config.fs.maxWatches, queue: config.fs.watchQueue, maxDirs: config.fs.watchMaxDirs, idleMs: config.fs.watchIdleMs }, log, (n) =>
+    metrics.fsWatches.set(n),
+  );
+  log.info({ event: 'fs_ready', downloads_dir: downloadsDir }, 'files API ready');
+  return {
+    routes: fsRoutes({ config, metrics, guard, watches, spoolDir, downloadsDir }),
+    downloadBehavior: () => downloadBehavior(downloadsDir),
+    resolveReadable: readablePath(guard),
+    async close() {
+      watches.closeAll();
+    },
+    destroy() {
+      watches.closeAll();
+    },
+  };
+}

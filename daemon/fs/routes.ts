@@ -1,0 +1,377 @@
+// The files routes (the SDK's `browsers.fs`, route by route), their scopes and OpenAPI facts.
+// fs:read for what changes no file (reads, listings, archives, watches), fs:write for the rest.
+import type { ServerResponse } from 'node:http';
+import { z } from 'zod';
+import type { Config } from '../core/config.js';
+import type { Metrics } from '../core/metrics.js';
+import { PayloadTooLargeError } from '../core/errors.js';
+import type { ZipSink } from '../core/zip/write.js';
+import { qRequired, qString } from '../http/query.js';
+import type { RequestContext, Route } from '../http/router.js';
+import * as doc from './docs.js';
+import { fileInfo, listDir } from './entries.js';
+import type { Guard } from './guard.js';
+import { parseMode, parseOwner } from './owners.js';
+import { checkPathInput } from './resolve.js';
+import { openForRead, parseRange, sendFile } from './send.js';
+import { createDirectory, deleteDirectory, deleteFile, move, setPermissions } from './tree.js';
+import { receiveFiles, receiveZip } from './upload.js';
+import { streamWatch } from './watch-sse.js';
+import type { WatchSet } from './watches.js';
+import { resolveForWrite, writeAtomic } from './write.js';
+import { planZip, writeZip } from './zip-download.js';
+
+export interface RouteDeps {
+  config: Config;
+  metrics: Metrics;
+  guard: Guard;
+  watches: WatchSet;
+  spoolDir: string;
+  /** The real path of BROWSERD_DOWNLOADS_DIR. */
+  downloadsDir: string;
+}
+
+const F = '/browsers/{id}/fs';
+const pathQuery = z.strictObject({ path: qRequired('absolute path') });
+const writeQuery = z.strictObject({ path: qRequired('absolute path of the file'), mode: qString('octal mode (e.g. 644); default 644', 4) });
+const multipart = (schema: Record<string, unknown>) => ({ mediaType: 'multipart/form-data', schema });
+const done = { 204: { description: 'done' } };
+
+function pathOf(ctx: RequestContext): string {
+  const p = ctx.query.path as string;
+  checkPathInput(p);
+  return p;
+}
+
+/** The response as a zip sink: waits for drain, fails once the client has gone. */
+function responseSink(res: ServerResponse): ZipSink {
+  return {
+    write: (chunk) =>
+      new Promise<void>((resolve, reject) => {
+        if (res.destroyed) return reject(new Error('the client went away'));
+        if (res.write(chunk)) return resolve();
+        const settle = (): void => {
+          res.off('drain', settle).off('close', settle);
+          if (res.destroyed && !res.writableFinished) reject(new Error('the client went away'));
+          else resolve();
+        };
+        res.on('drain', settle).on('close', settle);
+      }),
+  };
+}
+
+export function fsRoutes(deps: RouteDeps): Route[] {
+  const { config, metrics, guard, watches, spoolDir, downloadsDir } = deps;
+  const c = config.fs;
+  const text = doc.limitsText(c);
+  const readBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'read' }, n);
+  const wroteBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'write' }, n);
+
+  return [
+    {
+      method: 'GET',
+      path: `${F}/read_file`,
+      scope: 'fs:read',
+      doc: {
+        summary: 'Read a file (streamed; a single Range honoured)',
+        description: doc.describe(
+          'Streams the file from disk (a final symlink is followed). `Range: bytes=a-b`, `a-` or `-n` gives 206 with Content-Range; ' +
+            'several ranges, another unit or a malformed header give the whole file (200); a range starting past the end is 416 ' +
+            'range_not_satisfiable with `Content-Range: bytes */<size>`. Headers: Content-Length, Accept-Ranges, Last-Modified. HEAD gives ' +
+            'the headers only. A read error after the first byte cuts the response.',
+        ),
+        query: pathQuery,
+        responses: {
+          200: { description: 'the file', mediaType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } },
+          206: { description: 'the range', mediaType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } },
+        },
+        errors: [400, 409, 416],
+      },
+      handler: async (ctx) => {
+        const file = await openForRead(guard, pathOf(ctx));
+        let range;
+        try {
+          range = parseRange(ctx.req.headers.range, file.stat.size);
+        } catch (err) {
+          await file.fh.close();
+          throw err;
+        }
+        await sendFile(ctx.res, file, range, readBytes);
+        return null;
+      },
+    },
+    {
+      method: 'PUT',
+      path: `${F}/write_file`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'Write a whole file from the raw body (atomic)',
+        description: doc.describe(text.write),
+        query: writeQuery,
+        body: { mediaType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } },
+        responses: done,
+        errors: [400, 409, 413, 507],
+      },
+      handler: async (ctx) => {
+        const p = pathOf(ctx);
+        const mode = parseMode('mode', ctx.query.mode as string | undefined, 0o644);
+        const declared = Number(ctx.req.headers['content-length'] ?? Number.NaN);
+        if (declared > c.maxFileBytes) throw new PayloadTooLargeError('the request body', c.maxFileBytes, 'BROWSERD_FS_MAX_FILE_BYTES');
+        const t = await resolveForWrite(guard, p);
+        try {
+          const bytes = await writeAtomic(t, ctx.req, mode, { maxBytes: c.maxFileBytes, what: 'the request body', setting: 'BROWSERD_FS_MAX_FILE_BYTES' }, wroteBytes);
+          ctx.log.info({ event: 'fs_write', path: t.real, bytes }, 'file written');
+        } finally {
+          await t.release();
+        }
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'GET',
+      path: `${F}/list_files`,
+      scope: 'fs:read',
+      doc: { summary: 'List a folder', description: doc.describe(text.list), query: pathQuery, responses: { 200: { description: 'the entries', schema: doc.listSchema } }, errors: [400, 409, 413] },
+      handler: async (ctx) => ({ status: 200, body: await listDir(guard, pathOf(ctx), c.maxListEntries) }),
+    },
+    {
+      method: 'GET',
+      path: `${F}/file_info`,
+      scope: 'fs:read',
+      doc: {
+        summary: 'Facts of a file or folder',
+        description: doc.describe('A final symlink is followed: the facts are of what it points to, `path` is that real path.'),
+        query: pathQuery,
+        responses: { 200: { description: 'the facts', schema: doc.fileInfoSchema } },
+        errors: [400, 409],
+      },
+      handler: async (ctx) => ({ status: 200, body: await fileInfo(guard, pathOf(ctx)) }),
+    },
+    {
+      method: 'PUT',
+      path: `${F}/create_directory`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'Create a folder and its missing parents (mkdir -p)',
+        description: doc.describe('Every missing folder gets `mode` (default 755, umask not applied); an existing folder is success (its mode unchanged); an existing file is 409 already_exists.'),
+        body: doc.createDirectoryBody,
+        responses: done,
+        errors: [409, 507],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(doc.createDirectoryBody);
+        checkPathInput(body.path);
+        await createDirectory(guard, body.path, parseMode('mode', body.mode, 0o755));
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'PUT',
+      path: `${F}/delete_file`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'Delete a file or a symlink',
+        description: doc.describe('A symlink is removed itself, never what it points to. A folder is 409 is_a_directory.'),
+        body: doc.pathBody,
+        responses: done,
+        errors: [409],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(doc.pathBody);
+        checkPathInput(body.path);
+        await deleteFile(guard, body.path);
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'PUT',
+      path: `${F}/delete_directory`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'Delete a folder and everything in it (rm -r)',
+        description: doc.describe(
+          'Depth first, each folder entered through its own handle, no symlink followed (a symlink inside is removed itself). A tree that ' +
+            'holds the state directory or a protected file is refused whole (403), before anything is deleted. A symlink or file at `path` is 409 not_a_directory.',
+        ),
+        body: doc.pathBody,
+        responses: done,
+        errors: [409],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(doc.pathBody);
+        checkPathInput(body.path);
+        await deleteDirectory(guard, body.path);
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'PUT',
+      path: `${F}/move`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'Move or rename a file or folder',
+        description: doc.describe(
+          'rename(2) semantics: dest_path is the new path itself (not a folder to move into), its folder must exist; a file replaces a ' +
+            'file, a folder replaces an empty folder (else 409 directory_not_empty); a file onto a folder is 409 is_a_directory, a folder onto ' +
+            'a file 409 not_a_directory; neither path\'s final symlink is followed (the link itself moves). A folder that holds the state ' +
+            'directory or a protected file cannot be moved (403). Across file systems a regular file is copied (atomically) then removed; ' +
+            'a folder or symlink there is 400.',
+        ),
+        body: doc.moveBody,
+        responses: done,
+        errors: [409, 507],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(doc.moveBody);
+        checkPathInput(body.src_path, 'src_path');
+        checkPathInput(body.dest_path, 'dest_path');
+        await move(guard, body.src_path, body.dest_path);
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'PUT',
+      path: `${F}/set_file_permissions`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'chmod, and chown when owner or group is given',
+        description: doc.describe('A final symlink is followed. Names are looked up in /etc/passwd and /etc/group; numbers are ids. Changing the owner needs a daemon running as root (else 403 permission_denied).'),
+        body: doc.permissionsBody,
+        responses: done,
+        errors: [409],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(doc.permissionsBody);
+        checkPathInput(body.path);
+        const mode = parseMode('mode', body.mode, 0);
+        await setPermissions(guard, body.path, mode, await parseOwner('owner', body.owner), await parseOwner('group', body.group));
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'POST',
+      path: `${F}/upload`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'Upload files (multipart), each to its own destination',
+        description: doc.describe(text.upload),
+        body: multipart({
+          type: 'object',
+          required: ['files'],
+          properties: {
+            files: {
+              type: 'array',
+              minItems: 1,
+              maxItems: c.maxUploadFiles,
+              items: { type: 'object', required: ['dest_path', 'file'], properties: { dest_path: { type: 'string' }, file: { type: 'string', format: 'binary' } } },
+            },
+          },
+        }),
+        responses: done,
+        errors: [409, 413, 507],
+      },
+      handler: async (ctx) => {
+        const files = await receiveFiles(ctx.req, { guard, spoolDir, limits: c });
+        ctx.log.info({ event: 'fs_upload', files }, 'files uploaded');
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'POST',
+      path: `${F}/upload_zip`,
+      scope: 'fs:write',
+      doc: {
+        summary: 'Upload a zip archive and unpack it into a folder',
+        description: doc.describe(text.zip),
+        body: multipart({ type: 'object', required: ['dest_path', 'zip_file'], properties: { dest_path: { type: 'string' }, zip_file: { type: 'string', format: 'binary' } } }),
+        responses: done,
+        errors: [409, 413, 422, 507],
+      },
+      handler: async (ctx) => {
+        const r = await receiveZip(ctx.req, { guard, spoolDir, limits: c });
+        ctx.log.info({ event: 'fs_upload_zip', entries: r.entries, bytes: r.bytes }, 'archive unpacked');
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'GET',
+      path: `${F}/download_dir_zip`,
+      scope: 'fs:read',
+      doc: {
+        summary: 'A folder as a zip archive (streamed)',
+        description: doc.describe(text.download),
+        query: pathQuery,
+        responses: { 200: { description: 'the archive', mediaType: 'application/zip', schema: { type: 'string', format: 'binary' } } },
+        errors: [400, 409, 413],
+      },
+      handler: async (ctx) => {
+        const plan = await planZip(guard, pathOf(ctx), c.maxZipEntries);
+        const res = ctx.res;
+        res.writeHead(200, { 'content-type': 'application/zip', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(plan.name)}.zip` });
+        if (ctx.req.method === 'HEAD') {
+          res.end();
+          return null;
+        }
+        try {
+          const r = await writeZip(guard, plan, responseSink(res));
+          res.end();
+          ctx.log.info({ event: 'fs_zip', path: plan.real, files: r.files, bytes: r.bytes }, 'folder archived');
+        } catch (err) {
+          ctx.log.warn({ event: 'fs_zip_cut', path: plan.real, err }, 'the archive was cut off');
+          res.destroy();
+        }
+        return null;
+      },
+    },
+    {
+      method: 'POST',
+      path: `${F}/watch`,
+      scope: 'fs:read',
+      doc: { summary: 'Watch a folder for changes', description: doc.describe(text.watch), body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] },
+      handler: async (ctx) => {
+        const body = await ctx.json(doc.watchBody);
+        checkPathInput(body.path);
+        const w = await watches.start(body.path, body.recursive ?? false);
+        return { status: 200, body: { watch_id: w.id } };
+      },
+    },
+    {
+      method: 'GET',
+      path: `${F}/watch/{watch_id}/events`,
+      scope: 'fs:read',
+      doc: { summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } },
+      handler: async (ctx) => {
+        const { watch, signal, detach } = watches.attach(ctx.params.watch_id ?? '');
+        try {
+          await streamWatch(ctx.res, watch, AbortSignal.any([signal, ctx.signal]));
+        } finally {
+          detach();
+        }
+        return null;
+      },
+    },
+    {
+      method: 'DELETE',
+      path: `${F}/watch/{watch_id}`,
+      scope: 'fs:read',
+      doc: { summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done },
+      handler: async (ctx) => {
+        watches.stop(ctx.params.watch_id ?? '');
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'GET',
+      path: `${F}/downloads`,
+      scope: 'fs:read',
+      doc: {
+        summary: "Where Chromium's downloads go",
+        description:
+          "Chromium saves downloads in this folder (BROWSERD_DOWNLOADS_DIR; Browser.setDownloadBehavior with eventsEnabled at every launch). " +
+          'It is an ordinary path for the files API: list it with list_files, read a download with read_file.',
+        responses: { 200: { description: 'the folder', schema: doc.downloadsSchema } },
+      },
+      handler: async () => ({ status: 200, body: { path: downloadsDir } }),
+    },
+  ];
+}

@@ -78,7 +78,7 @@ export async function verifyInstalled(cdp: CdpClient, watch: WorkerWatch, expect
   // Chromium allows no DevTools on a force-installed extension (Target.attachToTarget: "Not allowed"):
   // for policy installs, a started worker is as far as the daemon can see.
   for (const e of workers.filter((w) => w.kind === 'unpacked')) {
-    if (!(await workerActivated(cdp, e.id, deadline))) throw new VerifyError(`the service worker of ${e.name} (${e.id}) did not reach "activated" in time`);
+    if (!(await workerActivated(cdp, e.id, e.version, deadline))) throw new VerifyError(`the service worker of ${e.name} (${e.id}) did not reach "activated" in time`);
   }
 }
 
@@ -87,34 +87,46 @@ function workerId(url: string): string | undefined {
 }
 
 /**
- * The worker's version has reached `activated`: its top-level script has run, so the listeners it
- * registers there (webRequest, runtime messages) are in place. A target that appears is not yet
- * that: a request made at once could slip past a listener not yet added. A worker that stopped
- * meanwhile (idle) was activated before it stopped. Polled in the worker (unpacked extensions only:
- * Chromium refuses DevTools on force-installed ones).
+ * The worker's version is past `parsed` (installing, installed, activating, activated): its top-level
+ * script has run, so the listeners it registers there (webRequest, runtime messages) are in place.
+ * A target that appears is not yet that: a request made at once could slip past a listener not yet
+ * added. A replacement has the old worker beside the new one for a while: the one of the expected
+ * version must be past `parsed`. A worker that stopped meanwhile (idle) had run. Polled in the worker
+ * (unpacked extensions only: Chromium refuses DevTools on force-installed ones).
  */
-async function workerActivated(cdp: CdpClient, id: string, deadline: Deadline): Promise<boolean> {
+async function workerActivated(cdp: CdpClient, id: string, version: string, deadline: Deadline): Promise<boolean> {
   let poll = POLL_MIN_MS;
   for (;;) {
-    const target = (await targets(cdp, deadline)).find((t) => t.type === 'service_worker' && workerId(t.url) === id);
-    if (target === undefined) return true; // stopped again (idle): it had run
-    let state: unknown;
-    try {
-      const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: target.targetId, flatten: true }, { deadline });
-      try {
-        const r = await cdp.send('Runtime.evaluate', { expression: 'self.serviceWorker ? self.serviceWorker.state : "activated"', returnByValue: true }, { sessionId, deadline });
-        state = r.result.value;
-      } finally {
-        await cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
-      }
-    } catch (err) {
-      if (deadline.expired) throw err;
-      state = 'unknown'; // the worker went away between the listing and the attach: look again
+    // A replacement has two workers for a while: the old one (redundant) and the new one.
+    const workers = (await targets(cdp, deadline)).filter((t) => t.type === 'service_worker' && workerId(t.url) === id);
+    if (workers.length === 0) return true; // stopped again (idle): it had run
+    for (const target of workers) {
+      const w = await workerState(cdp, target.targetId, deadline);
+      if (w !== null && w.version === version && RAN.has(w.state)) return true;
     }
-    if (state === 'activated') return true;
     if (deadline.left() <= poll) return false;
     await deadline.sleep(poll);
     poll = nextPoll(poll);
+  }
+}
+
+/** Service worker states reached only after the top-level script ran (install follows evaluation). */
+const RAN = new Set(['installing', 'installed', 'activating', 'activated']);
+
+/** The worker's state and its extension's version, or null when it went away meanwhile. */
+async function workerState(cdp: CdpClient, targetId: string, deadline: Deadline): Promise<{ state: string; version: string } | null> {
+  try {
+    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline });
+    try {
+      const expression = '({ state: self.serviceWorker ? self.serviceWorker.state : "activated", version: chrome.runtime.getManifest().version })';
+      const r = await cdp.send('Runtime.evaluate', { expression, returnByValue: true }, { sessionId, deadline });
+      return (r.result.value as { state: string; version: string } | undefined) ?? null;
+    } finally {
+      await cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
+    }
+  } catch (err) {
+    if (deadline.expired) throw err;
+    return null;
   }
 }
 

@@ -183,7 +183,8 @@ test('SIGKILL to the daemon: its Chromium (DevTools on a pipe) ends with it; a C
   const stray = spawn('/usr/lib/chromium/chromium', ['--headless', '--no-sandbox', '--disable-gpu', `--user-data-dir=${profileDir(d)}`, '--remote-debugging-port=0', 'about:blank'], {
     detached: true,
     stdio: 'ignore',
-    env: { ...process.env, ...env },
+    // Its temp files (ended by SIGKILL, it removes none) go to a folder removed with the test's.
+    env: { ...process.env, ...env, TMPDIR: tempDir('browserd-test-stray-tmp-') },
   });
   await waitUntil(() => chromiumOnProfile(profileDir(d)).length >= 3, 'the stray Chromium running');
   const strayTree = chromiumOnProfile(profileDir(d));

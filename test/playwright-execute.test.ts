@@ -5,13 +5,14 @@
 // the pool's 429, the runner's environment (no token) and the scope.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { repoRoot, startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { isAlive, waitBrowser, waitUntil } from './helpers/chromium.js';
@@ -245,14 +246,24 @@ test('bad bodies are 400; the scope is playwright:execute', async () => {
   assert.deepEqual(body.details, [{ code: 'missing_scope', message: 'playwright:execute' }]);
 });
 
-test('a runner never outlives its parent: when the daemon is gone (SIGKILL), its watchdog ends it', async () => {
+test('a runner never outlives its parent: when the daemon is gone (SIGKILL), its watchdog ends it and removes its TMPDIR', async () => {
   const runnerJs = path.join(repoRoot, 'dist', 'daemon', 'playwright', 'runner', 'main.js');
-  // A stand-in daemon starts the runner with the test's own pipes as stdin and fd 3: when the
-  // stand-in is killed, nothing the runner reads closes; only the watchdog can end it.
+  // The TMPDIR the daemon makes for each runner (and would have removed at its end).
+  const runnerTmp = mkdtempSync(path.join(tmpdir(), 'browserd-runner-'));
+  writeFileSync(path.join(runnerTmp, 'left-by-the-code'), 'x');
+  // A stand-in daemon starts the runner with a FIFO opened read-write as its stdin and fd 3: the
+  // runner holds both ends itself, so nothing it reads ever closes when the stand-in is killed
+  // (a pipe from this process would: Node closes a child's stdin at its exit). Only the watchdog
+  // can end it.
+  const fifo = path.join(tempDir('browserd-test-fifo-'), 'in');
+  execFileSync('mkfifo', [fifo]);
   const standIn = spawn(
     process.execPath,
-    ['-e', `const c = require('node:child_process').spawn(process.execPath, [${JSON.stringify(runnerJs)}], { stdio: ['inherit', 'ignore', 'ignore', 'inherit'], detached: true }); process.stdout.write(c.pid + '\\n'); setInterval(() => {}, 1000);`],
-    { stdio: ['pipe', 'pipe', 'inherit', 'pipe'] },
+    [
+      '-e',
+      `const fd = require('node:fs').openSync(${JSON.stringify(fifo)}, 'r+'); const c = require('node:child_process').spawn(process.execPath, [${JSON.stringify(runnerJs)}], { stdio: [fd, 'ignore', 'ignore', fd], detached: true }); process.stdout.write(c.pid + '\\n'); setInterval(() => {}, 1000);`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TMPDIR: runnerTmp } },
   );
   const pid = Number(await new Promise<string>((resolve) => standIn.stdout?.once('data', (c: Buffer) => resolve(c.toString()))));
   try {
@@ -267,7 +278,9 @@ test('a runner never outlives its parent: when the daemon is gone (SIGKILL), its
     assert.ok(isAlive(pid));
     standIn.kill('SIGKILL');
     await waitUntil(() => !isAlive(pid), 'the orphaned runner gone', 10_000);
+    assert.ok(!existsSync(runnerTmp), 'the runner\'s TMPDIR is removed');
   } finally {
+    rmSync(runnerTmp, { recursive: true, force: true });
     standIn.kill('SIGKILL');
     try {
       process.kill(pid, 'SIGKILL');

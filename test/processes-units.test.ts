@@ -382,3 +382,35 @@ describe('terminal input', () => {
     }
   });
 });
+
+describe('terminal output', () => {
+  test('output still in the terminal when node-pty destroys its socket after the exit (200 ms timer) is read, not lost', async () => {
+    loadPty();
+    // The leader exits at once; a background job (deaf to the SIGHUP of the leader's end: ignored
+    // before the fork) keeps the terminal open and writes 100 ms later.
+    const child = launchPty({ command: '/bin/sh', args: ['-c', 'trap "" HUP; (sleep 0.1; printf late-output; sleep 300) & exit 0'], env: { PATH: '/usr/bin:/bin' }, cwd: '/', rows: 24, cols: 80 });
+    const chunks: Buffer[] = [];
+    child.output.on('data', (d: Buffer) => chunks.push(d));
+    try {
+      // Let node-pty see the exit (its 200 ms destroy timer starts then), then keep the event loop
+      // busy past the job's write and the timer, from the check phase: the next loop turn runs the
+      // due timer before it polls the terminal, so the write is still in the kernel at the destroy.
+      await until('the leader reaped', () => {
+        try {
+          process.kill(child.pid, 0);
+          return undefined;
+        } catch {
+          return true;
+        }
+      });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setImmediate(resolve));
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 800);
+      await child.outputEnded;
+      assert.match(Buffer.concat(chunks).toString(), /late-output/);
+      assert.equal((await child.exit).code, 0);
+    } finally {
+      killGroup(child.pgid);
+    }
+  });
+});

@@ -199,11 +199,15 @@ export class RunnerProcess {
     }
   }
 
-  /** SIGTERM to the group, SIGKILL after `graceMs`; resolves once nothing of it lives. */
+  /**
+   * SIGTERM to the group, SIGKILL after `graceMs`; resolves once nothing of it lives and `ended` has
+   * resolved (its exit seen and its answer pipe read: whoever awaits `ended` has been told).
+   */
   async stop(graceMs: number): Promise<void> {
     this.killed = true;
     this.child.stdin?.end();
     await endGroups([this.child.pgid], graceMs, KILL_WAIT_MS);
+    await this.ended;
   }
 
   private write(msg: ToRunner): void {

@@ -13,10 +13,17 @@
 // (the kernel offers no writable event for it here), and the callback fires once every byte is in
 // the terminal's input queue. The fd is never touched after node-pty closed it (its number may
 // belong to another file by then).
-import { writeSync } from 'node:fs';
+//
+// Why the output is read once more before node-pty closes it: when the child has exited but the
+// terminal has not closed within 200 ms (a grandchild holds it, or the daemon was not scheduled in
+// time on a loaded machine), node-pty destroys its socket from a timer. libuv runs timers before it
+// polls, so a daemon descheduled for longer would destroy the socket with the child's last output
+// still unread in the kernel. The socket's destroy() therefore reads what the terminal holds first
+// (non-blocking, until EAGAIN or EIO).
+import { readSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants as osConstants } from 'node:os';
-import { Writable, type Readable } from 'node:stream';
+import { PassThrough, Writable, type Readable } from 'node:stream';
 import type * as NodePty from '@lydell/node-pty';
 import { killGroupNow, SpawnError, type ExitInfo } from './launch.js';
 
@@ -87,7 +94,22 @@ export interface PtyChild {
 /** node-pty's UnixTerminal: its master fd and the socket over it (not in its typings; checked at spawn). */
 interface UnixTerminalInternals {
   fd: number;
-  _socket: Readable & { destroyed: boolean };
+  _socket: Readable;
+}
+
+/** Reads what the terminal's master holds now (non-blocking fd) into `out`: until EAGAIN, EIO or end. */
+function drainTerminal(fd: number, out: PassThrough): void {
+  const buf = Buffer.allocUnsafe(64 * 1024);
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(fd, buf, 0, buf.length, null);
+    } catch {
+      return; // EAGAIN: nothing more now; EIO: the terminal closed
+    }
+    if (n <= 0) return;
+    out.write(Buffer.from(buf.subarray(0, n)));
+  }
 }
 
 /** The input side of a terminal; see the file comment. */
@@ -190,9 +212,18 @@ export function launchPty(spec: PtySpec): PtyChild {
   const closed = (): boolean => socket.destroyed;
   const input = new PtyInput(internals.fd, closed);
   input.on('error', () => {});
+  // The output: what the socket reads, then what the terminal still held when the socket was destroyed.
+  const output = new PassThrough();
+  socket.on('data', (d: Buffer) => output.write(d));
+  const destroySocket = socket.destroy.bind(socket);
+  socket.destroy = (err?: Error): Readable => {
+    if (!socket.destroyed) drainTerminal(internals.fd, output);
+    return destroySocket(err);
+  };
   const outputEnded = new Promise<void>((resolve) => {
-    if (socket.destroyed) resolve();
-    else socket.once('close', () => resolve());
+    output.once('end', () => resolve());
+    if (socket.destroyed) output.end();
+    else socket.once('close', () => output.end());
   });
   let exitInfo: ExitInfo | null = null;
   // node-pty reports the exit once the terminal closed (or 200 ms after the child's end).
@@ -210,7 +241,7 @@ export function launchPty(spec: PtySpec): PtyChild {
     pgid: pid,
     spawnedAt: new Date(),
     input,
-    output: socket,
+    output,
     exit,
     get exitInfo() {
       return exitInfo;

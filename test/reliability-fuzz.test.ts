@@ -98,9 +98,16 @@ async function stillServing(what: string): Promise<void> {
   await res.arrayBuffer();
 }
 
-test('every body-taking route survives truncated, stalled, cut-short chunked and garbage bodies', async () => {
-  assert.ok(routes.length >= 7, `found ${routes.length} routes with a body`);
+/** One round: the seven bodies for one route, sent at once; then the daemon must still serve. */
+interface Round {
+  label: string;
+  cases: [string, () => Promise<Sent>][];
+}
+
+/** Every round, drawn from the seeded PRNG in a fixed order (so a failure replays), before any is sent. */
+function plan(): Round[] {
   const rand = prng(SEED);
+  const rounds: Round[] = [];
   for (const r of routes) {
     const path = concrete(r.path);
     const boundary = `----fuzz${Math.floor(rand() * 1e9)}`;
@@ -114,19 +121,41 @@ test('every body-taking route survives truncated, stalled, cut-short chunked and
         Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="extensions[0][zip_file]"; filename="a.zip"\r\nContent-Type: application/zip\r\n\r\n`),
         garbage,
       ]);
-      const cases: [string, Promise<Sent>][] = [
-        ['garbage', send(headers(r.method, path, contentType, [`content-length: ${size}`]), garbage, {})],
-        ['truncated', send(headers(r.method, path, contentType, [`content-length: ${size * 2}`]), garbage, { cut: size })],
-        ['stalled', send(headers(r.method, path, contentType, [`content-length: ${size * 2}`]), garbage, { cut: Math.floor(size / 2), stallMs: 50 + Math.floor(rand() * 100) })],
-        ['chunked cut short', send(headers(r.method, path, contentType, ['transfer-encoding: chunked']), Buffer.concat([Buffer.from(`${(size * 2).toString(16)}\r\n`), garbage]), { cut: size })],
-        ['half a JSON', send(headers(r.method, path, 'application/json', [`content-length: ${json.length}`]), json, {})],
-        ['multipart ending inside a file part', send(headers(r.method, path, `multipart/form-data; boundary=${boundary}`, [`content-length: ${filePart.length}`]), filePart, {})],
-        ['multipart chunked cut short', send(headers(r.method, path, `multipart/form-data; boundary=${boundary}`, ['transfer-encoding: chunked']), Buffer.concat([Buffer.from(`${(filePart.length * 2).toString(16)}\r\n`), filePart]), { cut: filePart.length })],
-      ];
-      for (const [what, sent] of cases) checkAnswer(await sent, `${r.method} ${r.path} ${what} #${i}`);
-      await stillServing(`${r.method} ${r.path} round ${i}`);
+      const stallMs = 50 + Math.floor(rand() * 100);
+      rounds.push({
+        label: `${r.method} ${r.path} round ${i}`,
+        cases: [
+          ['garbage', () => send(headers(r.method, path, contentType, [`content-length: ${size}`]), garbage, {})],
+          ['truncated', () => send(headers(r.method, path, contentType, [`content-length: ${size * 2}`]), garbage, { cut: size })],
+          ['stalled', () => send(headers(r.method, path, contentType, [`content-length: ${size * 2}`]), garbage, { cut: Math.floor(size / 2), stallMs })],
+          ['chunked cut short', () => send(headers(r.method, path, contentType, ['transfer-encoding: chunked']), Buffer.concat([Buffer.from(`${(size * 2).toString(16)}\r\n`), garbage]), { cut: size })],
+          ['half a JSON', () => send(headers(r.method, path, 'application/json', [`content-length: ${json.length}`]), json, {})],
+          ['multipart ending inside a file part', () => send(headers(r.method, path, `multipart/form-data; boundary=${boundary}`, [`content-length: ${filePart.length}`]), filePart, {})],
+          [
+            'multipart chunked cut short',
+            () => send(headers(r.method, path, `multipart/form-data; boundary=${boundary}`, ['transfer-encoding: chunked']), Buffer.concat([Buffer.from(`${(filePart.length * 2).toString(16)}\r\n`), filePart]), { cut: filePart.length }),
+          ],
+        ],
+      });
     }
   }
+  return rounds;
+}
+
+/** Rounds of different routes run side by side (the daemon serves many clients at once anyway). */
+const ROUNDS_AT_ONCE = 8;
+
+test('every body-taking route survives truncated, stalled, cut-short chunked and garbage bodies', async () => {
+  assert.ok(routes.length >= 7, `found ${routes.length} routes with a body`);
+  const queue = plan();
+  const worker = async (): Promise<void> => {
+    for (let round = queue.shift(); round !== undefined; round = queue.shift()) {
+      const sent = round.cases.map(([what, go]) => [what, go()] as const);
+      for (const [what, answer] of sent) checkAnswer(await answer, `${round.label}: ${what}`);
+      await stillServing(round.label);
+    }
+  };
+  await Promise.all(Array.from({ length: ROUNDS_AT_ONCE }, worker));
 });
 
 test('the daemon kept its pid and serves a normal request afterwards', async () => {

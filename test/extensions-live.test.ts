@@ -137,8 +137,10 @@ test('a replacement that fails to activate: 422 activation_failed, the previous 
 });
 
 test('a replacement that activates: same id, the new version live', async () => {
-  const body = await expectUploaded(await upload(d, indexed([['worker', fixtureZip('mv3-worker', { manifest: { version: '1.5' } })]])));
-  assert.deepEqual(body.extensions, [{ name: 'worker', id: workerId, version: '1.5', activation: 'live' }]);
+  const res = await upload(d, indexed([['worker', fixtureZip('mv3-worker', { manifest: { version: '1.5' } })]]));
+  const body = await expectUploaded(res);
+  const liveFailed = d.logs.filter((l) => l.event === 'extension_live_failed' && l.req_id === res.headers.get('x-request-id'));
+  assert.deepEqual(body.extensions, [{ name: 'worker', id: workerId, version: '1.5', activation: 'live' }], `live activation failed: ${JSON.stringify(liveFailed)}`);
   assert.equal((await chromiumExtensions(d)).get(workerId), '1.5');
 });
 

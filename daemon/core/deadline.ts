@@ -41,6 +41,11 @@ export class Deadline {
     return new Deadline(epochMs, what, parent);
   }
 
+  /** A deadline for one step: `ms` from now, but never past this one, and aborted with it. */
+  child(ms: number, what: string): Deadline {
+    return new Deadline(Math.min(this.at, Date.now() + ms), what, this.signal);
+  }
+
   /** Aborted when the time runs out or the parent aborts; its reason is a DeadlineError. */
   get signal(): AbortSignal {
     return this.controller.signal;

@@ -78,7 +78,8 @@ export async function verifyInstalled(cdp: CdpClient, watch: WorkerWatch, expect
   // Chromium allows no DevTools on a force-installed extension (Target.attachToTarget: "Not allowed"):
   // for policy installs, a started worker is as far as the daemon can see.
   for (const e of workers.filter((w) => w.kind === 'unpacked')) {
-    if (!(await workerActivated(cdp, e.id, e.version, deadline))) throw new VerifyError(`the service worker of ${e.name} (${e.id}) did not reach "activated" in time`);
+    const seen = await workerActivated(cdp, e.id, e.version, deadline);
+    if (seen !== true) throw new VerifyError(`the service worker of ${e.name} (${e.id} ${e.version}) did not run its script in time (last seen: ${seen})`);
   }
 }
 
@@ -94,17 +95,15 @@ function workerId(url: string): string | undefined {
  * version must be past `parsed`. A worker that stopped meanwhile (idle) had run. Polled in the worker
  * (unpacked extensions only: Chromium refuses DevTools on force-installed ones).
  */
-async function workerActivated(cdp: CdpClient, id: string, version: string, deadline: Deadline): Promise<boolean> {
+async function workerActivated(cdp: CdpClient, id: string, version: string, deadline: Deadline): Promise<true | string> {
   let poll = POLL_MIN_MS;
   for (;;) {
-    // A replacement has two workers for a while: the old one (redundant) and the new one.
+    // A replacement has two workers for a while: the old one (on its way out) and the new one.
     const workers = (await targets(cdp, deadline)).filter((t) => t.type === 'service_worker' && workerId(t.url) === id);
     if (workers.length === 0) return true; // stopped again (idle): it had run
-    for (const target of workers) {
-      const w = await workerState(cdp, target.targetId, deadline);
-      if (w !== null && w.version === version && RAN.has(w.state)) return true;
-    }
-    if (deadline.left() <= poll) return false;
+    const seen = await firstRan(workers.map((t) => workerState(cdp, t.targetId, deadline)), version);
+    if (seen === true) return true;
+    if (deadline.left() <= poll) return seen.join(', ');
     await deadline.sleep(poll);
     poll = nextPoll(poll);
   }
@@ -113,20 +112,50 @@ async function workerActivated(cdp: CdpClient, id: string, version: string, dead
 /** Service worker states reached only after the top-level script ran (install follows evaluation). */
 const RAN = new Set(['installing', 'installed', 'activating', 'activated']);
 
-/** The worker's state and its extension's version, or null when it went away meanwhile. */
-async function workerState(cdp: CdpClient, targetId: string, deadline: Deadline): Promise<{ state: string; version: string } | null> {
+/** true as soon as one probe shows `version` past `parsed`; else what each probe saw. */
+function firstRan(probes: Promise<WorkerState | string>[], version: string): Promise<true | string[]> {
+  return new Promise((resolve, reject) => {
+    const seen: string[] = [];
+    for (const probe of probes) {
+      probe.then((w) => {
+        if (typeof w !== 'string' && w.version === version && RAN.has(w.state)) return resolve(true);
+        seen.push(typeof w === 'string' ? w : `version ${w.version} ${w.state}`);
+        if (seen.length === probes.length) resolve(seen);
+      }, reject);
+    }
+  });
+}
+
+interface WorkerState {
+  state: string;
+  version: string;
+}
+
+/**
+ * Time one probe of a worker may take. A worker on its way out (the old one of a replacement)
+ * can take the attach and never answer Runtime.evaluate (seen on Chromium 156 under load).
+ */
+const PROBE_MS = 1000;
+
+/** The worker's state and its extension's version, or why they could not be read (gone meanwhile, no answer). */
+async function workerState(cdp: CdpClient, targetId: string, deadline: Deadline): Promise<WorkerState | string> {
+  const probe = deadline.child(PROBE_MS, 'service worker probe');
   try {
-    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline });
+    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline: probe });
     try {
       const expression = '({ state: self.serviceWorker ? self.serviceWorker.state : "activated", version: chrome.runtime.getManifest().version })';
-      const r = await cdp.send('Runtime.evaluate', { expression, returnByValue: true }, { sessionId, deadline });
-      return (r.result.value as { state: string; version: string } | undefined) ?? null;
+      const r = await cdp.send('Runtime.evaluate', { expression, returnByValue: true }, { sessionId, deadline: probe });
+      if (r.exceptionDetails) return `threw: ${r.exceptionDetails.exception?.description ?? r.exceptionDetails.text}`;
+      return r.result.value as WorkerState;
     } finally {
-      await cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
+      // Not awaited: a worker that did not answer the probe may not answer this either.
+      cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
     }
   } catch (err) {
     if (deadline.expired) throw err;
-    return null;
+    return `no answer: ${(err as Error).message}`;
+  } finally {
+    probe.dispose();
   }
 }
 

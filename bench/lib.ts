@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'main.js');
+export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js');
 export const fixtures = path.join(repoRoot, 'fixtures');
 export const CHROMIUM = process.env.BROWSERD_CHROMIUM ?? '/usr/lib/chromium/chromium';
 

@@ -1,5 +1,6 @@
 // browserd: wiring only. Settings → logger → keys → modules → routes → server → signals.
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, type Config } from './core/config.js';
 import { createLogger, type Logger } from './core/log.js';
 import { createMetrics, type Metrics } from './core/metrics.js';
@@ -110,7 +111,7 @@ async function main(): Promise<void> {
     process.exit(EXIT_BAD_SETTING);
   }
   const computer = createComputer({ config, log, metrics, browser });
-  const playwright = createPlaywright({ config, log, metrics, keyring });
+  const playwright = createPlaywright({ config, log, metrics, keyring, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   let files: ReturnType<typeof createFs>;
   try {
     files = createFs({ config, log, metrics });
@@ -125,9 +126,16 @@ async function main(): Promise<void> {
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, playwright];
 
-  let openapi: Record<string, unknown> = {};
+  // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
+  // that neither the start nor an idle daemon pays for.
+  let openapi: Record<string, unknown> | null = null;
+  const openapiDoc = (): Record<string, unknown> =>
+    (openapi ??= buildOpenApi(server.router.routes, {
+      version,
+      description: 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz and /openapi.json takes a bearer token.',
+    }));
   const routes = [
-    ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: () => openapi }),
+    ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }),
     ...browser.routes,
     ...proxies.routes,
     ...extensions.routes,
@@ -138,10 +146,6 @@ async function main(): Promise<void> {
     ...files.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
-  openapi = buildOpenApi(server.router.routes, {
-    version,
-    description: 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz and /openapi.json takes a bearer token.',
-  });
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {

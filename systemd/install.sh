@@ -34,7 +34,7 @@ done
 
 [ "$(id -u)" -eq 0 ] || die "run as root (sudo $0)"
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ -f "$src/dist/daemon/main.js" ] || die "no build in $src/dist: run 'npm ci && npm run build' first"
+[ -f "$src/dist/daemon/browserd.js" ] || die "no build in $src/dist: run 'npm ci && npm run build' first"
 [ -f "$src/package-lock.json" ] || die "$src/package-lock.json is missing"
 
 # --- prerequisites -------------------------------------------------------------------------------

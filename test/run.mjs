@@ -9,7 +9,7 @@
 // Afterwards, /tmp is compared with before: an entry a daemon, Chromium or a test left there
 // (browserd-*, org.chromium.Chromium.*, puppeteer_dev_profile-*, …) fails the run.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -24,9 +24,20 @@ if (chosen.length === 0) {
 const compiled = (f) => path.join(root, 'dist', 'test', f.replace(/\.ts$/, '.js'));
 for (const f of chosen) {
   if (!existsSync(compiled(f))) {
-    console.error(`${compiled(f)} is missing: run the build (tsc -p .) first`);
+    console.error(`${compiled(f)} is missing: run the build (npm run build) first`);
     process.exit(1);
   }
+}
+// The daemon the tests start is the one-file build (scripts/bundle.mjs): it must be newer than every source.
+const bundle = path.join(root, 'dist', 'daemon', 'browserd.js');
+const newestSource = (dir) =>
+  readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
+    const p = path.join(dir, e.name);
+    return Math.max(m, e.isDirectory() ? newestSource(p) : e.name.endsWith('.ts') ? statSync(p).mtimeMs : 0);
+  }, 0);
+if (!existsSync(bundle) || statSync(bundle).mtimeMs < newestSource(path.join(root, 'daemon'))) {
+  console.error(`${bundle} is missing or older than daemon/: run the build (npm run build) first`);
+  process.exit(1);
 }
 const isSerial = (f) => /^\/\/ @serial\b/m.test(readFileSync(path.join(root, 'test', f), 'utf8').split('\n').slice(0, 15).join('\n'));
 const serial = chosen.filter(isSerial);

@@ -19,6 +19,8 @@ export interface PlaywrightDeps {
   metrics: Metrics;
   /** Where each runner's token (scope `cdp` only) is registered and revoked. */
   keyring: Pick<KeyRing, 'addEphemeral'>;
+  /** The runner program: main.ts knows it (tsc's output and the one-file bundle both sit in dist/daemon/). */
+  runnerScript: string;
 }
 
 export interface Playwright {
@@ -41,6 +43,7 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
   const log = deps.log.child({ module: 'playwright' });
   let address = { host: config.listen.host, port: config.listen.port };
   const pool = new RunnerPool({
+    script: deps.runnerScript,
     max: config.playwright.runners,
     maxHeapMb: config.playwright.maxHeapMb,
     outputLimitBytes: config.playwright.outputLimitBytes,

@@ -16,6 +16,8 @@ import { RunnerProcess, type Execution } from './runner-process.js';
 export const RUNNER_STOP_GRACE_MS = 1000;
 
 export interface PoolDeps {
+  /** The runner program. */
+  script: string;
   max: number;
   maxHeapMb: number;
   outputLimitBytes: number;
@@ -110,7 +112,7 @@ export class RunnerPool {
     const t0 = performance.now();
     let runner: RunnerProcess;
     try {
-      runner = await RunnerProcess.start({ ...this.deps.childSetup(), maxHeapMb: this.deps.maxHeapMb, hello, log });
+      runner = await RunnerProcess.start({ ...this.deps.childSetup(), script: this.deps.script, maxHeapMb: this.deps.maxHeapMb, hello, log });
     } catch (err) {
       revoke();
       throw err;

@@ -5,13 +5,11 @@
 // (outside executions, or Node's own fatal errors) is logged at debug; the last lines of its
 // stderr explain an exit in the answer.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { launch, type Child, type ExitInfo } from '../core/process/launch.js';
 import { endGroups, signalGroup } from '../core/process/group.js';
 import type { Logger } from '../core/log.js';
 import { ANSWER_FD, type FromRunner, type HelloMessage, type ResultMessage, type ToRunner } from './protocol.js';
 
-export const RUNNER_JS = fileURLToPath(new URL('./runner/main.js', import.meta.url));
 
 /** Lines of the runner's own stderr kept to explain its exit. */
 const STDERR_TAIL_LINES = 40;
@@ -23,6 +21,8 @@ const KILL_WAIT_MS = 2000;
 const ANSWERS_AFTER_EXIT_MS = 1000;
 
 export interface RunnerSpec {
+  /** The runner program (dist/daemon/playwright/runner/main.js). */
+  script: string;
   env: Record<string, string>;
   cwd: string;
   /** Removes what the runner's setup made for it (its TMPDIR); called once it has ended. */
@@ -121,7 +121,7 @@ export class RunnerProcess {
     try {
       child = await launch({
         command: process.execPath,
-        args: [`--max-old-space-size=${spec.maxHeapMb}`, RUNNER_JS],
+        args: [`--max-old-space-size=${spec.maxHeapMb}`, spec.script],
         env: spec.env,
         cwd: spec.cwd,
         stdin: 'pipe',

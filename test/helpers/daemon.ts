@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'main.js');
+export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js');
 export const fixtures = path.join(repoRoot, 'fixtures');
 
 export const TEST_TOKEN = 'test-token-0123456789abcdef';

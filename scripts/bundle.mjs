@@ -1,0 +1,31 @@
+// `npm run build`'s second step: the daemon as one ES module, dist/daemon/browserd.js, beside the
+// files tsc wrote. Why: Node 20 resolves, reads and compiles each of the ~600 modules of the
+// daemon and its dependencies one by one at start (zod alone is ~100 files); one file halves the
+// start (see bench/RESULTS.md, "daemon start"). Both forms run the same code: `node
+// dist/daemon/main.js` (tsc's output) works too, only slower to start.
+//
+// Left outside: the PTY addon (native, loaded by createRequire) and what only the Playwright runner
+// loads (it is its own process, dist/daemon/playwright/runner/main.js, started from tsc's output).
+// Names are kept (error classes and stack frames read the same); no source map (Node would parse it
+// at every start).
+import { build } from 'esbuild';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+
+await build({
+  entryPoints: [path.join(root, 'daemon', 'main.ts')],
+  outfile: path.join(root, 'dist', 'daemon', 'browserd.js'),
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  external: ['@lydell/node-pty', 'esbuild', 'playwright-core'],
+  // CommonJS dependencies bundled into an ES module still call require() for Node's own modules.
+  banner: { js: "import { createRequire as browserdCreateRequire } from 'node:module'; const require = browserdCreateRequire(import.meta.url);" },
+  minify: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
+  keepNames: true,
+  legalComments: 'none',
+  logLevel: 'warning',
+});

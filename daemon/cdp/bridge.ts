@@ -10,17 +10,7 @@ import WebSocket from 'ws';
 import { Deadline, DeadlineError } from '../core/deadline.js';
 import { BrowserUnavailableError, InvalidRequestError, NotFoundError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import {
-  CLOSE_GOING_AWAY,
-  CLOSE_NORMAL,
-  CLOSE_SERVICE_RESTART,
-  CLOSE_TOO_BIG,
-  CLOSE_TRY_AGAIN_LATER,
-  handshakeProblem,
-  reasonText,
-  WebSocketHub,
-  type UpgradeRequest,
-} from '../core/streams/websocket.js';
+import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
 import type { Channel, ChannelEnd, ChannelKind } from './channel.js';
 import { CdpCallError, type CdpMux } from './mux.js';
 
@@ -41,12 +31,12 @@ export interface BridgeHost {
 }
 
 const CLOSE_BY_END: Record<ChannelEnd['code'], number> = {
-  browser_gone: CLOSE_SERVICE_RESTART,
-  restart: CLOSE_SERVICE_RESTART,
-  stopping: CLOSE_GOING_AWAY,
-  target_closed: CLOSE_NORMAL,
-  too_big: CLOSE_TOO_BIG,
-  client_closed: CLOSE_NORMAL,
+  browser_gone: CLOSE.SERVICE_RESTART,
+  restart: CLOSE.SERVICE_RESTART,
+  stopping: CLOSE.GOING_AWAY,
+  target_closed: CLOSE.NORMAL,
+  too_big: CLOSE.TOO_BIG,
+  client_closed: CLOSE.NORMAL,
 };
 
 export class CdpBridge extends WebSocketHub {
@@ -135,7 +125,7 @@ export class CdpBridge extends WebSocketHub {
     ws.send(data, { binary: false });
     if (ws.bufferedAmount > this.slowClientBytes()) {
       channel?.close();
-      this.closeClient(ws, { code: 'client_closed', message: `the client reads too slowly (${ws.bufferedAmount} bytes unsent)` }, CLOSE_TRY_AGAIN_LATER);
+      this.closeClient(ws, { code: 'client_closed', message: `the client reads too slowly (${ws.bufferedAmount} bytes unsent)` }, CLOSE.TRY_AGAIN_LATER);
     }
   }
 

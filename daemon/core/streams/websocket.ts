@@ -8,11 +8,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '../log.js';
 
 /** Close codes (RFC 6455 and the IANA registry). */
-export const CLOSE_NORMAL = 1000;
-export const CLOSE_GOING_AWAY = 1001;
-export const CLOSE_TOO_BIG = 1009;
-export const CLOSE_SERVICE_RESTART = 1012;
-export const CLOSE_TRY_AGAIN_LATER = 1013;
+export const CLOSE = { NORMAL: 1000, GOING_AWAY: 1001, TOO_BIG: 1009, SERVICE_RESTART: 1012, TRY_AGAIN_LATER: 1013 } as const;
 
 /** What an upgrade hands the endpoint (the route's UpgradeContext). */
 export interface UpgradeRequest {
@@ -58,7 +54,7 @@ export class WebSocketHub {
   /** Refuses new clients and closes the live ones with 1001. Idempotent. */
   close(): void {
     this.closed = true;
-    for (const ws of [...this.live]) ws.close(CLOSE_GOING_AWAY, 'browserd is stopping');
+    for (const ws of [...this.live]) ws.close(CLOSE.GOING_AWAY, 'browserd is stopping');
   }
 
   /** Cuts every client now. Idempotent. */

@@ -17,7 +17,7 @@ import WebSocket from 'ws';
 import { z } from 'zod';
 import { BrowserdError, InvalidRequestError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
-import { CLOSE_TRY_AGAIN_LATER, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../../core/streams/websocket.js';
+import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../../core/streams/websocket.js';
 import type { ManagedProcess } from '../managed-process.js';
 import { resizeBody } from '../schemas.js';
 
@@ -73,7 +73,7 @@ function serve(ws: WebSocket, proc: ManagedProcess, replay: boolean, log: Logger
     try {
       writing = proc.writeStdin(data, false);
     } catch (err) {
-      if (err instanceof BrowserdError && err.code === 'limit_exceeded') return close(CLOSE_TRY_AGAIN_LATER, 'too much input queued: the process is not reading');
+      if (err instanceof BrowserdError && err.code === 'limit_exceeded') return close(CLOSE.TRY_AGAIN_LATER, 'too much input queued: the process is not reading');
       return; // process_exited: the exit close follows once its output is sent
     }
     // 504 (the bytes stay queued and arrive when the child reads) and 409 (exited) need no answer here.
@@ -101,7 +101,7 @@ async function pumpOutput(ws: WebSocket, proc: ManagedProcess, replay: boolean, 
   let offset = replay ? buffer.startOffset : buffer.endOffset;
   while (ws.readyState === WebSocket.OPEN && !signal.aborted) {
     const batch = buffer.read(offset, READ_BATCH_BYTES);
-    if (batch.lost > 0) return close(CLOSE_TRY_AGAIN_LATER, `the client reads too slowly: ${batch.lost} bytes of output passed it`);
+    if (batch.lost > 0) return close(CLOSE.TRY_AGAIN_LATER, `the client reads too slowly: ${batch.lost} bytes of output passed it`);
     let flushed: Promise<void> | null = null;
     for (const [i, c] of batch.chunks.entries()) {
       if (i < batch.chunks.length - 1) ws.send(c.data, { binary: true });

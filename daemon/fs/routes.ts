@@ -40,8 +40,8 @@ const multipart = (schema: Record<string, unknown>) => ({ mediaType: 'multipart/
 const done = { 204: { description: 'done' } };
 
 /** One files route, `name` under /browsers/{id}/fs. */
-function route(method: Method, name: string, scope: 'fs:read' | 'fs:write', doc: RouteDoc, handler: HttpRoute['handler']): Route {
-  return { method, path: `${F}/${name}`, scope, doc, handler };
+function route(method: Method, name: string, scope: 'fs:read' | 'fs:write', routeDoc: RouteDoc, handler: HttpRoute['handler']): Route {
+  return { method, path: `${F}/${name}`, scope, doc: routeDoc, handler };
 }
 
 /** OpenAPI facts whose description gets the one table of errors appended. */

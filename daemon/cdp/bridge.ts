@@ -5,24 +5,17 @@
 // Chromium went away is closed with 1012 (reconnect to the same URL); a client that reads too
 // slowly is closed with 1013 rather than buffered without bound; a client writing faster than
 // Chromium reads is paused (its socket stops being read, TCP pushes back).
-import type { IncomingMessage } from 'node:http';
-import type { Duplex } from 'node:stream';
 import type { Protocol } from 'devtools-protocol';
-import WebSocket, { WebSocketServer } from 'ws';
+import WebSocket from 'ws';
 import { Deadline, DeadlineError } from '../core/deadline.js';
 import { BrowserUnavailableError, InvalidRequestError, NotFoundError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
+import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
 import type { Channel, ChannelEnd, ChannelKind } from './channel.js';
 import { CdpCallError, type CdpMux } from './mux.js';
 
 /** How long a CDP client waits for a starting or restarting Chromium before a 503. */
 export const CDP_READY_WAIT_MS = 15_000;
-/** Close codes (RFC 6455 and the IANA registry). */
-export const CLOSE_NORMAL = 1000;
-export const CLOSE_GOING_AWAY = 1001;
-export const CLOSE_TOO_BIG = 1009;
-export const CLOSE_SERVICE_RESTART = 1012;
-export const CLOSE_TRY_AGAIN_LATER = 1013;
 
 export interface ReadyMux {
   mux: CdpMux;
@@ -37,58 +30,29 @@ export interface BridgeHost {
   notReadyReason(): string | null;
 }
 
-export interface BridgeContext {
-  req: IncomingMessage;
-  socket: Duplex;
-  head: Buffer;
-  log: Logger;
-  refuse(err: unknown): void;
-}
-
 const CLOSE_BY_END: Record<ChannelEnd['code'], number> = {
-  browser_gone: CLOSE_SERVICE_RESTART,
-  restart: CLOSE_SERVICE_RESTART,
-  stopping: CLOSE_GOING_AWAY,
-  target_closed: CLOSE_NORMAL,
-  too_big: CLOSE_TOO_BIG,
-  client_closed: CLOSE_NORMAL,
+  browser_gone: CLOSE.SERVICE_RESTART,
+  restart: CLOSE.SERVICE_RESTART,
+  stopping: CLOSE.GOING_AWAY,
+  target_closed: CLOSE.NORMAL,
+  too_big: CLOSE.TOO_BIG,
+  client_closed: CLOSE.NORMAL,
 };
 
-export class CdpBridge {
-  private readonly wss: WebSocketServer;
-  private readonly live = new Set<WebSocket>();
-  private closed = false;
-
+export class CdpBridge extends WebSocketHub {
   constructor(
     private readonly host: BridgeHost,
     private readonly opts: { maxMessageBytes: number; log: Logger },
   ) {
-    this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.maxMessageBytes, perMessageDeflate: false, clientTracking: false });
-  }
-
-  get connections(): number {
-    return this.live.size;
+    super(opts.maxMessageBytes);
   }
 
   /** The upgrade handler: a browser-level client, or a client of one target (`/devtools/page/{id}`). */
-  handle(ctx: BridgeContext, kind: ChannelKind): void {
+  handle(ctx: UpgradeRequest, kind: ChannelKind): void {
     void this.connect(ctx, kind).catch((err: unknown) => ctx.refuse(err));
   }
 
-  /** Refuses new clients and closes the live ones with 1001. Idempotent. */
-  close(): void {
-    this.closed = true;
-    for (const ws of [...this.live]) ws.close(CLOSE_GOING_AWAY, 'browserd is stopping');
-  }
-
-  /** Cuts every client now. Idempotent. */
-  destroy(): void {
-    this.closed = true;
-    for (const ws of [...this.live]) ws.terminate();
-    this.live.clear();
-  }
-
-  private async connect(ctx: BridgeContext, kind: ChannelKind): Promise<void> {
+  private async connect(ctx: UpgradeRequest, kind: ChannelKind): Promise<void> {
     const bad = handshakeProblem(ctx.req);
     if (bad !== null) throw new InvalidRequestError(bad);
     if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
@@ -161,7 +125,7 @@ export class CdpBridge {
     ws.send(data, { binary: false });
     if (ws.bufferedAmount > this.slowClientBytes()) {
       channel?.close();
-      this.closeClient(ws, { code: 'client_closed', message: `the client reads too slowly (${ws.bufferedAmount} bytes unsent)` }, CLOSE_TRY_AGAIN_LATER);
+      this.closeClient(ws, { code: 'client_closed', message: `the client reads too slowly (${ws.bufferedAmount} bytes unsent)` }, CLOSE.TRY_AGAIN_LATER);
     }
   }
 
@@ -174,18 +138,4 @@ export class CdpBridge {
     if (ws.readyState === WebSocket.OPEN) ws.close(code, reasonText(end.code === 'browser_gone' || end.code === 'restart' ? `${end.message}; reconnect to the same URL` : end.message));
     else if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
   }
-}
-
-/** A close reason fits 123 bytes. */
-function reasonText(text: string): string {
-  return Buffer.byteLength(text) <= 123 ? text : `${Buffer.from(text).subarray(0, 120).toString()}…`;
-}
-
-/** A reason the request is not a usable WebSocket handshake, or null. */
-function handshakeProblem(req: IncomingMessage): string | null {
-  if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return 'the Upgrade header must be "websocket"';
-  const key = req.headers['sec-websocket-key'];
-  if (typeof key !== 'string' || !/^[A-Za-z0-9+/]{22}==$/.test(key)) return 'Sec-WebSocket-Key is missing or malformed';
-  if (req.headers['sec-websocket-version'] !== '13') return 'Sec-WebSocket-Version must be 13';
-  return null;
 }

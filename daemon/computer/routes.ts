@@ -2,10 +2,10 @@
 // (resources/browsers/computer.js: every one a POST under /browsers/{id}/computer/), scope
 // `computer`. Actions answer 204 (the SDK's methods resolve to nothing); the screenshot answers the
 // PNG bytes; get_mouse_position, clipboard/read and cursor answer JSON.
-import { z } from 'zod';
+import { z, type ZodType } from 'zod';
 import type { Logger } from '../core/log.js';
 import type { Route, RouteDoc } from '../http/router.js';
-import { actionContext, clickMouse, dragMouse, moveMouse, pressKey, scroll, setCursor, typeText } from './actions.js';
+import { actionContext, type ActionContext, clickMouse, dragMouse, moveMouse, pressKey, scroll, setCursor, typeText } from './actions.js';
 import { checkWaits, dragWait, moveWait, plannedWaitMs, pressWait, runBatch, typeWait } from './batch.js';
 import { readClipboard, writeClipboard } from './clipboard.js';
 import type { Computer } from './controller.js';
@@ -57,6 +57,30 @@ export function computerRoutes(deps: RouteDeps): Route[] {
   const { computer, limits, log } = deps;
   const s = computerSchemas(limits);
   const route = (path: string, doc: RouteDoc, handler: Route['handler']): Route => ({ method: 'POST', path: `${P}/${path}`, scope: 'computer', doc, handler }) as Route;
+  /**
+   * An input action on the current page, named as its route: the body read, the waits it asks for
+   * (`waits`: how many ms, and the fields that ask) checked, the action run in the input queue, 204.
+   */
+  const action = <T>(
+    name: string,
+    facts: { summary: string; description: string; body: ZodType<T> },
+    perform: (ctx: ActionContext, body: T) => Promise<void>,
+    waits?: { of: (body: T) => number; fields: string },
+  ): Route =>
+    route(
+      name,
+      { summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body, responses: done, errors: ACTION_ERRORS },
+      async (ctx) => {
+        const body = await ctx.json(facts.body);
+        let plannedWaitMs: number | undefined;
+        if (waits !== undefined) {
+          plannedWaitMs = waits.of(body);
+          checkWaits(plannedWaitMs, limits.maxWaitMs, waits.fields);
+        }
+        await computer.act(name, ctx.signal, { exclusive: true, plannedWaitMs }, async (run, d) => perform(actionContext(await computer.page(run, d), run.mouse, d, log), body));
+        return { status: 204 };
+      },
+    );
 
   return [
     route(
@@ -81,7 +105,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         return null;
       },
     ),
-    route(
+    action(
       'click_mouse',
       {
         summary: 'Click (or press, or release) a mouse button at a point',
@@ -89,41 +113,24 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           'Moves the pointer there (when it is elsewhere), then presses and releases the button num_clicks times with clickCount 1, 2, … ' +
           `(the page sees detail 1, 2, …, and dblclick after the second; at most ${MAX_CLICKS}). click_type down presses and keeps the button ` +
           'held (later moves and drags see it in `buttons`), up releases it. Separate requests are separate clicks: detail starts at 1 each ' +
-          `time. hold_keys (at most ${MAX_HOLD_KEYS}) are pressed before and released after, their modifier bits set on the mouse events. ` +
-          PAGE_RULE,
+          `time. hold_keys (at most ${MAX_HOLD_KEYS}) are pressed before and released after, their modifier bits set on the mouse events. `,
         body: s.click,
-        responses: done,
-        errors: ACTION_ERRORS,
       },
-      async (ctx) => {
-        const body = await ctx.json(s.click);
-        await computer.act('click_mouse', ctx.signal, { exclusive: true }, async (run, d) => clickMouse(actionContext(await computer.page(run, d), run.mouse, d, log), body));
-        return { status: 204 };
-      },
+      clickMouse,
     ),
-    route(
+    action(
       'move_mouse',
       {
         summary: 'Move the pointer',
         description:
           'One mouse move to the point, or with smooth a human-like Bézier curve of moves from where the pointer is, about one per frame ' +
-          `(${FRAME_MS} ms; the page sees each move), lasting duration_ms. The pointer's position is kept per browser across tab switches. ` +
-          WAITS(limits) +
-          ' ' +
-          PAGE_RULE,
+          `(${FRAME_MS} ms; the page sees each move), lasting duration_ms. The pointer's position is kept per browser across tab switches. `,
         body: s.move,
-        responses: done,
-        errors: ACTION_ERRORS,
       },
-      async (ctx) => {
-        const body = await ctx.json(s.move);
-        const waits = moveWait(body);
-        checkWaits(waits, limits.maxWaitMs, 'duration_ms');
-        await computer.act('move_mouse', ctx.signal, { exclusive: true, plannedWaitMs: waits }, async (run, d) => moveMouse(actionContext(await computer.page(run, d), run.mouse, d, log), body));
-        return { status: 204 };
-      },
+      moveMouse,
+      { of: moveWait, fields: 'duration_ms' },
     ),
-    route(
+    action(
       'drag_mouse',
       {
         summary: 'Drag along a path with a button held',
@@ -131,42 +138,25 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           `Moves to the first point, presses the button, waits delay, moves through the points (${DEFAULT_STEPS_PER_SEGMENT} evenly spaced moves ` +
           'per segment by default, step_delay_ms between moves; or with smooth Bézier curves lasting duration_ms), and releases at the last ' +
           `point. At most ${MAX_DRAG_POINTS} points and ${MAX_DRAG_MOVES} moves ((points − 1) × steps_per_segment); every point must lie in the ` +
-          'viewport. Each move takes about a frame. ' +
-          WAITS(limits) +
-          ' ' +
-          PAGE_RULE,
+          'viewport. Each move takes about a frame. ',
         body: s.drag,
-        responses: done,
-        errors: ACTION_ERRORS,
       },
-      async (ctx) => {
-        const body = await ctx.json(s.drag);
-        const waits = dragWait(body);
-        checkWaits(waits, limits.maxWaitMs, 'delay, step_delay_ms, duration_ms');
-        await computer.act('drag_mouse', ctx.signal, { exclusive: true, plannedWaitMs: waits }, async (run, d) => dragMouse(actionContext(await computer.page(run, d), run.mouse, d, log), body));
-        return { status: 204 };
-      },
+      dragMouse,
+      { of: dragWait, fields: 'delay, step_delay_ms, duration_ms' },
     ),
-    route(
+    action(
       'scroll',
       {
         summary: 'Turn the mouse wheel at a point',
         description:
           `Moves the pointer there, then sends one wheel event per unit (${WHEEL_UNIT_PX} CSS pixels each, what one notch scrolls in Chromium on ` +
           `X11): vertical units first, then horizontal; at most ${MAX_SCROLL_UNITS} units each way. Answers once the page has drawn two frames ` +
-          'after the last one (wheel events reach the page with the next frame), so a screenshot taken next shows the scroll. ' +
-          PAGE_RULE,
+          'after the last one (wheel events reach the page with the next frame), so a screenshot taken next shows the scroll. ',
         body: s.scroll,
-        responses: done,
-        errors: ACTION_ERRORS,
       },
-      async (ctx) => {
-        const body = await ctx.json(s.scroll);
-        await computer.act('scroll', ctx.signal, { exclusive: true }, async (run, d) => scroll(actionContext(await computer.page(run, d), run.mouse, d, log), body));
-        return { status: 204 };
-      },
+      scroll,
     ),
-    route(
+    action(
       'type',
       {
         summary: 'Type text',
@@ -175,23 +165,13 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           'a tab as Tab; a character without a key on that layout (é, 你, 😀) is a key press with that character as `key`, no `code` and ' +
           'keyCode 0, and one longer than a key event carries (a composed emoji of several code points) is committed with Input.insertText, ' +
           'as an input method would (beforeinput/input only). The page sees keydown, keypress, beforeinput, input and keyup for each. ' +
-          `delay is the pause between two characters. At most BROWSERD_COMPUTER_MAX_TEXT (${limits.maxText}) characters. ` +
-          WAITS(limits) +
-          ' ' +
-          PAGE_RULE,
+          `delay is the pause between two characters. At most BROWSERD_COMPUTER_MAX_TEXT (${limits.maxText}) characters. `,
         body: s.type,
-        responses: done,
-        errors: ACTION_ERRORS,
       },
-      async (ctx) => {
-        const body = await ctx.json(s.type);
-        const waits = typeWait(body);
-        checkWaits(waits, limits.maxWaitMs, 'delay');
-        await computer.act('type', ctx.signal, { exclusive: true, plannedWaitMs: waits }, async (run, d) => typeText(actionContext(await computer.page(run, d), run.mouse, d, log), body));
-        return { status: 204 };
-      },
+      typeText,
+      { of: typeWait, fields: 'delay' },
     ),
-    route(
+    action(
       'press_key',
       {
         summary: 'Press keys and key combinations',
@@ -201,21 +181,11 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           KEY_NAME_SUMMARY +
           ' An unknown name is 400 naming its place. Keys go to the page (Input.dispatchKeyEvent): editing shortcuts work (ctrl+a, ctrl+c, ' +
           'ctrl+v, Backspace), but shortcuts of the browser\u2019s own window (ctrl+t, ctrl+w, ctrl+l, F5) reach the page as key events and do ' +
-          'not drive the browser (use CDP for tabs and navigation). A held key does not auto-repeat. ' +
-          WAITS(limits) +
-          ' ' +
-          PAGE_RULE,
+          'not drive the browser (use CDP for tabs and navigation). A held key does not auto-repeat. ',
         body: s.pressKey,
-        responses: done,
-        errors: ACTION_ERRORS,
       },
-      async (ctx) => {
-        const body = await ctx.json(s.pressKey);
-        const waits = pressWait(body);
-        checkWaits(waits, limits.maxWaitMs, 'duration');
-        await computer.act('press_key', ctx.signal, { exclusive: true, plannedWaitMs: waits }, async (run, d) => pressKey(actionContext(await computer.page(run, d), run.mouse, d, log), body));
-        return { status: 204 };
-      },
+      pressKey,
+      { of: pressWait, fields: 'duration' },
     ),
     route(
       'get_mouse_position',

@@ -2,7 +2,7 @@
 // the texts that state every rule, limit and choice, with the one table of errors.
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
-import { WATCH_HEARTBEAT_MS } from './watch-sse.js';
+import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 
 export const fileInfoSchema = z.object({
   name: z.string().describe('base name ("/" for the root)'),
@@ -101,5 +101,5 @@ export function limitsText(c: Config['fs']): Record<'write' | 'upload' | 'zip' |
 export const EVENTS_TEXT =
   'Server-Sent Events: each event `data: {"type":"CREATE"|"WRITE"|"DELETE","path","name","is_dir"}`; when the queue overflowed, ' +
   '`event: lost` with `data: {"type":"LOST","path":<watched folder>,"count":N}` (N events dropped, the oldest kept); a comment line ' +
-  `every ${WATCH_HEARTBEAT_MS / 1000} s while idle. Events are taken from the queue as they are sent (no replay). One reader at a ` +
+  `every ${SSE_HEARTBEAT_MS / 1000} s while idle. Events are taken from the queue as they are sent (no replay). One reader at a ` +
   'time: a new reader takes over and the previous stream ends. The stream ends when the watch ends.';

@@ -1,13 +1,13 @@
 // The files routes (the SDK's `browsers.fs`, route by route), their scopes and OpenAPI facts.
 // fs:read for what changes no file (reads, listings, archives, watches), fs:write for the rest.
 import type { ServerResponse } from 'node:http';
-import { z } from 'zod';
+import { z, type ZodType } from 'zod';
 import type { Config } from '../core/config.js';
 import type { Metrics } from '../core/metrics.js';
 import { PayloadTooLargeError } from '../core/errors.js';
 import type { ZipSink } from '../core/zip/write.js';
 import { qRequired, qString } from '../http/query.js';
-import type { RequestContext, Route } from '../http/router.js';
+import type { HttpRoute, Method, Reply, RequestContext, Route, RouteDoc } from '../http/router.js';
 import * as doc from './docs.js';
 import { fileInfo, listDir } from './entries.js';
 import type { Guard } from './guard.js';
@@ -34,8 +34,19 @@ export interface RouteDeps {
 const F = '/browsers/{id}/fs';
 const pathQuery = z.strictObject({ path: qRequired('absolute path') });
 const writeQuery = z.strictObject({ path: qRequired('absolute path of the file'), mode: qString('octal mode (e.g. 644); default 644', 4) });
+const BINARY = { type: 'string', format: 'binary' };
+const binary = (description: string, mediaType = 'application/octet-stream') => ({ description, mediaType, schema: BINARY });
 const multipart = (schema: Record<string, unknown>) => ({ mediaType: 'multipart/form-data', schema });
 const done = { 204: { description: 'done' } };
+
+/** One files route, `name` under /browsers/{id}/fs. */
+function route(method: Method, name: string, scope: 'fs:read' | 'fs:write', routeDoc: RouteDoc, handler: HttpRoute['handler']): Route {
+  return { method, path: `${F}/${name}`, scope, doc: routeDoc, handler };
+}
+
+/** OpenAPI facts whose description gets the one table of errors appended. */
+type Facts = Omit<RouteDoc, 'description'> & { description: string };
+const described = (facts: Facts): RouteDoc => ({ ...facts, description: doc.describe(facts.description) });
 
 function pathOf(ctx: RequestContext): string {
   const p = ctx.query.path as string;
@@ -67,28 +78,40 @@ export function fsRoutes(deps: RouteDeps): Route[] {
   const readBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'read' }, n);
   const wroteBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'write' }, n);
 
+  /** A read of the path in `?path=` (GET, fs:read): the handler gets it checked. */
+  const read = (name: string, facts: Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
+    route('GET', name, 'fs:read', described({ ...facts, query: pathQuery }), (ctx) => handler(ctx, pathOf(ctx)));
+
+  /** A change named by a JSON body (PUT, fs:write): the body read, its `paths` checked, the change made, 204. */
+  const change = <K extends string, T extends Record<K, string>>(
+    name: string,
+    facts: Omit<Facts, 'body' | 'responses'> & { body: ZodType<T>; paths: readonly K[] },
+    apply: (body: T) => Promise<void>,
+  ): Route => {
+    const { paths, ...rest } = facts;
+    return route('PUT', name, 'fs:write', described({ ...rest, responses: done }), async (ctx) => {
+      const body = await ctx.json(facts.body);
+      for (const field of paths) checkPathInput(body[field], field);
+      await apply(body);
+      return { status: 204 };
+    });
+  };
+
   return [
-    {
-      method: 'GET',
-      path: `${F}/read_file`,
-      scope: 'fs:read',
-      doc: {
+    read(
+      'read_file',
+      {
         summary: 'Read a file (streamed; a single Range honoured)',
-        description: doc.describe(
+        description:
           'Streams the file from disk (a final symlink is followed). `Range: bytes=a-b`, `a-` or `-n` gives 206 with Content-Range; ' +
-            'several ranges, another unit or a malformed header give the whole file (200); a range starting past the end is 416 ' +
-            'range_not_satisfiable with `Content-Range: bytes */<size>`. Headers: Content-Length, Accept-Ranges, Last-Modified. HEAD gives ' +
-            'the headers only. A read error after the first byte cuts the response.',
-        ),
-        query: pathQuery,
-        responses: {
-          200: { description: 'the file', mediaType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } },
-          206: { description: 'the range', mediaType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } },
-        },
+          'several ranges, another unit or a malformed header give the whole file (200); a range starting past the end is 416 ' +
+          'range_not_satisfiable with `Content-Range: bytes */<size>`. Headers: Content-Length, Accept-Ranges, Last-Modified. HEAD gives ' +
+          'the headers only. A read error after the first byte cuts the response.',
+        responses: { 200: binary('the file'), 206: binary('the range') },
         errors: [400, 409, 416],
       },
-      handler: async (ctx) => {
-        const file = await openForRead(guard, pathOf(ctx));
+      async (ctx, p) => {
+        const file = await openForRead(guard, p);
         let range;
         try {
           range = parseRange(ctx.req.headers.range, file.stat.size);
@@ -99,20 +122,20 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         await sendFile(ctx.res, file, range, readBytes);
         return null;
       },
-    },
-    {
-      method: 'PUT',
-      path: `${F}/write_file`,
-      scope: 'fs:write',
-      doc: {
+    ),
+    route(
+      'PUT',
+      'write_file',
+      'fs:write',
+      described({
         summary: 'Write a whole file from the raw body (atomic)',
-        description: doc.describe(text.write),
+        description: text.write,
         query: writeQuery,
-        body: { mediaType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } },
+        body: { mediaType: 'application/octet-stream', schema: BINARY },
         responses: done,
         errors: [400, 409, 413, 507],
-      },
-      handler: async (ctx) => {
+      }),
+      async (ctx) => {
         const p = pathOf(ctx);
         const mode = parseMode('mode', ctx.query.mode as string | undefined, 0o644);
         const declared = Number(ctx.req.headers['content-length'] ?? Number.NaN);
@@ -126,135 +149,88 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         }
         return { status: 204 };
       },
-    },
-    {
-      method: 'GET',
-      path: `${F}/list_files`,
-      scope: 'fs:read',
-      doc: { summary: 'List a folder', description: doc.describe(text.list), query: pathQuery, responses: { 200: { description: 'the entries', schema: doc.listSchema } }, errors: [400, 409, 413] },
-      handler: async (ctx) => ({ status: 200, body: await listDir(guard, pathOf(ctx), c.maxListEntries) }),
-    },
-    {
-      method: 'GET',
-      path: `${F}/file_info`,
-      scope: 'fs:read',
-      doc: {
+    ),
+    read(
+      'list_files',
+      { summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema } }, errors: [400, 409, 413] },
+      async (_ctx, p) => ({ status: 200, body: await listDir(guard, p, c.maxListEntries) }),
+    ),
+    read(
+      'file_info',
+      {
         summary: 'Facts of a file or folder',
-        description: doc.describe('A final symlink is followed: the facts are of what it points to, `path` is that real path.'),
-        query: pathQuery,
+        description: 'A final symlink is followed: the facts are of what it points to, `path` is that real path.',
         responses: { 200: { description: 'the facts', schema: doc.fileInfoSchema } },
         errors: [400, 409],
       },
-      handler: async (ctx) => ({ status: 200, body: await fileInfo(guard, pathOf(ctx)) }),
-    },
-    {
-      method: 'PUT',
-      path: `${F}/create_directory`,
-      scope: 'fs:write',
-      doc: {
+      async (_ctx, p) => ({ status: 200, body: await fileInfo(guard, p) }),
+    ),
+    change(
+      'create_directory',
+      {
         summary: 'Create a folder and its missing parents (mkdir -p)',
-        description: doc.describe('Every missing folder gets `mode` (default 755, umask not applied); an existing folder is success (its mode unchanged); an existing file is 409 already_exists.'),
+        description: 'Every missing folder gets `mode` (default 755, umask not applied); an existing folder is success (its mode unchanged); an existing file is 409 already_exists.',
         body: doc.createDirectoryBody,
-        responses: done,
+        paths: ['path'],
         errors: [409, 507],
       },
-      handler: async (ctx) => {
-        const body = await ctx.json(doc.createDirectoryBody);
-        checkPathInput(body.path);
-        await createDirectory(guard, body.path, parseMode('mode', body.mode, 0o755));
-        return { status: 204 };
-      },
-    },
-    {
-      method: 'PUT',
-      path: `${F}/delete_file`,
-      scope: 'fs:write',
-      doc: {
-        summary: 'Delete a file or a symlink',
-        description: doc.describe('A symlink is removed itself, never what it points to. A folder is 409 is_a_directory.'),
-        body: doc.pathBody,
-        responses: done,
-        errors: [409],
-      },
-      handler: async (ctx) => {
-        const body = await ctx.json(doc.pathBody);
-        checkPathInput(body.path);
-        await deleteFile(guard, body.path);
-        return { status: 204 };
-      },
-    },
-    {
-      method: 'PUT',
-      path: `${F}/delete_directory`,
-      scope: 'fs:write',
-      doc: {
+      (body) => createDirectory(guard, body.path, parseMode('mode', body.mode, 0o755)),
+    ),
+    change(
+      'delete_file',
+      { summary: 'Delete a file or a symlink', description: 'A symlink is removed itself, never what it points to. A folder is 409 is_a_directory.', body: doc.pathBody, paths: ['path'], errors: [409] },
+      (body) => deleteFile(guard, body.path),
+    ),
+    change(
+      'delete_directory',
+      {
         summary: 'Delete a folder and everything in it (rm -r)',
-        description: doc.describe(
+        description:
           'Depth first, each folder entered through its own handle, no symlink followed (a symlink inside is removed itself). A tree that ' +
-            'holds the state directory or a protected file is refused whole (403), before anything is deleted. A symlink or file at `path` is 409 not_a_directory.',
-        ),
+          'holds the state directory or a protected file is refused whole (403), before anything is deleted. A symlink or file at `path` is 409 not_a_directory.',
         body: doc.pathBody,
-        responses: done,
+        paths: ['path'],
         errors: [409],
       },
-      handler: async (ctx) => {
-        const body = await ctx.json(doc.pathBody);
-        checkPathInput(body.path);
-        await deleteDirectory(guard, body.path);
-        return { status: 204 };
-      },
-    },
-    {
-      method: 'PUT',
-      path: `${F}/move`,
-      scope: 'fs:write',
-      doc: {
+      (body) => deleteDirectory(guard, body.path),
+    ),
+    change(
+      'move',
+      {
         summary: 'Move or rename a file or folder',
-        description: doc.describe(
+        description:
           'rename(2) semantics: dest_path is the new path itself (not a folder to move into), its folder must exist; a file replaces a ' +
-            'file, a folder replaces an empty folder (else 409 directory_not_empty); a file onto a folder is 409 is_a_directory, a folder onto ' +
-            'a file 409 not_a_directory; neither path\'s final symlink is followed (the link itself moves). A folder that holds the state ' +
-            'directory or a protected file cannot be moved (403). Across file systems a regular file is copied (atomically) then removed; ' +
-            'a folder or symlink there is 400.',
-        ),
+          'file, a folder replaces an empty folder (else 409 directory_not_empty); a file onto a folder is 409 is_a_directory, a folder onto ' +
+          'a file 409 not_a_directory; neither path\'s final symlink is followed (the link itself moves). A folder that holds the state ' +
+          'directory or a protected file cannot be moved (403). Across file systems a regular file is copied (atomically) then removed; ' +
+          'a folder or symlink there is 400.',
         body: doc.moveBody,
-        responses: done,
+        paths: ['src_path', 'dest_path'],
         errors: [409, 507],
       },
-      handler: async (ctx) => {
-        const body = await ctx.json(doc.moveBody);
-        checkPathInput(body.src_path, 'src_path');
-        checkPathInput(body.dest_path, 'dest_path');
-        await move(guard, body.src_path, body.dest_path);
-        return { status: 204 };
-      },
-    },
-    {
-      method: 'PUT',
-      path: `${F}/set_file_permissions`,
-      scope: 'fs:write',
-      doc: {
+      (body) => move(guard, body.src_path, body.dest_path),
+    ),
+    change(
+      'set_file_permissions',
+      {
         summary: 'chmod, and chown when owner or group is given',
-        description: doc.describe('A final symlink is followed. Names are looked up in /etc/passwd and /etc/group; numbers are ids. Changing the owner needs a daemon running as root (else 403 permission_denied).'),
+        description: 'A final symlink is followed. Names are looked up in /etc/passwd and /etc/group; numbers are ids. Changing the owner needs a daemon running as root (else 403 permission_denied).',
         body: doc.permissionsBody,
-        responses: done,
+        paths: ['path'],
         errors: [409],
       },
-      handler: async (ctx) => {
-        const body = await ctx.json(doc.permissionsBody);
-        checkPathInput(body.path);
+      async (body) => {
         const mode = parseMode('mode', body.mode, 0);
         await setPermissions(guard, body.path, mode, await parseOwner('owner', body.owner), await parseOwner('group', body.group));
-        return { status: 204 };
       },
-    },
-    {
-      method: 'POST',
-      path: `${F}/upload`,
-      scope: 'fs:write',
-      doc: {
+    ),
+    route(
+      'POST',
+      'upload',
+      'fs:write',
+      described({
         summary: 'Upload files (multipart), each to its own destination',
-        description: doc.describe(text.upload),
+        description: text.upload,
         body: multipart({
           type: 'object',
           required: ['files'],
@@ -263,49 +239,41 @@ export function fsRoutes(deps: RouteDeps): Route[] {
               type: 'array',
               minItems: 1,
               maxItems: c.maxUploadFiles,
-              items: { type: 'object', required: ['dest_path', 'file'], properties: { dest_path: { type: 'string' }, file: { type: 'string', format: 'binary' } } },
+              items: { type: 'object', required: ['dest_path', 'file'], properties: { dest_path: { type: 'string' }, file: BINARY } },
             },
           },
         }),
         responses: done,
         errors: [409, 413, 507],
-      },
-      handler: async (ctx) => {
+      }),
+      async (ctx) => {
         const files = await receiveFiles(ctx.req, { guard, spoolDir, limits: c });
         ctx.log.info({ event: 'fs_upload', files }, 'files uploaded');
         return { status: 204 };
       },
-    },
-    {
-      method: 'POST',
-      path: `${F}/upload_zip`,
-      scope: 'fs:write',
-      doc: {
+    ),
+    route(
+      'POST',
+      'upload_zip',
+      'fs:write',
+      described({
         summary: 'Upload a zip archive and unpack it into a folder',
-        description: doc.describe(text.zip),
-        body: multipart({ type: 'object', required: ['dest_path', 'zip_file'], properties: { dest_path: { type: 'string' }, zip_file: { type: 'string', format: 'binary' } } }),
+        description: text.zip,
+        body: multipart({ type: 'object', required: ['dest_path', 'zip_file'], properties: { dest_path: { type: 'string' }, zip_file: BINARY } }),
         responses: done,
         errors: [409, 413, 422, 507],
-      },
-      handler: async (ctx) => {
+      }),
+      async (ctx) => {
         const r = await receiveZip(ctx.req, { guard, spoolDir, limits: c });
         ctx.log.info({ event: 'fs_upload_zip', entries: r.entries, bytes: r.bytes }, 'archive unpacked');
         return { status: 204 };
       },
-    },
-    {
-      method: 'GET',
-      path: `${F}/download_dir_zip`,
-      scope: 'fs:read',
-      doc: {
-        summary: 'A folder as a zip archive (streamed)',
-        description: doc.describe(text.download),
-        query: pathQuery,
-        responses: { 200: { description: 'the archive', mediaType: 'application/zip', schema: { type: 'string', format: 'binary' } } },
-        errors: [400, 409, 413],
-      },
-      handler: async (ctx) => {
-        const plan = await planZip(guard, pathOf(ctx), c.maxZipEntries);
+    ),
+    read(
+      'download_dir_zip',
+      { summary: 'A folder as a zip archive (streamed)', description: text.download, responses: { 200: binary('the archive', 'application/zip') }, errors: [400, 409, 413] },
+      async (ctx, p) => {
+        const plan = await planZip(guard, p, c.maxZipEntries);
         const res = ctx.res;
         res.writeHead(200, { 'content-type': 'application/zip', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(plan.name)}.zip` });
         if (ctx.req.method === 'HEAD') {
@@ -322,25 +290,25 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         }
         return null;
       },
-    },
-    {
-      method: 'POST',
-      path: `${F}/watch`,
-      scope: 'fs:read',
-      doc: { summary: 'Watch a folder for changes', description: doc.describe(text.watch), body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] },
-      handler: async (ctx) => {
+    ),
+    route(
+      'POST',
+      'watch',
+      'fs:read',
+      described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] }),
+      async (ctx) => {
         const body = await ctx.json(doc.watchBody);
         checkPathInput(body.path);
         const w = await watches.start(body.path, body.recursive ?? false);
         return { status: 200, body: { watch_id: w.id } };
       },
-    },
-    {
-      method: 'GET',
-      path: `${F}/watch/{watch_id}/events`,
-      scope: 'fs:read',
-      doc: { summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } },
-      handler: async (ctx) => {
+    ),
+    route(
+      'GET',
+      'watch/{watch_id}/events',
+      'fs:read',
+      { summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } },
+      async (ctx) => {
         const { watch, signal, detach } = watches.attach(ctx.params.watch_id ?? '');
         try {
           await streamWatch(ctx.res, watch, AbortSignal.any([signal, ctx.signal]));
@@ -349,29 +317,23 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         }
         return null;
       },
-    },
-    {
-      method: 'DELETE',
-      path: `${F}/watch/{watch_id}`,
-      scope: 'fs:read',
-      doc: { summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done },
-      handler: async (ctx) => {
-        watches.stop(ctx.params.watch_id ?? '');
-        return { status: 204 };
-      },
-    },
-    {
-      method: 'GET',
-      path: `${F}/downloads`,
-      scope: 'fs:read',
-      doc: {
+    ),
+    route('DELETE', 'watch/{watch_id}', 'fs:read', { summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }, async (ctx) => {
+      watches.stop(ctx.params.watch_id ?? '');
+      return { status: 204 };
+    }),
+    route(
+      'GET',
+      'downloads',
+      'fs:read',
+      {
         summary: "Where Chromium's downloads go",
         description:
           "Chromium saves downloads in this folder (BROWSERD_DOWNLOADS_DIR; Browser.setDownloadBehavior with eventsEnabled at every launch). " +
           'It is an ordinary path for the files API: list it with list_files, read a download with read_file.',
         responses: { 200: { description: 'the folder', schema: doc.downloadsSchema } },
       },
-      handler: async () => ({ status: 200, body: { path: downloadsDir } }),
-    },
+      async () => ({ status: 200, body: { path: downloadsDir } }),
+    ),
   ];
 }

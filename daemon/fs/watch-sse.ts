@@ -3,42 +3,27 @@
 // (the queue was full), a comment line every 15 s while idle, and the end of the response when the
 // watch ends (its folder deleted, the watch stopped, another reader took over, the daemon stops).
 import type { ServerResponse } from 'node:http';
+import { endStream, openEventStream, SSE_HEARTBEAT_MS, SSE_KEEPALIVE, sseEvent, streamGone, waitDrain } from '../core/streams/sse.js';
 import type { DirWatch } from './watch.js';
 
-export const WATCH_HEARTBEAT_MS = 15_000;
-
-function waitDrain(res: ServerResponse, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      res.off('drain', done).off('close', done);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    res.on('drain', done).on('close', done);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
-export async function streamWatch(res: ServerResponse, watch: DirWatch, signal: AbortSignal, heartbeatMs = WATCH_HEARTBEAT_MS): Promise<void> {
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-  if (res.req.method === 'HEAD') {
+export async function streamWatch(res: ServerResponse, watch: DirWatch, signal: AbortSignal, heartbeatMs = SSE_HEARTBEAT_MS): Promise<void> {
+  if (!openEventStream(res)) {
     res.end();
     return;
   }
-  res.flushHeaders();
-  const gone = (): boolean => signal.aborted || res.destroyed || res.writableEnded;
+  const gone = (): boolean => streamGone(res, signal);
   while (!gone()) {
     const { events, lost } = watch.take();
     let ok = true;
-    if (lost > 0) ok = res.write(`event: lost\ndata: ${JSON.stringify({ type: 'LOST', path: watch.root, count: lost })}\n\n`);
-    for (const e of events) ok = res.write(`data: ${JSON.stringify(e)}\n\n`) && ok;
+    if (lost > 0) ok = res.write(sseEvent({ type: 'LOST', path: watch.root, count: lost }, { event: 'lost' }));
+    for (const e of events) ok = res.write(sseEvent(e)) && ok;
     if (!ok) {
       await waitDrain(res, signal);
       continue;
     }
     if (watch.ended !== null && !watch.hasQueued) break;
     const idle = await watch.wait(heartbeatMs, signal);
-    if (idle && !gone()) res.write(': keepalive\n\n');
+    if (idle && !gone()) res.write(SSE_KEEPALIVE);
   }
-  if (!res.destroyed && !res.writableEnded) res.end();
+  endStream(res);
 }

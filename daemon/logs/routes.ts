@@ -3,13 +3,14 @@
 import { z } from 'zod';
 import { BadRequestError, BrowserdError, LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
+import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 import { qBool, qString } from '../http/query.js';
 import type { Route } from '../http/router.js';
 import { FILE_POLL_MS, FileTail } from './file-tail.js';
 import type { ResolveReadable } from './index.js';
 import { MAX_LINE_CHARS, type LogRing } from './ring.js';
 import { RingSource, type LogSource } from './source.js';
-import { SSE_HEARTBEAT_MS, streamLogs } from './sse.js';
+import { streamLogs } from './sse.js';
 
 export const SUPERVISOR_PROCESSES = ['browserd', 'chromium'] as const;
 

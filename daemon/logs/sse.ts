@@ -3,55 +3,23 @@
 // fell behind a ring, a comment line every 15 s of silence (proxies keep the stream open), and the
 // end of the response when the source ends (follow=false) or the client or the daemon goes away.
 import type { ServerResponse } from 'node:http';
+import { endStream, openEventStream, SSE_HEARTBEAT_MS, SSE_KEEPALIVE, sseEvent, streamGone, waitAtMost, waitDrain } from '../core/streams/sse.js';
 import type { LogSource } from './source.js';
-
-/** A comment line at this interval keeps idle connections (and proxies in between) open. */
-export const SSE_HEARTBEAT_MS = 15_000;
-
-function waitDrain(res: ServerResponse, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      res.off('drain', done);
-      res.off('close', done);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 export async function streamLogs(res: ServerResponse, source: LogSource, opts: { signal: AbortSignal; heartbeatMs?: number }): Promise<void> {
   const { signal } = opts;
   const heartbeatMs = opts.heartbeatMs ?? SSE_HEARTBEAT_MS;
-  const gone = (): boolean => signal.aborted || res.destroyed || res.writableEnded;
+  const gone = (): boolean => streamGone(res, signal);
   try {
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-    if (res.req.method === 'HEAD') return;
-    res.flushHeaders();
+    if (!openEventStream(res)) return;
     while (!gone()) {
-      const idle = new AbortController();
-      const onAbort = (): void => idle.abort();
-      signal.addEventListener('abort', onAbort, { once: true });
-      let quiet = false;
-      const timer = setTimeout(() => {
-        quiet = true;
-        idle.abort();
-      }, heartbeatMs);
-      let batch;
-      try {
-        batch = await source.next(idle.signal);
-      } finally {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-      }
+      const { value: batch, quiet } = await waitAtMost(signal, heartbeatMs, (idle) => source.next(idle));
       if (batch === null) break;
       let text = '';
-      if (batch.lost > 0) text += `event: lost\ndata: ${JSON.stringify({ event: 'lost', count: batch.lost, timestamp: new Date().toISOString() })}\n\n`;
-      for (const e of batch.events) text += `data: ${JSON.stringify(e)}\n\n`;
+      if (batch.lost > 0) text += sseEvent({ event: 'lost', count: batch.lost, timestamp: new Date().toISOString() }, { event: 'lost' });
+      for (const e of batch.events) text += sseEvent(e);
       if (text === '') {
-        if (quiet && !gone()) res.write(': keepalive\n\n');
+        if (quiet && !gone()) res.write(SSE_KEEPALIVE);
         continue;
       }
       if (gone()) break;
@@ -59,6 +27,6 @@ export async function streamLogs(res: ServerResponse, source: LogSource, opts: {
     }
   } finally {
     source.close();
-    if (!res.destroyed && !res.writableEnded) res.end();
+    endStream(res);
   }
 }

@@ -86,13 +86,11 @@ function geoRules(c: Record<string, unknown>, ctx: z.RefinementCtx): void {
 const countryDefaultUs = z.strictObject({ country: country.default('US') });
 export const datacenterConfig = countryDefaultUs.meta({ description: 'Datacenter: `country` defaults to US' });
 export const ispConfig = countryDefaultUs.meta({ description: 'ISP: `country` defaults to US' });
+/** The targeting fields of residential and mobile proxies (geoRules judges them together). */
+const geoFields = { country: country.optional(), city: city.optional(), state: state.optional(), zip: zip.optional(), asn: asn.optional() };
 export const residentialConfig = z
   .strictObject({
-    country: country.optional(),
-    city: city.optional(),
-    state: state.optional(),
-    zip: zip.optional(),
-    asn: asn.optional(),
+    ...geoFields,
     os: z
       .enum(['windows', 'macos', 'android'], { message: 'must be windows, macos or android' })
       .optional()
@@ -101,11 +99,7 @@ export const residentialConfig = z
   .superRefine(geoRules, alwaysOnObjects);
 export const mobileConfig = z
   .strictObject({
-    country: country.optional(),
-    city: city.optional(),
-    state: state.optional(),
-    zip: zip.optional(),
-    asn: asn.optional(),
+    ...geoFields,
     carrier: z.enum(MOBILE_CARRIERS, { message: 'is not a known mobile carrier' }).optional(),
   })
   .superRefine(geoRules, alwaysOnObjects);

@@ -29,6 +29,20 @@ function invalid(field: string, why: string): Rejection {
   return new Rejection('manifest_invalid', `${MANIFEST}: ${field}: ${why}`);
 }
 
+/**
+ * The JSON of one of the extension's files as Chromium reads it (a byte order mark and comments
+ * allowed): the object, or null for JSON that is not an object; not JSON is `<rel>: not JSON: …`.
+ */
+function parseJsonObject(text: string, rel: string): Record<string, unknown> | null {
+  let json: unknown;
+  try {
+    json = JSON.parse(stripJsonComments(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text));
+  } catch (err) {
+    throw new Rejection('manifest_invalid', `${rel}: not JSON: ${(err as Error).message}`);
+  }
+  return typeof json === 'object' && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>) : null;
+}
+
 /** Reads and checks `<root>/manifest.json`; throws Rejection naming the file and field. */
 export async function readManifest(root: string, opts: { allowV2: boolean }): Promise<ManifestFacts> {
   let text: string;
@@ -37,15 +51,8 @@ export async function readManifest(root: string, opts: { allowV2: boolean }): Pr
   } catch {
     throw new Rejection('manifest_missing', `${MANIFEST} is missing (it must be at the archive's root or in its single top folder)`);
   }
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  let json: unknown;
-  try {
-    json = JSON.parse(stripJsonComments(text));
-  } catch (err) {
-    throw new Rejection('manifest_invalid', `${MANIFEST}: not JSON: ${(err as Error).message}`);
-  }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw invalid('(root)', 'must be a JSON object');
-  const m = json as Record<string, unknown>;
+  const m = parseJsonObject(text, MANIFEST);
+  if (m === null) throw invalid('(root)', 'must be a JSON object');
 
   const mv = m.manifest_version;
   if (mv !== 2 && mv !== 3) throw invalid('manifest_version', `must be 2 or 3, got ${JSON.stringify(mv) ?? 'nothing'}`);
@@ -164,14 +171,7 @@ async function checkLocales(root: string, value: unknown): Promise<void> {
   } catch {
     throw invalid('default_locale', `is "${value}", but ${rel} is missing`);
   }
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  let json: unknown;
-  try {
-    json = JSON.parse(stripJsonComments(text));
-  } catch (err) {
-    throw new Rejection('manifest_invalid', `${rel}: not JSON: ${(err as Error).message}`);
-  }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new Rejection('manifest_invalid', `${rel}: must be a JSON object`);
+  if (parseJsonObject(text, rel) === null) throw new Rejection('manifest_invalid', `${rel}: must be a JSON object`);
 }
 
 /** The field names a file inside the extension; returns its path relative to the root. */

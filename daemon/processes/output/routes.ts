@@ -1,10 +1,11 @@
 // The output stream route: Server-Sent Events of a process's output (sse.ts), with the replay and
 // resumption rules.
 import { BadRequestError } from '../../core/errors.js';
+import { SSE_HEARTBEAT_MS } from '../../core/streams/sse.js';
 import type { Route } from '../../http/router.js';
 import type { ProcessRouteDeps } from '../routes.js';
 import { PROCESS_BASE as P } from '../schemas.js';
-import { SSE_HEARTBEAT_MS, streamOutput } from './sse.js';
+import { streamOutput } from './sse.js';
 
 export function outputRoutes(deps: ProcessRouteDeps): Route[] {
   return [

@@ -13,18 +13,15 @@
 // closed with 1013. Close codes: 4000 when the process has exited and all its output was sent
 // (reason: {"exit_code":…,"signal":…}), 1001 when the daemon stops, 1009 for a frame past
 // BROWSERD_STDIN_LIMIT_BYTES, 1013 for a slow reader or too much input.
-import type { IncomingMessage } from 'node:http';
-import type { Duplex } from 'node:stream';
-import WebSocket, { WebSocketServer } from 'ws';
+import WebSocket from 'ws';
 import { z } from 'zod';
 import { BrowserdError, InvalidRequestError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../../core/streams/websocket.js';
 import type { ManagedProcess } from '../managed-process.js';
 import { resizeBody } from '../schemas.js';
 
 export const CLOSE_PROCESS_EXITED = 4000;
-export const CLOSE_GOING_AWAY = 1001;
-export const CLOSE_TRY_AGAIN_LATER = 1013;
 /** Output sent to one client and not yet written to its socket before the client waits. */
 export const SEND_BUFFER_BYTES = 1024 * 1024;
 /** Stdin bytes queued for the process past which a client's socket is not read. */
@@ -32,33 +29,15 @@ export const INPUT_PAUSE_BYTES = 1024 * 1024;
 const READ_BATCH_BYTES = 256 * 1024;
 const INPUT_CHECK_MS = 20;
 
-/** What an upgrade gives the hub (the route's UpgradeContext). */
-export interface AttachContext {
-  req: IncomingMessage;
-  socket: Duplex;
-  head: Buffer;
-  log: Logger;
-  /** Answers the upgrade request with this error (in the contract's shape) and ends the socket. */
-  refuse(err: unknown): void;
-}
-
 const controlMessage = z.discriminatedUnion('type', [resizeBody.extend({ type: z.literal('resize') })]);
 
-export class AttachHub {
-  private readonly wss: WebSocketServer;
-  private readonly live = new Set<WebSocket>();
-  private closed = false;
-
-  constructor(private readonly opts: { maxFrameBytes: number; log: Logger }) {
-    this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
-  }
-
-  get connections(): number {
-    return this.live.size;
+export class AttachHub extends WebSocketHub {
+  constructor(opts: { maxFrameBytes: number; log: Logger }) {
+    super(opts.maxFrameBytes);
   }
 
   /** Completes the handshake and serves the client; a bad handshake or a stopping daemon is refused in the contract's error shape. */
-  handle(ctx: AttachContext, proc: ManagedProcess, replay: boolean): void {
+  handle(ctx: UpgradeRequest, proc: ManagedProcess, replay: boolean): void {
     const bad = handshakeProblem(ctx.req);
     if (bad !== null) return ctx.refuse(new InvalidRequestError(bad));
     if (this.closed) return ctx.refuse(new BrowserdError('browser_unavailable', 'browserd is stopping', { retryable: false }));
@@ -73,19 +52,6 @@ export class AttachHub {
       });
       serve(ws, proc, replay, log);
     });
-  }
-
-  /** Closes every client with 1001 and refuses new ones. Idempotent. */
-  close(): void {
-    this.closed = true;
-    for (const ws of [...this.live]) ws.close(CLOSE_GOING_AWAY, 'browserd is stopping');
-  }
-
-  /** Cuts every client now. Idempotent. */
-  destroy(): void {
-    this.closed = true;
-    for (const ws of [...this.live]) ws.terminate();
-    this.live.clear();
   }
 }
 
@@ -107,7 +73,7 @@ function serve(ws: WebSocket, proc: ManagedProcess, replay: boolean, log: Logger
     try {
       writing = proc.writeStdin(data, false);
     } catch (err) {
-      if (err instanceof BrowserdError && err.code === 'limit_exceeded') return close(CLOSE_TRY_AGAIN_LATER, 'too much input queued: the process is not reading');
+      if (err instanceof BrowserdError && err.code === 'limit_exceeded') return close(CLOSE.TRY_AGAIN_LATER, 'too much input queued: the process is not reading');
       return; // process_exited: the exit close follows once its output is sent
     }
     // 504 (the bytes stay queued and arrive when the child reads) and 409 (exited) need no answer here.
@@ -135,7 +101,7 @@ async function pumpOutput(ws: WebSocket, proc: ManagedProcess, replay: boolean, 
   let offset = replay ? buffer.startOffset : buffer.endOffset;
   while (ws.readyState === WebSocket.OPEN && !signal.aborted) {
     const batch = buffer.read(offset, READ_BATCH_BYTES);
-    if (batch.lost > 0) return close(CLOSE_TRY_AGAIN_LATER, `the client reads too slowly: ${batch.lost} bytes of output passed it`);
+    if (batch.lost > 0) return close(CLOSE.TRY_AGAIN_LATER, `the client reads too slowly: ${batch.lost} bytes of output passed it`);
     let flushed: Promise<void> | null = null;
     for (const [i, c] of batch.chunks.entries()) {
       if (i < batch.chunks.length - 1) ws.send(c.data, { binary: true });
@@ -166,18 +132,4 @@ function control(ws: WebSocket, proc: ManagedProcess, text: string): void {
     problem = err instanceof SyntaxError ? `not JSON: ${err.message}` : (err as Error).message;
   }
   if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'error', message: `text frames are control messages ({"type":"resize","rows":…,"cols":…}): ${problem}` }));
-}
-
-/** A close reason fits 123 bytes. */
-function reasonText(text: string): string {
-  return Buffer.byteLength(text) <= 123 ? text : `${Buffer.from(text).subarray(0, 120).toString()}…`;
-}
-
-/** A reason the request is not a usable WebSocket handshake, or null. */
-function handshakeProblem(req: IncomingMessage): string | null {
-  if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return 'the Upgrade header must be "websocket"';
-  const key = req.headers['sec-websocket-key'];
-  if (typeof key !== 'string' || !/^[A-Za-z0-9+/]{22}==$/.test(key)) return 'Sec-WebSocket-Key is missing or malformed';
-  if (req.headers['sec-websocket-version'] !== '13') return 'Sec-WebSocket-Version must be 13';
-  return null;
 }

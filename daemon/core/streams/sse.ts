@@ -1,0 +1,75 @@
+// Server-Sent Events: the writing side every event stream of the daemon shares (process output,
+// log streams, folder watches). The response's headers, one event's frame, the heartbeat comment,
+// waiting for a full socket to drain and for the next event at most a heartbeat long. What each
+// stream sends, and when it ends, is its own.
+import type { ServerResponse } from 'node:http';
+
+/** A comment line at this interval keeps idle connections (and proxies in between) open. */
+export const SSE_HEARTBEAT_MS = 15_000;
+/** The heartbeat: a comment line, which clients skip. */
+export const SSE_KEEPALIVE = ': keepalive\n\n';
+
+/**
+ * Answers 200 with the event-stream headers (no caching, no buffering by a proxy) and sends them
+ * now. False for a HEAD request: the headers are all it gets (the caller ends the response).
+ */
+export function openEventStream(res: ServerResponse): boolean {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+  if (res.req.method === 'HEAD') return false;
+  res.flushHeaders();
+  return true;
+}
+
+/** One event: its `event:` and `id:` lines when given, then the data as one line of JSON. */
+export function sseEvent(data: unknown, head: { event?: string; id?: number } = {}): string {
+  const event = head.event === undefined ? '' : `event: ${head.event}\n`;
+  const id = head.id === undefined ? '' : `id: ${head.id}\n`;
+  return `${event}${id}data: ${JSON.stringify(data)}\n\n`;
+}
+
+/** True once nothing more is to be written: `signal` aborted, or the response destroyed or ended. */
+export function streamGone(res: ServerResponse, signal: AbortSignal): boolean {
+  return signal.aborted || res.destroyed || res.writableEnded;
+}
+
+/** Ends the response unless it has ended or been destroyed already. */
+export function endStream(res: ServerResponse): void {
+  if (!res.destroyed && !res.writableEnded) res.end();
+}
+
+/** Resolves when the full socket drains, the response closes, or `signal` aborts. */
+export function waitDrain(res: ServerResponse, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Runs `wait` with a signal that aborts when `signal` does or after `ms`: what it resolved to, and
+ * whether the time ran out (`quiet`: the stream owes its reader a heartbeat).
+ */
+export async function waitAtMost<T>(signal: AbortSignal, ms: number, wait: (signal: AbortSignal) => Promise<T>): Promise<{ value: T; quiet: boolean }> {
+  const stop = new AbortController();
+  const onAbort = (): void => stop.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  let quiet = false;
+  const timer = setTimeout(() => {
+    quiet = true;
+    stop.abort();
+  }, ms);
+  try {
+    const value = await wait(stop.signal);
+    return { value, quiet };
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort);
+  }
+}

@@ -9,16 +9,14 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BENCH_TOKEN, startDaemon, type BenchDaemon } from './daemon.js';
-import { checkRunning, median, notInstalled, progress, skippedRow, startPeerServer, tempDir, timed, which, type Row } from './lib.js';
+import { checkRunning, tempDir } from '../test/kit/cleanup.js';
+import { startDaemon, startPeerServer, TEST_TOKEN, type Daemon } from './daemon.js';
+import { FILES, FOLDERS, median, notInstalled, progress, skippedRow, textFiles, timed, which, type Bench, type Row } from './lib.js';
 
 const MiB = 1024 * 1024;
 const BIG = 1024 * MiB;
 const N = 3;
 const ZIP_N = 5;
-const FILES = 2000;
-const FOLDERS = 20;
-const FILE_CHARS = 13_700;
 const MB = 1e6;
 const READ = '8. read_file 1 GiB, MB/s (median)';
 const WRITE = '8. write_file 1 GiB, MB/s (median)';
@@ -47,20 +45,19 @@ function bigFile(file: string): void {
   closeSync(fd);
 }
 
+/** Writes the corpus under `dir`; returns its bytes. */
 function tree(dir: string): number {
   let bytes = 0;
-  for (let i = 0; i < FILES; i++) {
-    const folder = path.join(dir, `lib${String(i % FOLDERS).padStart(2, '0')}`);
-    mkdirSync(folder, { recursive: true });
-    const data = randomBytes(Math.ceil((FILE_CHARS * 3) / 4)).toString('base64').slice(0, FILE_CHARS);
-    writeFileSync(path.join(folder, `file${i}.js`), data);
-    bytes += data.length;
+  for (const f of textFiles()) {
+    mkdirSync(path.dirname(path.join(dir, f.name)), { recursive: true });
+    writeFileSync(path.join(dir, f.name), f.data);
+    bytes += f.data.length;
   }
   return bytes;
 }
 
-const api = (d: BenchDaemon, route: string, p: string): string => `${d.url}/browsers/local/fs/${route}?path=${encodeURIComponent(p)}`;
-const auth = ['-H', `Authorization: Bearer ${BENCH_TOKEN}`];
+const api = (d: Daemon, route: string, p: string): string => `${d.url}/browsers/local/fs/${route}?path=${encodeURIComponent(p)}`;
+const auth = ['-H', `Authorization: Bearer ${TEST_TOKEN}`];
 
 export async function benchFs(): Promise<Row[]> {
   const curl = which('curl');
@@ -68,7 +65,7 @@ export async function benchFs(): Promise<Row[]> {
   if (curl === null) return [READ, READ_NODE, WRITE, WRITE_NODE, ZIP].map((n) => skippedRow(n, n === ZIP ? 'ms' : 'MB/s', 'cat / cp / node:http / zip -r', notInstalled('curl')));
   const dir = tempDir('browserd-bench-fs-');
   const d = await startDaemon();
-  const peer = await startPeerServer(peerScript);
+  const peer = await startPeerServer([peerScript]);
   const bare = (route: string, p: string): string => `http://127.0.0.1:${peer.port}/${route}?path=${encodeURIComponent(p)}`;
   try {
     const src = path.join(dir, 'big.bin');
@@ -140,6 +137,8 @@ export async function benchFs(): Promise<Row[]> {
     return rows;
   } finally {
     await peer.stop();
-    await d.stop();
+    await d.cleanup();
   }
 }
+
+export const fsBench: Bench = { name: 'fs', what: '8. files API: 1 GiB read/write vs cat/cp, download_dir_zip of 2,000 files vs zip -r', run: benchFs };

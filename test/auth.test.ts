@@ -4,8 +4,9 @@ import { createHash } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';

@@ -7,11 +7,11 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type Kernel from '@onkernel/sdk';
-import type { CdpClient } from '../daemon/cdp/client.js';
-import { waitBrowser } from './helpers/chromium.js';
-import { cdpOf, curl, expect204, keyLine, mouseLine, openTab, post, sdk, startPageServer, type PageServer, type Rec, type Tab } from './helpers/computer.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { curl, expect204, keyLine, mouseLine, openTab, post, sdk, startPageServer, type PageServer, type Rec, type Tab } from './helpers/computer.js';
 import { expectError } from './helpers/http.js';
+import { daemonCdp, waitBrowser, type CdpClient } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const READER = 'reader-token-0123456789abcdef';
 const ACTOR = 'actor-token-0123456789abcdef';
@@ -34,9 +34,9 @@ before(async () => {
       { id: 'actor', sha256: hex(ACTOR), scopes: ['computer'] },
     ]),
   );
-  d = await startDaemon({ noBrowser: false, env: { BROWSERD_KEYS_FILE: keysFile } });
+  d = await startDaemon({ autostart: true, env: { BROWSERD_KEYS_FILE: keysFile } });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
-  cdp = await cdpOf(d);
+  cdp = await daemonCdp(d);
   tab = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
   const [w, h] = await tab.eval<[number, number]>('[innerWidth, innerHeight]');
   viewport = { w, h };

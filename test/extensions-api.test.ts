@@ -8,10 +8,12 @@ import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { browser, chromiumExtensions, expectUploaded, indexed, installedList, multipartBody, rawUpload, upload, waitBrowser, type Part } from './helpers/extensions.js';
+import { chromiumExtensions, expectUploaded, indexed, installedList, multipartBody, rawUpload, upload, type Part } from './helpers/extensions.js';
 import { buildZip, fixtureZip, treeEntries, fixtureDir } from './helpers/zip.js';
+import { browser, waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 const READER = 'reader-token-0123456789abcdef';
 const keysDir = tempDir('browserd-ext-api-keys-');
@@ -31,7 +33,7 @@ before(async () => {
     ]),
   );
   d = await startDaemon({
-    noBrowser: false,
+    autostart: true,
     token: null,
     env: {
       BROWSERD_TOKEN: undefined,

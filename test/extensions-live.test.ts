@@ -6,10 +6,12 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { browser, chromiumExtensions, expectUploaded, indexed, installedList, upload, waitBrowser, watchTargets } from './helpers/extensions.js';
+import { chromiumExtensions, expectUploaded, indexed, installedList, upload, watchTargets } from './helpers/extensions.js';
 import { fixtureZip } from './helpers/zip.js';
+import { browser, waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const stateDir = tempDir('browserd-ext-live-');
 const policyDir = tempDir('browserd-ext-live-policy-');
@@ -21,7 +23,7 @@ let d: Daemon;
 let workerId = '';
 
 before(async () => {
-  d = await startDaemon({ noBrowser: false, stateDir, env });
+  d = await startDaemon({ autostart: true, stateDir, env });
   await waitBrowser(d, (b) => b.state === 'ready');
 });
 after(async () => {
@@ -158,7 +160,7 @@ test('DELETE: 204, gone from the list and from Chromium; unknown: 404', async ()
 
 test('the installed set is applied after a daemon restart on the same state dir', async () => {
   await d.stop();
-  d = await startDaemon({ noBrowser: false, stateDir, env });
+  d = await startDaemon({ autostart: true, stateDir, env });
   await waitBrowser(d, (b) => b.state === 'ready');
   assert.deepEqual((await installedList(d)).map((e) => [e.name, e.version]), [['worker', '1.5']]);
   assert.equal((await chromiumExtensions(d)).get(workerId), '1.5');

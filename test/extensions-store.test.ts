@@ -9,7 +9,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { createLogger } from '../daemon/core/log.js';
 import { Store, type InstalledEntry } from '../daemon/extensions/store.js';
-import { scratchDirs } from './helpers/daemon.js';
+import { scratchDirs } from './kit/cleanup.js';
 
 const fresh = scratchDirs('browserd-ext-store-');
 const log = createLogger('silent');

@@ -8,9 +8,10 @@ import { createHash } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { scratchDirs, startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { buildZip } from './helpers/zip.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 const scratch = scratchDirs('browserd-fs-guard-');
 const F = '/browsers/local/fs';

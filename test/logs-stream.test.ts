@@ -10,10 +10,11 @@ import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import type { LogEvent } from '@onkernel/sdk/resources/shared';
-import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { waitBrowser } from './helpers/chromium.js';
-import { until } from './helpers/processes.js';
+import { waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
+import { until } from './kit/wait.js';
 
 const BACKLOG = 1024;
 const MAX_STREAMS = 3;
@@ -51,7 +52,7 @@ before(async () => {
   const keysFile = path.join(dir, 'keys.json');
   writeFileSync(keysFile, JSON.stringify([{ id: 'reader', sha256: createHash('sha256').update(READER).digest('hex'), scopes: ['browser:read'] }]));
   d = await startDaemon({
-    noBrowser: false,
+    autostart: true,
     env: {
       BROWSERD_LOG_LEVEL: 'info',
       BROWSERD_KEYS_FILE: keysFile,

@@ -8,9 +8,11 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { writeFileSync } from 'node:fs';
-import { startDaemon, scratchDirs, type Daemon } from './helpers/daemon.js';
-import { kill, spawnProcess, status, until, waitExited, waitFile } from './helpers/processes.js';
+import { kill, spawnProcess, status, waitExited } from './helpers/processes.js';
 import { attach, type Attached } from './helpers/terminal.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { until, waitFile } from './kit/wait.js';
 
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';
 const scratch = scratchDirs('browserd-attach-');

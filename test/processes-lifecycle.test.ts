@@ -6,28 +6,12 @@ import { createHash } from 'node:crypto';
 import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import {
-  decodeEvents,
-  execProcess,
-  kill,
-  killGroup,
-  openStream,
-  parseSse,
-  PROC,
-  readOutput,
-  spawnProcess,
-  startDaemonUnder,
-  status,
-  until,
-  waitExited,
-  waitFile,
-  waitGroupGone,
-  waitPidGone,
-  writeStdin,
-  type Status,
-} from './helpers/processes.js';
+import { decodeEvents, execProcess, kill, openStream, parseSse, PROC, readOutput, spawnProcess, status, waitExited, writeStdin, type Status } from './helpers/processes.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { killGroup, waitGroupGone, waitPidGone } from './kit/procs.js';
+import { until, waitFile } from './kit/wait.js';
 
 const MAX_LIVE = 4;
 const REPLAY_BYTES = 64 * 1024;
@@ -266,7 +250,7 @@ test('a working directory the daemon cannot enter is 400 cwd: …, not blamed on
   const locked = path.join(dir, 'locked');
   mkdirSync(locked, { mode: 0o700 });
   chownSync(locked, 1, 1);
-  const limited = await startDaemonUnder(['setpriv', '--bounding-set', '-dac_override,-dac_read_search']);
+  const limited = await startDaemon({ wrapper: ['setpriv', '--bounding-set', '-dac_override,-dac_read_search'] });
   try {
     for (const route of ['spawn', 'exec']) {
       for (const asUser of [{ as_user: 'nobody' }, {}]) {

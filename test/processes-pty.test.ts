@@ -7,10 +7,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { scratchDirs, startDaemon, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { b64, kill, killGroup, PROC, readOutput, spawnProcess, startDaemonUnder, status, until, waitExited, waitPidGone } from './helpers/processes.js';
-import { LiveOutput, resize, sessionProcesses, type } from './helpers/terminal.js';
+import { b64, kill, PROC, readOutput, spawnProcess, status, waitExited } from './helpers/processes.js';
+import { LiveOutput, resize, type } from './helpers/terminal.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { killGroup, sessionProcesses, waitPidGone } from './kit/procs.js';
+import { until } from './kit/wait.js';
 
 const PROMPT = 'PROMPT$ ';
 /** An interactive bash without rc files, with a prompt the tests can find. */
@@ -191,7 +194,7 @@ test('refusals: resize of a pipe process is 409 not_a_tty; bad sizes 400; an unk
 });
 
 test('a terminal for another user: its ids through setpriv, the daemon\'s supplementary groups dropped', async () => {
-  const grouped = await startDaemonUnder(['setpriv', '--groups', '4,27']);
+  const grouped = await startDaemon({ wrapper: ['setpriv', '--groups', '4,27'] });
   try {
     const { process_id } = await spawnProcess(grouped, {
       command: 'sh',

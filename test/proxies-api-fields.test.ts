@@ -8,8 +8,9 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { BYPASS_LIMITS } from '../daemon/proxies/bypass.js';
 import { LIST_LIMITS } from '../daemon/proxies/listing.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const ADMIN = 'admin-token-aaaaaaaaaaaaaaaaaaaa';

@@ -7,9 +7,10 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { MAX_PROXIES } from '../daemon/proxies/routes.js';
 import { STORE_FILE } from '../daemon/proxies/store.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { selfSigned } from './helpers/proxies.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const ADMIN = 'admin-token-aaaaaaaaaaaaaaaaaaaa';

@@ -4,7 +4,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { crc32, deflateRawSync } from 'node:zlib';
-import { fixtures } from './daemon.js';
+import { fixtures } from '../kit/daemon.js';
 
 export interface ZipEntry {
   /** The stored name, as given (a string is written as UTF-8). */

@@ -18,12 +18,15 @@ const BIG = 1024 * MiB;
 const N = 3;
 const ZIP_N = 5;
 const MB = 1e6;
-const READ = '8. read_file 1 GiB, MB/s (median)';
-const WRITE = '8. write_file 1 GiB, MB/s (median)';
-const READ_NODE = '8. read_file 1 GiB vs bare node:http, MB/s';
-const WRITE_NODE = '8. write_file 1 GiB vs bare node:http, MB/s';
 const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fs-peer.js');
-const ZIP = '8. download_dir_zip 2,000 files, p50';
+/** The names of the rows. */
+const ROW = {
+  read: '8. read_file 1 GiB, MB/s (median)',
+  readNode: '8. read_file 1 GiB vs bare node:http, MB/s',
+  write: '8. write_file 1 GiB, MB/s (median)',
+  writeNode: '8. write_file 1 GiB vs bare node:http, MB/s',
+  zip: '8. download_dir_zip 2,000 files, p50',
+};
 
 /** Runs a command with stdout to /dev/null; rejects on a non-zero exit. */
 function quiet(cmd: string, args: string[], cwd?: string): Promise<void> {
@@ -62,7 +65,7 @@ const auth = ['-H', `Authorization: Bearer ${TEST_TOKEN}`];
 export async function benchFs(): Promise<Row[]> {
   const curl = which('curl');
   const zip = which('zip');
-  if (curl === null) return [READ, READ_NODE, WRITE, WRITE_NODE, ZIP].map((n) => skippedRow(n, n === ZIP ? 'ms' : 'MB/s', 'cat / cp / node:http / zip -r', notInstalled('curl')));
+  if (curl === null) return Object.values(ROW).map((n) => skippedRow(n, n === ROW.zip ? 'ms' : 'MB/s', 'cat / cp / node:http / zip -r', notInstalled('curl')));
   const dir = tempDir('browserd-bench-fs-');
   const d = await startDaemon();
   const peer = await startPeerServer([peerScript]);
@@ -99,13 +102,13 @@ export async function benchFs(): Promise<Row[]> {
     progress(`fs: read ${median(reads.ours).toFixed(0)} vs cat ${median(reads.peer).toFixed(0)} vs node ${median(reads.node).toFixed(0)} MB/s; write ${median(writes.ours).toFixed(0)} vs cp ${median(writes.peer).toFixed(0)} vs node ${median(writes.node).toFixed(0)} MB/s`);
     const how = `page cache warm; N=${N} each, interleaved`;
     const rows: Row[] = [
-      { name: READ, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.peer), peerName: '`cat file > /dev/null`', higherIsBetter: true, note: `curl -o /dev/null as the client; ${how}; target ≥ 0.8× the peer` },
-      { name: READ_NODE, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.node), peerName: 'bare node:http createReadStream().pipe(res) (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
-      { name: WRITE, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.peer), peerName: '`cp file dest`', higherIsBetter: true, note: `curl -T (PUT, streamed from disk) as the client; a new destination each run; ${how}; target ≥ 0.8× the peer` },
-      { name: WRITE_NODE, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.node), peerName: 'bare node:http req.pipe(createWriteStream) + rename (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
+      { name: ROW.read, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.peer), peerName: '`cat file > /dev/null`', higherIsBetter: true, note: `curl -o /dev/null as the client; ${how}; target ≥ 0.8× the peer` },
+      { name: ROW.readNode, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.node), peerName: 'bare node:http createReadStream().pipe(res) (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
+      { name: ROW.write, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.peer), peerName: '`cp file dest`', higherIsBetter: true, note: `curl -T (PUT, streamed from disk) as the client; a new destination each run; ${how}; target ≥ 0.8× the peer` },
+      { name: ROW.writeNode, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.node), peerName: 'bare node:http req.pipe(createWriteStream) + rename (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
     ];
 
-    if (zip === null) return [...rows, skippedRow(ZIP, 'ms', 'Info-ZIP `zip -qr`', notInstalled('zip'))];
+    if (zip === null) return [...rows, skippedRow(ROW.zip, 'ms', 'Info-ZIP `zip -qr`', notInstalled('zip'))];
     const src2 = path.join(dir, 'tree');
     const bytes = tree(src2);
     const ours: number[] = [];
@@ -127,7 +130,7 @@ export async function benchFs(): Promise<Row[]> {
     }
     progress(`fs: download_dir_zip ${median(ours).toFixed(0)} ms, zip -qr ${median(theirs).toFixed(0)} ms`);
     rows.push({
-      name: ZIP,
+      name: ROW.zip,
       unit: 'ms',
       browserd: median(ours),
       peer: median(theirs),

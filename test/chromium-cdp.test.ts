@@ -2,45 +2,32 @@
 // proxy, 401/403/404/400/503 in the error shape, the same URL across a restart and a crash (old
 // sockets closed with 1012), the message size bound in both directions (1009), 1001 at shutdown.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { expectError } from './helpers/http.js';
 import { upgradeRefusal } from './helpers/chromium.js';
 import { cdpSocket, waitBrowser } from './kit/browser.js';
-import { tempDir } from './kit/cleanup.js';
-import { startDaemon, type Daemon } from './kit/daemon.js';
+import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';
 
 const FULL = 'cdp-full-token-0123456789abcdef';
 const READER = 'cdp-reader-token-0123456789abcdef';
 const MAX_MESSAGE = 65_536;
-const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
-const keysDir = tempDir();
 let d: Daemon;
 let idle: Daemon;
 let cdpUrl: string;
 
 before(async () => {
-  const keysFile = path.join(keysDir, 'keys.json');
-  writeFileSync(
-    keysFile,
-    JSON.stringify([
-      { id: 'full', sha256: hex(FULL), scopes: ['browser:read', 'browser:write', 'cdp'] },
-      { id: 'reader', sha256: hex(READER), scopes: ['browser:read'] },
-    ]),
-  );
+  const keys = keysFile([
+    { id: 'full', token: FULL, scopes: ['browser:read', 'browser:write', 'cdp'] },
+    { id: 'reader', token: READER, scopes: ['browser:read'] },
+  ]);
   [d, idle] = await Promise.all([
-    startDaemon({ autostart: true, token: FULL, env: { BROWSERD_KEYS_FILE: keysFile, BROWSERD_CDP_MAX_MESSAGE_BYTES: String(MAX_MESSAGE) } }),
+    startDaemon({ autostart: true, token: FULL, env: { BROWSERD_KEYS_FILE: keys, BROWSERD_CDP_MAX_MESSAGE_BYTES: String(MAX_MESSAGE) } }),
     startDaemon(),
   ]);
   const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
   cdpUrl = s.cdp_url;
 });
-after(async () => {
-  await Promise.all([d.cleanup(), idle.cleanup()]);
-  rmSync(keysDir, { recursive: true, force: true });
-});
+after(() => Promise.all([d.cleanup(), idle.cleanup()]));
 
 test('Browser.getVersion through the proxy, with the bearer token', async () => {
   const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');

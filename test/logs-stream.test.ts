@@ -3,7 +3,6 @@
 // file appended by exec on a `path` stream; follow=false, the backlog of a file, the path rules
 // (the state directory is refused, by real path too), query validation, the stream limit, the scope.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -13,7 +12,7 @@ import type { LogEvent } from '@onkernel/sdk/resources/shared';
 import { expectError } from './helpers/http.js';
 import { waitBrowser } from './kit/browser.js';
 import { tempDir } from './kit/cleanup.js';
-import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
+import { keysFile, TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 import { until } from './kit/wait.js';
 
 const BACKLOG = 1024;
@@ -49,13 +48,11 @@ async function all(stream: Stream): Promise<LogEvent[]> {
 }
 
 before(async () => {
-  const keysFile = path.join(dir, 'keys.json');
-  writeFileSync(keysFile, JSON.stringify([{ id: 'reader', sha256: createHash('sha256').update(READER).digest('hex'), scopes: ['browser:read'] }]));
   d = await startDaemon({
     autostart: true,
     env: {
       BROWSERD_LOG_LEVEL: 'info',
-      BROWSERD_KEYS_FILE: keysFile,
+      BROWSERD_KEYS_FILE: keysFile([{ id: 'reader', token: READER, scopes: ['browser:read'] }]),
       BROWSERD_CHROMIUM_FLAGS: '--enable-logging=stderr',
       BROWSERD_LOG_FILE_BACKLOG_BYTES: String(BACKLOG),
       BROWSERD_LOG_MAX_STREAMS: String(MAX_STREAMS),

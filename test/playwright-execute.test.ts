@@ -4,7 +4,6 @@
 // call after it, a runner killed from outside and replaced, a Chromium restart between two calls,
 // the pool's 429, the runner's environment (no token) and the scope.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:http';
@@ -16,7 +15,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { expectError } from './helpers/http.js';
 import { waitBrowser } from './kit/browser.js';
 import { tempDir } from './kit/cleanup.js';
-import { TEST_TOKEN, repoRoot, startDaemon, type Daemon } from './kit/daemon.js';
+import { keysFile, TEST_TOKEN, repoRoot, startDaemon, type Daemon } from './kit/daemon.js';
 import { isAlive } from './kit/procs.js';
 import { until } from './kit/wait.js';
 
@@ -43,12 +42,10 @@ before(async () => {
   });
   await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
   siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
-  const keysFile = path.join(dir, 'keys.json');
-  writeFileSync(keysFile, JSON.stringify([{ id: 'reader', sha256: createHash('sha256').update(READER).digest('hex'), scopes: ['browser:read', 'cdp'] }]));
   d = await startDaemon({
     autostart: true,
     env: {
-      BROWSERD_KEYS_FILE: keysFile,
+      BROWSERD_KEYS_FILE: keysFile([{ id: 'reader', token: READER, scopes: ['browser:read', 'cdp'] }]),
       BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES: String(OUTPUT_LIMIT),
       BROWSERD_PLAYWRIGHT_RESULT_LIMIT_BYTES: String(RESULT_LIMIT),
       BROWSERD_PLAYWRIGHT_MAX_HEAP_MB: '128',

@@ -3,7 +3,8 @@
 // bearer token, and its end: stop() (SIGTERM), cleanup() (SIGKILL after 20 s, then the folders it
 // made removed), registered with the cleanup registry so that a benchmark run never leaves one.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +30,8 @@ export interface StartOptions {
   autostart?: boolean;
   /** Default TEST_TOKEN; null starts without BROWSERD_TOKEN. */
   token?: string | null;
+  /** The bearer fetch() sends, when it is not `token`: a key of the keys file (BROWSERD_KEYS_FILE). */
+  bearer?: string;
   /** Wait for `listening` (default true); on failure the daemon is cleaned up and the error thrown. */
   waitListening?: boolean;
   /** A command the daemon is started through (`perl notify-exec.pl`, `setpriv …`): it ends by exec'ing node. */
@@ -44,6 +47,21 @@ export interface StartOptions {
   keepLogs?: number;
   /** Prefix of the temp state dir. */
   prefix?: string;
+}
+
+/** An API key with its token in the clear: the keys file (BROWSERD_KEYS_FILE) stores the token's sha256. */
+export interface ApiKey {
+  id: string;
+  token: string;
+  scopes: string[];
+  project?: string;
+}
+
+/** Writes a keys file of `keys` (by default in a temp dir of its own) and returns its path. */
+export function keysFile(keys: ApiKey[], file = path.join(tempDir('browserd-keys-'), 'keys.json')): string {
+  const sha256 = (token: string): string => createHash('sha256').update(token).digest('hex');
+  writeFileSync(file, JSON.stringify(keys.map(({ token, ...k }) => ({ ...k, sha256: sha256(token) }))));
+  return file;
 }
 
 export class Daemon {
@@ -190,7 +208,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
   const detached = opts.detached === true;
   const spawnedAt = performance.now();
   const proc = spawn(argv[0] as string, argv.slice(1), { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'], detached });
-  const daemon = new Daemon(proc, stateDir, token, spawnedAt, { ownsStateDir: opts.stateDir === undefined, detached, keepLogs: opts.keepLogs ?? Infinity });
+  const daemon = new Daemon(proc, stateDir, opts.bearer ?? token, spawnedAt, { ownsStateDir: opts.stateDir === undefined, detached, keepLogs: opts.keepLogs ?? Infinity });
   if (opts.waitListening !== false) {
     try {
       const line = await daemon.waitLog((l) => l.event === 'listening', 30_000);

@@ -11,10 +11,15 @@ import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { CdpClient } from '../daemon/cdp/client.js';
 import { fixtureZip } from '../test/helpers/zip.js';
-import { CdpConnection, daemonFlags, startChromium, type HandChromium } from './chromium.js';
-import { startDaemon, type BenchDaemon } from './daemon.js';
-import { fixtures, median, onCleanup, percentile, progress, tempDir, timed, type Row } from './lib.js';
+import { TargetWatch } from '../test/kit/browser.js';
+import { onCleanup, tempDir } from '../test/kit/cleanup.js';
+import { fixtures } from '../test/kit/daemon.js';
+import { until } from '../test/kit/wait.js';
+import { daemonFlags, startChromium, type HandChromium } from './chromium.js';
+import { startDaemon, type Daemon } from './daemon.js';
+import { median, percentile, progress, timed, type Bench, type Row } from './lib.js';
 
 const LIVE_N = 50;
 /** Idle time before each sample (the removal of the previous extension settles). */
@@ -33,52 +38,15 @@ interface UploadAnswer {
   chromium: { restarted: boolean; ready_ms: number };
 }
 
-async function upload(d: BenchDaemon, name: string, zip: Buffer): Promise<UploadAnswer> {
+async function upload(d: Daemon, name: string, zip: Buffer): Promise<UploadAnswer> {
   const form = new FormData();
   form.append('extensions[][name]', name);
   form.append('extensions[][zip_file]', new Blob([zip], { type: 'application/zip' }), `${name}.zip`);
   return d.call<UploadAnswer>('/browsers/local/extensions', { method: 'POST', body: form });
 }
 
-async function remove(d: BenchDaemon, name: string): Promise<void> {
+async function remove(d: Daemon, name: string): Promise<void> {
   await d.call(`/browsers/local/extensions/${name}`, { method: 'DELETE' }, 204);
-}
-
-/** Resolves when a service_worker target of extension `id` was created (before or after the call). */
-class WorkerWatch {
-  private readonly seen = new Set<string>();
-  private waiter: { id: string; resolve: () => void } | null = null;
-
-  constructor(cdp: CdpConnection) {
-    cdp.on((method, params) => {
-      if (method !== 'Target.targetCreated' && method !== 'Target.targetInfoChanged') return;
-      const t = params.targetInfo as { type: string; url: string };
-      if (t.type !== 'service_worker') return;
-      const m = /^chrome-extension:\/\/([a-p]{32})\//.exec(t.url);
-      if (!m) return;
-      this.seen.add(m[1] as string);
-      if (this.waiter?.id === m[1]) this.waiter.resolve();
-    });
-  }
-
-  wait(id: string, timeoutMs = 30_000): Promise<void> {
-    if (this.seen.has(id)) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no service worker of ${id} within ${timeoutMs} ms`)), timeoutMs);
-      this.waiter = {
-        id,
-        resolve: () => {
-          clearTimeout(timer);
-          this.waiter = null;
-          resolve();
-        },
-      };
-    });
-  }
-
-  forget(id: string): void {
-    this.seen.delete(id);
-  }
 }
 
 export async function benchActivationLive(): Promise<Row[]> {
@@ -86,13 +54,12 @@ export async function benchActivationLive(): Promise<Row[]> {
   const work = tempDir('browserd-bench-live-');
   const d = await startDaemon({ autostart: true });
   let hand: HandChromium | null = null;
-  let cdp: CdpConnection | null = null;
+  let cdp: CdpClient | null = null;
   try {
     await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     hand = await startChromium(daemonFlags(path.join(work, 'profile')));
-    cdp = await CdpConnection.connect(hand.wsUrl);
-    const watch = new WorkerWatch(cdp);
-    await cdp.send('Target.setDiscoverTargets', { discover: true });
+    cdp = await CdpClient.overWebSocket(hand.wsUrl);
+    const watch = await TargetWatch.start(cdp);
 
     const ours: number[] = [];
     const locked: number[] = [];
@@ -112,8 +79,8 @@ export async function benchActivationLive(): Promise<Row[]> {
       const dir = path.join(work, `bench-live-${i}`);
       cpSync(path.join(fixtures, 'extensions', FIXTURE), dir, { recursive: true });
       const h = await timed(async () => {
-        const { id } = await conn.send<{ id: string }>('Extensions.loadUnpacked', { path: dir });
-        await watch.wait(id);
+        const { id } = await conn.send('Extensions.loadUnpacked', { path: dir });
+        await watch.worker(id);
         return id;
       });
       await conn.send('Extensions.uninstall', { id: h.value });
@@ -143,7 +110,7 @@ export async function benchActivationLive(): Promise<Row[]> {
   } finally {
     cdp?.close();
     await hand?.stop();
-    await d.stop();
+    await d.cleanup();
   }
 }
 
@@ -163,14 +130,10 @@ async function floorSamples(n: number): Promise<number[]> {
       const t0 = performance.now();
       await prev.stop();
       hand = await startChromium(args);
-      const cdp = await CdpConnection.connect(hand.wsUrl);
+      const cdp = await CdpClient.overWebSocket(hand.wsUrl);
       try {
-        for (;;) {
-          const { targetInfos } = await cdp.send<{ targetInfos: { type: string; url: string }[] }>('Target.getTargets');
-          if (targetInfos.some((t) => t.type === 'service_worker' && t.url.startsWith('chrome-extension://'))) break;
-          if (performance.now() - t0 > 30_000) throw new Error('no service worker after a hand restart with --load-extension');
-          await sleep(5);
-        }
+        const worker = async (): Promise<boolean> => (await cdp.send('Target.getTargets')).targetInfos.some((t) => t.type === 'service_worker' && t.url.startsWith('chrome-extension://'));
+        await until('a service worker after a hand restart with --load-extension', worker, 30_000, 5);
       } finally {
         cdp.close();
       }
@@ -182,7 +145,7 @@ async function floorSamples(n: number): Promise<number[]> {
   }
 }
 
-async function endToEnd(d: BenchDaemon, n: number, mode: string, zip: Buffer): Promise<number[]> {
+async function endToEnd(d: Daemon, n: number, mode: string, zip: Buffer): Promise<number[]> {
   await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
   const out: number[] = [];
   for (let i = 0; i <= n; i++) {
@@ -208,7 +171,7 @@ export async function benchActivationRestart(): Promise<Row[]> {
   try {
     restart = await endToEnd(d1, RESTART_N, 'restart', zip);
   } finally {
-    await d1.stop();
+    await d1.cleanup();
   }
 
   // The blocklist affects every Chromium on the machine while it exists: as short as possible.
@@ -221,7 +184,7 @@ export async function benchActivationRestart(): Promise<Row[]> {
     try {
       policy = await endToEnd(d2, POLICY_N, 'policy', zip);
     } finally {
-      await d2.stop();
+      await d2.cleanup();
     }
   } finally {
     rmSync(policyFile, { force: true });
@@ -246,3 +209,7 @@ export async function benchActivationRestart(): Promise<Row[]> {
     },
   ];
 }
+
+export const liveBench: Bench = { name: 'live', what: '2. live extension activation vs Extensions.loadUnpacked', run: benchActivationLive };
+
+export const activationBench: Bench = { name: 'activation', what: '3. restart and policy activation, end to end', run: benchActivationRestart };

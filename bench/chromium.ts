@@ -1,13 +1,15 @@
 // The peer of browserd's Chromium handling: the same binary with the same flags (imported from the
 // daemon's flags module), started by hand with its own temp profile, ready when its
-// "DevTools listening on ws://…" line was seen and Browser.getVersion answered on that endpoint.
-// Also a minimal CDP client for the browser endpoint (the peer of the extension activation).
+// "DevTools listening on ws://…" line was seen and Browser.getVersion answered on that endpoint
+// (the daemon's own CDP client, straight to the port).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
-import WebSocket from 'ws';
+import { CdpClient } from '../daemon/cdp/client.js';
 import { chromiumEnv, chromiumFlags } from '../daemon/chromium/flags.js';
-import { CHROMIUM, checkRunning, exitOf, onCleanup, stopGroup } from './lib.js';
+import { checkRunning, onCleanup } from '../test/kit/cleanup.js';
+import { stopGroup } from '../test/kit/procs.js';
+import { exitOf, until } from '../test/kit/wait.js';
+import { CHROMIUM } from './lib.js';
 
 const DEVTOOLS_RE = /DevTools listening on (ws:\/\/\S+)/;
 
@@ -72,76 +74,20 @@ export async function startChromium(args: string[], timeoutMs = 60_000): Promise
     });
     proc.stderr?.removeAllListeners('data');
     proc.stderr?.resume();
-    for (;;) {
+    const answers = async (): Promise<boolean> => {
+      const c = await CdpClient.overWebSocket(wsUrl).catch(() => null);
       try {
-        const c = await CdpConnection.connect(wsUrl);
-        try {
-          await c.send('Browser.getVersion');
-        } finally {
-          c.close();
-        }
-        break;
-      } catch (err) {
-        if (performance.now() - t0 > timeoutMs) throw err;
-        await sleep(20);
+        return (await c?.send('Browser.getVersion')) !== undefined;
+      } catch {
+        return false;
+      } finally {
+        c?.close();
       }
-    }
+    };
+    await until(`Browser.getVersion answered at ${wsUrl}`, answers, Math.max(0, timeoutMs - (performance.now() - t0)), 20);
     return { proc, pid, wsUrl, readyMs: performance.now() - t0, stop };
   } catch (err) {
     await stop();
     throw err;
-  }
-}
-
-type Listener = (method: string, params: Record<string, unknown>) => void;
-
-/** A CDP connection with request/answer matching and an event listener. */
-export class CdpConnection {
-  private next = 1;
-  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
-  private readonly listeners = new Set<Listener>();
-
-  private constructor(private readonly ws: WebSocket) {
-    ws.on('message', (data) => {
-      const msg = JSON.parse(String(data)) as { id?: number; method?: string; params?: Record<string, unknown>; result?: unknown; error?: { message?: string } };
-      if (msg.id === undefined) {
-        for (const l of this.listeners) l(msg.method ?? '', msg.params ?? {});
-        return;
-      }
-      const p = this.pending.get(msg.id);
-      if (!p) return;
-      this.pending.delete(msg.id);
-      if (msg.error) p.reject(new Error(msg.error.message ?? 'CDP error'));
-      else p.resolve(msg.result ?? {});
-    });
-    ws.on('close', () => {
-      for (const p of this.pending.values()) p.reject(new Error('CDP connection closed'));
-      this.pending.clear();
-    });
-  }
-
-  static connect(url: string, headers: Record<string, string> = {}): Promise<CdpConnection> {
-    return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, { perMessageDeflate: false, headers, maxPayload: 256 * 1024 * 1024 });
-      ws.once('open', () => resolve(new CdpConnection(ws)));
-      ws.once('error', reject);
-    });
-  }
-
-  send<T = Record<string, unknown>>(method: string, params: Record<string, unknown> = {}): Promise<T> {
-    const id = this.next++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.ws.send(JSON.stringify({ id, method, params }));
-    });
-  }
-
-  on(listener: Listener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  close(): void {
-    this.ws.terminate();
   }
 }

@@ -9,9 +9,12 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { CdpClient } from '../daemon/cdp/client.js';
+import { daemonCdp } from '../test/kit/browser.js';
+import { tempDir } from '../test/kit/cleanup.js';
+import { until } from '../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from './chromium.js';
-import { BENCH_TOKEN, startDaemon } from './daemon.js';
-import { median, percentile, progress, tempDir, timed, type Row } from './lib.js';
+import { startDaemon } from './daemon.js';
+import { median, percentile, progress, timed, type Bench, type Row } from './lib.js';
 
 const SHOT_N = 40;
 const CLICK_N = 60;
@@ -31,11 +34,8 @@ async function openPage(cdp: CdpClient, url: string): Promise<string> {
   const { targetId } = await cdp.send('Target.createTarget', { url });
   const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true });
   await cdp.send('Emulation.setDeviceMetricsOverride', VIEWPORT, { sessionId });
-  for (let i = 0; i < 200; i++) {
-    const r = await cdp.send('Runtime.evaluate', { expression: 'document.readyState', returnByValue: true }, { sessionId });
-    if (r.result.value === 'complete') break;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
+  const loaded = async (): Promise<boolean> => (await cdp.send('Runtime.evaluate', { expression: 'document.readyState', returnByValue: true }, { sessionId })).result.value === 'complete';
+  await until(`${url} loaded`, loaded, 5000, 25);
   return sessionId;
 }
 
@@ -50,7 +50,7 @@ export async function benchComputer(): Promise<Row[]> {
   try {
     await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     hand = await startChromium(daemonFlags(path.join(tempDir('browserd-bench-profile-'), 'profile')));
-    viaProxy = await CdpClient.overWebSocket(`${d.url.replace(/^http/, 'ws')}/browsers/local/cdp`, { headers: { authorization: `Bearer ${BENCH_TOKEN}` } });
+    viaProxy = await daemonCdp(d);
     bare = await CdpClient.overWebSocket(hand.wsUrl, { maxPayload: 256 * 1024 * 1024 });
     await openPage(viaProxy, url);
     const bareSession = await openPage(bare, url);
@@ -126,7 +126,9 @@ export async function benchComputer(): Promise<Row[]> {
     viaProxy?.close();
     bare?.close();
     await hand?.stop();
-    await d.stop();
+    await d.cleanup();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 }
+
+export const computerBench: Bench = { name: 'computer', what: '8. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer };

@@ -1,63 +1,38 @@
 // 7. The daemon's own cost: start (spawn until its `listening` log line) and idle RSS
 // (BROWSERD_BROWSER_AUTOSTART=false, VmRSS after settling) vs a bare `node -e` that listens on a
 // port and prints one line. Interleaved, N starts each.
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startDaemon } from './daemon.js';
-import { checkRunning, exitOf, median, onCleanup, progress, type Row } from './lib.js';
+import { rssOf } from '../test/kit/procs.js';
+import { startDaemon, startPeerServer } from './daemon.js';
+import { median, progress, type Bench, type Row } from './lib.js';
 
 const N = 8;
 const SETTLE_MS = 1500;
+const MiB = 1024 * 1024;
 
 const BARE = `require('node:http').createServer((q, s) => s.end('ok')).listen(0, '127.0.0.1', function () {
   process.stdout.write(JSON.stringify({ event: 'listening', port: this.address().port }) + '\\n');
 });`;
 
-export function rssMiB(pid: number): number {
-  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!m) throw new Error(`no VmRSS for ${pid}`);
-  return Number(m[1]) / 1024;
-}
-
 /** Start time (ms to the `listening` line) and RSS (MiB after settling) of a bare node listener. */
 async function bareNode(): Promise<{ startMs: number; rss: number }> {
-  checkRunning();
-  const t0 = performance.now();
-  const proc = spawn(process.execPath, ['-e', BARE], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
-  const exited = exitOf(proc);
-  const stop = async (): Promise<void> => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-    await exited;
-  };
-  const unregister = onCleanup(stop);
+  const peer = await startPeerServer(['-e', BARE]);
   try {
-    const startMs = await new Promise<number>((resolve, reject) => {
-      let buf = '';
-      proc.stdout?.setEncoding('utf8').on('data', (c: string) => {
-        buf += c;
-        if (buf.includes('"listening"')) resolve(performance.now() - t0);
-      });
-      void exited.then(() => reject(new Error('node -e exited before listening')));
-    });
     await sleep(SETTLE_MS);
-    return { startMs, rss: rssMiB(proc.pid as number) };
+    return { startMs: peer.readyMs, rss: rssOf(peer.pid) / MiB };
   } finally {
-    unregister();
-    await stop();
+    await peer.stop();
   }
 }
 
 async function daemon(): Promise<{ startMs: number; rss: number }> {
   const d = await startDaemon({ autostart: false });
   try {
-    const line = await d.waitLog((l) => l.event === 'listening');
-    const startMs = (line.at_ms as number) - d.spawnedAt;
+    const startMs = d.listeningAt - d.spawnedAt;
     await sleep(SETTLE_MS);
-    return { startMs, rss: rssMiB(d.pid) };
+    return { startMs, rss: rssOf(d.pid) / MiB };
   } finally {
-    await d.stop();
+    await d.cleanup();
   }
 }
 
@@ -82,3 +57,5 @@ export async function benchDaemonCost(): Promise<Row[]> {
     { name: '7. daemon idle RSS (no Chromium), p50', unit: 'MiB', browserd: median(dRss), peer: median(bRss), peerName, note: `VmRSS ${SETTLE_MS} ms after listening` },
   ];
 }
+
+export const daemonBench: Bench = { name: 'daemon', what: "7. the daemon's start time and idle RSS vs a bare node server", run: benchDaemonCost };

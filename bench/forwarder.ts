@@ -17,8 +17,10 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { startViaOrigin, type ViaOrigin } from '../test/helpers/forwarder.js';
 import { freePort, waitForPort } from '../test/helpers/proxies.js';
-import { startDaemon, type BenchDaemon } from './daemon.js';
-import { checkRunning, exitOf, median, notInstalled, onCleanup, percentile, progress, skippedRow, tempDir, which, type Row } from './lib.js';
+import { checkRunning, onCleanup, tempDir } from '../test/kit/cleanup.js';
+import { exitOf } from '../test/kit/wait.js';
+import { startDaemon, type Daemon } from './daemon.js';
+import { median, notInstalled, percentile, progress, skippedRow, which, type Bench, type Row } from './lib.js';
 
 const MB50 = 50 * 1024 * 1024;
 const DOWNLOADS = 9;
@@ -109,7 +111,7 @@ export async function benchForwarder(): Promise<Row[]> {
 
   let origin: ViaOrigin | null = null;
   let tiny: { port: number; close: () => Promise<void> } | null = null;
-  let d: BenchDaemon | null = null;
+  let d: Daemon | null = null;
   const agents: http.Agent[] = [];
   const close = async (): Promise<void> => {
     for (const a of agents) a.destroy();
@@ -196,8 +198,10 @@ export async function benchForwarder(): Promise<Row[]> {
     });
     return rows;
   } finally {
-    await d?.stop();
+    await d?.cleanup();
     await close();
     unregister();
   }
 }
+
+export const forwarderBench: Bench = { name: 'forwarder', what: "8. the browser's forwarding proxy → tinyproxy vs straight to tinyproxy", run: benchForwarder };

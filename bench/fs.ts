@@ -9,23 +9,24 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BENCH_TOKEN, startDaemon, type BenchDaemon } from './daemon.js';
-import { checkRunning, median, notInstalled, progress, skippedRow, startPeerServer, tempDir, timed, which, type Row } from './lib.js';
+import { checkRunning, tempDir } from '../test/kit/cleanup.js';
+import { startDaemon, startPeerServer, TEST_TOKEN, type Daemon } from './daemon.js';
+import { FILES, FOLDERS, median, notInstalled, progress, skippedRow, textFiles, timed, which, type Bench, type Row } from './lib.js';
 
 const MiB = 1024 * 1024;
 const BIG = 1024 * MiB;
 const N = 3;
 const ZIP_N = 5;
-const FILES = 2000;
-const FOLDERS = 20;
-const FILE_CHARS = 13_700;
 const MB = 1e6;
-const READ = '8. read_file 1 GiB, MB/s (median)';
-const WRITE = '8. write_file 1 GiB, MB/s (median)';
-const READ_NODE = '8. read_file 1 GiB vs bare node:http, MB/s';
-const WRITE_NODE = '8. write_file 1 GiB vs bare node:http, MB/s';
 const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fs-peer.js');
-const ZIP = '8. download_dir_zip 2,000 files, p50';
+/** The names of the rows. */
+const ROW = {
+  read: '8. read_file 1 GiB, MB/s (median)',
+  readNode: '8. read_file 1 GiB vs bare node:http, MB/s',
+  write: '8. write_file 1 GiB, MB/s (median)',
+  writeNode: '8. write_file 1 GiB vs bare node:http, MB/s',
+  zip: '8. download_dir_zip 2,000 files, p50',
+};
 
 /** Runs a command with stdout to /dev/null; rejects on a non-zero exit. */
 function quiet(cmd: string, args: string[], cwd?: string): Promise<void> {
@@ -47,28 +48,27 @@ function bigFile(file: string): void {
   closeSync(fd);
 }
 
+/** Writes the corpus under `dir`; returns its bytes. */
 function tree(dir: string): number {
   let bytes = 0;
-  for (let i = 0; i < FILES; i++) {
-    const folder = path.join(dir, `lib${String(i % FOLDERS).padStart(2, '0')}`);
-    mkdirSync(folder, { recursive: true });
-    const data = randomBytes(Math.ceil((FILE_CHARS * 3) / 4)).toString('base64').slice(0, FILE_CHARS);
-    writeFileSync(path.join(folder, `file${i}.js`), data);
-    bytes += data.length;
+  for (const f of textFiles()) {
+    mkdirSync(path.dirname(path.join(dir, f.name)), { recursive: true });
+    writeFileSync(path.join(dir, f.name), f.data);
+    bytes += f.data.length;
   }
   return bytes;
 }
 
-const api = (d: BenchDaemon, route: string, p: string): string => `${d.url}/browsers/local/fs/${route}?path=${encodeURIComponent(p)}`;
-const auth = ['-H', `Authorization: Bearer ${BENCH_TOKEN}`];
+const api = (d: Daemon, route: string, p: string): string => `${d.url}/browsers/local/fs/${route}?path=${encodeURIComponent(p)}`;
+const auth = ['-H', `Authorization: Bearer ${TEST_TOKEN}`];
 
 export async function benchFs(): Promise<Row[]> {
   const curl = which('curl');
   const zip = which('zip');
-  if (curl === null) return [READ, READ_NODE, WRITE, WRITE_NODE, ZIP].map((n) => skippedRow(n, n === ZIP ? 'ms' : 'MB/s', 'cat / cp / node:http / zip -r', notInstalled('curl')));
+  if (curl === null) return Object.values(ROW).map((n) => skippedRow(n, n === ROW.zip ? 'ms' : 'MB/s', 'cat / cp / node:http / zip -r', notInstalled('curl')));
   const dir = tempDir('browserd-bench-fs-');
   const d = await startDaemon();
-  const peer = await startPeerServer(peerScript);
+  const peer = await startPeerServer([peerScript]);
   const bare = (route: string, p: string): string => `http://127.0.0.1:${peer.port}/${route}?path=${encodeURIComponent(p)}`;
   try {
     const src = path.join(dir, 'big.bin');
@@ -102,13 +102,13 @@ export async function benchFs(): Promise<Row[]> {
     progress(`fs: read ${median(reads.ours).toFixed(0)} vs cat ${median(reads.peer).toFixed(0)} vs node ${median(reads.node).toFixed(0)} MB/s; write ${median(writes.ours).toFixed(0)} vs cp ${median(writes.peer).toFixed(0)} vs node ${median(writes.node).toFixed(0)} MB/s`);
     const how = `page cache warm; N=${N} each, interleaved`;
     const rows: Row[] = [
-      { name: READ, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.peer), peerName: '`cat file > /dev/null`', higherIsBetter: true, note: `curl -o /dev/null as the client; ${how}; target ≥ 0.8× the peer` },
-      { name: READ_NODE, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.node), peerName: 'bare node:http createReadStream().pipe(res) (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
-      { name: WRITE, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.peer), peerName: '`cp file dest`', higherIsBetter: true, note: `curl -T (PUT, streamed from disk) as the client; a new destination each run; ${how}; target ≥ 0.8× the peer` },
-      { name: WRITE_NODE, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.node), peerName: 'bare node:http req.pipe(createWriteStream) + rename (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
+      { name: ROW.read, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.peer), peerName: '`cat file > /dev/null`', higherIsBetter: true, note: `curl -o /dev/null as the client; ${how}; target ≥ 0.8× the peer` },
+      { name: ROW.readNode, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.node), peerName: 'bare node:http createReadStream().pipe(res) (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
+      { name: ROW.write, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.peer), peerName: '`cp file dest`', higherIsBetter: true, note: `curl -T (PUT, streamed from disk) as the client; a new destination each run; ${how}; target ≥ 0.8× the peer` },
+      { name: ROW.writeNode, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.node), peerName: 'bare node:http req.pipe(createWriteStream) + rename (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
     ];
 
-    if (zip === null) return [...rows, skippedRow(ZIP, 'ms', 'Info-ZIP `zip -qr`', notInstalled('zip'))];
+    if (zip === null) return [...rows, skippedRow(ROW.zip, 'ms', 'Info-ZIP `zip -qr`', notInstalled('zip'))];
     const src2 = path.join(dir, 'tree');
     const bytes = tree(src2);
     const ours: number[] = [];
@@ -130,7 +130,7 @@ export async function benchFs(): Promise<Row[]> {
     }
     progress(`fs: download_dir_zip ${median(ours).toFixed(0)} ms, zip -qr ${median(theirs).toFixed(0)} ms`);
     rows.push({
-      name: ZIP,
+      name: ROW.zip,
       unit: 'ms',
       browserd: median(ours),
       peer: median(theirs),
@@ -140,6 +140,8 @@ export async function benchFs(): Promise<Row[]> {
     return rows;
   } finally {
     await peer.stop();
-    await d.stop();
+    await d.cleanup();
   }
 }
+
+export const fsBench: Bench = { name: 'fs', what: '8. files API: 1 GiB read/write vs cat/cp, download_dir_zip of 2,000 files vs zip -r', run: benchFs };

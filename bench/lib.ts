@@ -1,17 +1,11 @@
-// Shared parts of the benchmarks: statistics, the rows of the report, the cleanup registry (every
-// process a benchmark starts is registered and ended, even on error or Ctrl-C), temp dirs, process
-// groups and tools on PATH. The daemon itself is started by daemon.ts.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// Shared parts of the benchmarks: statistics, the rows of the report, the file corpus and tools on PATH. The
+// daemon and peer servers are started by daemon.ts, Chromium by hand by chromium.ts; cleanup,
+// temp dirs and process groups are the test kit's (test/kit/).
+import { randomBytes } from 'node:crypto';
+import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js');
-export const fixtures = path.join(repoRoot, 'fixtures');
 export const CHROMIUM = process.env.BROWSERD_CHROMIUM ?? '/usr/lib/chromium/chromium';
 
 // ---------------------------------------------------------------- statistics
@@ -29,17 +23,6 @@ export function median(samples: readonly number[]): number {
   const s = [...samples].sort((a, b) => a - b);
   const mid = s.length >> 1;
   return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-}
-
-/** true when `p` settled within `ms`, false when the time ran out first (the timer never outlives the wait). */
-export async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  try {
-    return await Promise.race([p.then(() => true, () => true), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** Milliseconds that `fn` took, with its result. */
@@ -70,6 +53,15 @@ export interface Row {
   skipped?: string;
 }
 
+/** One benchmark as `npm run bench` lists and runs it. */
+export interface Bench {
+  /** Its name on the command line. */
+  name: string;
+  /** What it measures, for the usage text and the progress lines. */
+  what: string;
+  run: () => Promise<Row[]>;
+}
+
 export function skippedRow(name: string, unit: Unit, peerName: string, why: string): Row {
   return { name, unit, browserd: null, peer: null, peerName, skipped: why };
 }
@@ -95,178 +87,20 @@ export function progress(msg: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 }
 
-// ---------------------------------------------------------------- cleanup registry
+// ---------------------------------------------------------------- file corpus
 
-type Cleanup = () => Promise<void> | void;
-const cleanups = new Set<Cleanup>();
-let interrupted = false;
+/** The corpus of the file benchmarks (unzip, download_dir_zip): this many files in FOLDERS folders. */
+export const FILES = 2000;
+export const FOLDERS = 20;
+/** base64 text of random bytes deflates to ~76% (like minified code): 2,000 files of this size make a ~20 MiB archive. */
+const FILE_CHARS = 13_700;
 
-/** Registers `fn` to run at exit (Ctrl-C included) unless unregistered first; returns the unregister. */
-export function onCleanup(fn: Cleanup): () => void {
-  cleanups.add(fn);
-  return () => cleanups.delete(fn);
-}
-
-/** After a signal: no benchmark may start anything new (its cleanup could be missed). */
-export function interrupt(): void {
-  interrupted = true;
-}
-
-/** Throws once the run was interrupted; called before every spawn and after every await that yields a resource. */
-export function checkRunning(): void {
-  if (interrupted) throw new Error('interrupted');
-}
-
-/** Runs every registered cleanup (newest first) until none is left; used by run.ts on signals and at the end. */
-export async function runCleanups(): Promise<void> {
-  while (cleanups.size > 0) {
-    for (const fn of [...cleanups].reverse()) {
-      cleanups.delete(fn);
-      try {
-        await fn();
-      } catch (err) {
-        process.stderr.write(`cleanup failed: ${(err as Error).message}\n`);
-      }
-    }
-  }
-}
-
-export function tempDir(prefix: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), prefix));
-  onCleanup(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-// ---------------------------------------------------------------- process groups
-
-function procStat(pid: string): { state: string; pgid: number } | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: f[0] ?? '?', pgid: Number(f[2]) };
-  } catch {
-    return null;
-  }
-}
-
-/** true while the group has a member that is not a zombie. */
-export function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-  } catch {
-    return false;
-  }
-  for (const name of readdirProc()) {
-    const s = procStat(name);
-    if (s !== null && s.pgid === pgid && s.state !== 'Z') return true;
-  }
-  return false;
-}
-
-function readdirProc(): string[] {
-  return readdirSync('/proc').filter((n) => /^\d+$/.test(n));
-}
-
-export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // gone already
-  }
-}
-
-/**
- * SIGTERM to the group, SIGKILL after `graceMs`; resolves once no member is left (polled every
- * `pollMs`). `exited` is the leader's exit, awaited first when given.
- */
-export async function stopGroup(pgid: number, opts: { graceMs?: number; pollMs?: number; exited?: Promise<unknown> } = {}): Promise<void> {
-  const grace = opts.graceMs ?? 5000;
-  const poll = opts.pollMs ?? 5;
-  signalGroup(pgid, 'SIGTERM');
-  const until = performance.now() + grace;
-  if (opts.exited) await within(opts.exited, grace);
-  while (groupAlive(pgid)) {
-    if (performance.now() > until) {
-      signalGroup(pgid, 'SIGKILL');
-      await sleep(50);
-      if (performance.now() > until + 10_000) throw new Error(`process group ${pgid} survives SIGKILL`);
-    } else await sleep(poll);
-  }
-}
-
-/** Live processes (not zombies) whose command line names `dir`: Chromiums left on a profile. */
-export function processesNaming(dir: string): { pid: number; pgid: number }[] {
-  const out: { pid: number; pgid: number }[] = [];
-  for (const name of readdirProc()) {
-    if (Number(name) === process.pid) continue;
-    let cmd: string;
-    try {
-      cmd = readFileSync(`/proc/${name}/cmdline`, 'utf8');
-    } catch {
-      continue;
-    }
-    if (!cmd.includes(dir)) continue;
-    const s = procStat(name);
-    if (s !== null && s.state !== 'Z') out.push({ pid: Number(name), pgid: s.pgid });
-  }
-  return out;
-}
-
-/** SIGKILL to every process naming `dir` and to its group. */
-export function killNaming(dir: string): void {
-  for (const p of processesNaming(dir)) {
-    if (p.pgid > 1 && p.pgid !== process.pid) signalGroup(p.pgid, 'SIGKILL');
-    try {
-      process.kill(p.pid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  }
-}
-
-/** Resolves with the child's exit (immediately when it already exited). */
-export function exitOf(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once('exit', () => resolve()));
-}
-
-// ---------------------------------------------------------------- peer servers
-
-/**
- * Runs a peer server script (its own process group, as the daemon is) that prints
- * `{"event":"listening","port":N}` on stdout; `stop()` ends it (also registered as a cleanup).
- */
-export async function startPeerServer(script: string): Promise<{ port: number; stop(): Promise<void> }> {
-  checkRunning();
-  const proc = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'], detached: true });
-  const exited = exitOf(proc);
-  const kill = async (): Promise<void> => {
-    signalGroup(proc.pid as number, 'SIGKILL');
-    await exited;
-  };
-  const unregister = onCleanup(kill);
-  try {
-    const port = await new Promise<number>((resolve, reject) => {
-      let buf = '';
-      proc.stdout?.setEncoding('utf8').on('data', (c: string) => {
-        buf += c;
-        const m = /"port":(\d+)/.exec(buf);
-        if (m) resolve(Number(m[1]));
-      });
-      void exited.then(() => reject(new Error(`${path.basename(script)} exited before listening`)));
-    });
-    return {
-      port,
-      stop: async () => {
-        unregister();
-        await kill();
-      },
-    };
-  } catch (err) {
-    unregister();
-    await kill();
-    throw err;
-  }
+/** The corpus, fresh random text: `lib00/file0.js` … `lib19/file1999.js`. */
+export function textFiles(): { name: string; data: string }[] {
+  return Array.from({ length: FILES }, (_, i) => ({
+    name: `lib${String(i % FOLDERS).padStart(2, '0')}/file${i}.js`,
+    data: randomBytes(Math.ceil((FILE_CHARS * 3) / 4)).toString('base64').slice(0, FILE_CHARS),
+  }));
 }
 
 // ---------------------------------------------------------------- tools

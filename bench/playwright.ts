@@ -10,8 +10,10 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
-import { BENCH_TOKEN, startDaemon, type BenchDaemon } from './daemon.js';
-import { checkRunning, median, onCleanup, percentile, progress, repoRoot, timed, type Row } from './lib.js';
+import { checkRunning, onCleanup } from '../test/kit/cleanup.js';
+import { repoRoot } from '../test/kit/daemon.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './daemon.js';
+import { median, percentile, progress, timed, type Bench, type Row } from './lib.js';
 
 const N_RETURN = 200;
 const N_FRESH = 5;
@@ -30,7 +32,7 @@ export async function benchPlaywright(): Promise<Row[]> {
   const closeSite = (): Promise<void> => new Promise((resolve) => site.close(() => resolve()));
   const unregister = onCleanup(closeSite);
   const siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
-  let d: BenchDaemon | null = null;
+  let d: Daemon | null = null;
   try {
     checkRunning();
     d = await startDaemon({ autostart: true });
@@ -50,7 +52,7 @@ export async function benchPlaywright(): Promise<Row[]> {
     const wsUrl = `${daemon.url.replace(/^http/, 'ws')}/browsers/local/cdp`;
     const script = `const { chromium } = require(${JSON.stringify(path.join(repoRoot, 'node_modules', 'playwright-core'))});
       (async () => {
-        const browser = await chromium.connectOverCDP(${JSON.stringify(wsUrl)}, { headers: { authorization: 'Bearer ${BENCH_TOKEN}' }, isLocal: true, noDefaults: true });
+        const browser = await chromium.connectOverCDP(${JSON.stringify(wsUrl)}, { headers: { authorization: 'Bearer ${TEST_TOKEN}' }, isLocal: true, noDefaults: true });
         const context = browser.contexts()[0];
         const page = context.pages()[0] ?? await context.newPage();
         const result = await (async () => { return 1; })(page, context, browser);
@@ -67,7 +69,7 @@ export async function benchPlaywright(): Promise<Row[]> {
     progress(`return 1: browserd p50 ${median(ret).toFixed(1)} ms, fresh process ${median(fresh).toFixed(0)} ms`);
 
     // page.goto: through execute vs an already-connected playwright-core on the same page.
-    const browser = await chromium.connectOverCDP(wsUrl, { headers: { authorization: `Bearer ${BENCH_TOKEN}` }, isLocal: true, noDefaults: true });
+    const browser = await chromium.connectOverCDP(wsUrl, { headers: { authorization: `Bearer ${TEST_TOKEN}` }, isLocal: true, noDefaults: true });
     // Never browser.close(): over CDP that closes Chromium (the daemon restarts it); the connection
     // ends with the daemon, stopped below.
     const gotoExec: number[] = [];
@@ -107,8 +109,10 @@ export async function benchPlaywright(): Promise<Row[]> {
       },
     ];
   } finally {
-    await d?.stop();
+    await d?.cleanup();
     await closeSite();
     unregister();
   }
 }
+
+export const playwrightBench: Bench = { name: 'playwright', what: '8. Playwright execute: `return 1`, and page.goto vs an already-connected playwright-core', run: benchPlaywright };

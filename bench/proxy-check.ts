@@ -5,8 +5,9 @@ import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { startOrigin, startTinyproxy, type Origin, type Tinyproxy } from '../test/helpers/proxies.js';
-import { startDaemon, type BenchDaemon } from './daemon.js';
-import { checkRunning, median, notInstalled, onCleanup, percentile, progress, skippedRow, timed, which, type Row } from './lib.js';
+import { checkRunning, onCleanup } from '../test/kit/cleanup.js';
+import { startDaemon, type Daemon } from './daemon.js';
+import { median, notInstalled, percentile, progress, skippedRow, timed, which, type Bench, type Row } from './lib.js';
 
 const N = 30;
 const NAME = '6. proxy check via tinyproxy, p50';
@@ -20,7 +21,7 @@ export async function benchProxyCheck(): Promise<Row[]> {
 
   let origin: Origin | null = null;
   let tiny: Tinyproxy | null = null;
-  let d: BenchDaemon | null = null;
+  let d: Daemon | null = null;
   // Both closes may run twice (a signal's cleanup and the finally): each is harmless the second time.
   const close = async (): Promise<void> => {
     await tiny?.close();
@@ -72,8 +73,10 @@ export async function benchProxyCheck(): Promise<Row[]> {
       },
     ];
   } finally {
-    await d?.stop();
+    await d?.cleanup();
     await close();
     unregister();
   }
 }
+
+export const proxyBench: Bench = { name: 'proxy', what: '6. proxy check through tinyproxy vs curl -x', run: benchProxyCheck };

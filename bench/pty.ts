@@ -6,8 +6,10 @@
 import { createRequire } from 'node:module';
 import type * as NodePty from '@lydell/node-pty';
 import WebSocket from 'ws';
-import { BENCH_TOKEN, startDaemon } from './daemon.js';
-import { checkRunning, median, onCleanup, percentile, progress, signalGroup, type Row } from './lib.js';
+import { checkRunning, onCleanup } from '../test/kit/cleanup.js';
+import { signalGroup } from '../test/kit/procs.js';
+import { TEST_TOKEN, startDaemon } from './daemon.js';
+import { median, percentile, progress, type Bench, type Row } from './lib.js';
 
 const KEYS = 500;
 const WARMUP = 50;
@@ -80,7 +82,7 @@ async function attached(): Promise<number[]> {
       json: { command: 'sh', args: PROGRAM, allocate_tty: true },
     });
     const ws = new WebSocket(`${d.url.replace(/^http/, 'ws')}/browsers/local/process/${process_id}/attach`, {
-      headers: { authorization: `Bearer ${BENCH_TOKEN}` },
+      headers: { authorization: `Bearer ${TEST_TOKEN}` },
     });
     ws.on('error', () => {});
     let buf = '';
@@ -102,7 +104,7 @@ async function attached(): Promise<number[]> {
     ws.terminate();
     return times;
   } finally {
-    await d.stop();
+    await d.cleanup();
   }
 }
 
@@ -117,3 +119,5 @@ export async function benchPty(): Promise<Row[]> {
     { name: '8. terminal keystroke round trip, p99', unit: 'ms', browserd: percentile(ours, 99), peer: percentile(peer, 99), peerName, note },
   ];
 }
+
+export const ptyBench: Bench = { name: 'pty', what: '8. terminal keystroke round trip through attach vs bare node-pty', run: benchPty };

@@ -4,9 +4,10 @@
 // Browser.getVersion answer. Interleaved, one warm-up each, N samples each.
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { tempDir } from '../test/kit/cleanup.js';
 import { daemonFlags, startChromium, type HandChromium } from './chromium.js';
 import { startDaemon, type LogLine } from './daemon.js';
-import { median, percentile, progress, tempDir, timed, type Row } from './lib.js';
+import { median, percentile, progress, timed, type Bench, type Row } from './lib.js';
 
 const N = 15;
 /** Idle time before each sample. */
@@ -84,6 +85,8 @@ export async function benchRestart(): Promise<Row[]> {
     ];
   } finally {
     await hand?.stop();
-    await d.stop();
+    await d.cleanup();
   }
 }
+
+export const restartBench: Bench = { name: 'restart', what: '1. restart to ready vs Chromium by hand', run: benchRestart };

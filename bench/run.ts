@@ -4,33 +4,25 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { benchActivationRestart, benchActivationLive } from './activation.js';
-import { benchComputer } from './computer.js';
-import { benchDaemonCost } from './daemon-cost.js';
-import { benchForwarder } from './forwarder.js';
-import { benchFs } from './fs.js';
-import { guard, interrupt, progress, repoRoot, runCleanups, type Row } from './lib.js';
-import { benchPlaywright } from './playwright.js';
-import { benchProxyCheck } from './proxy-check.js';
-import { benchPty } from './pty.js';
+import { interrupt, runCleanups } from '../test/kit/cleanup.js';
+import { repoRoot } from '../test/kit/daemon.js';
+import { activationBench, liveBench } from './activation.js';
+import { computerBench } from './computer.js';
+import { daemonBench } from './daemon-cost.js';
+import { forwarderBench } from './forwarder.js';
+import { fsBench } from './fs.js';
+import { guard, progress, type Bench, type Row } from './lib.js';
+import { playwrightBench } from './playwright.js';
+import { proxyBench } from './proxy-check.js';
+import { ptyBench } from './pty.js';
 import { describeMachine, markdown, table } from './report.js';
-import { benchRestart } from './restart.js';
-import { benchStdin } from './stdin.js';
-import { benchUnzip } from './unzip.js';
+import { restartBench } from './restart.js';
+import { stdinBench } from './stdin.js';
+import { unzipBench } from './unzip.js';
 
-const BENCHES: { name: string; what: string; run: () => Promise<Row[]> }[] = [
-  { name: 'restart', what: '1. restart to ready vs Chromium by hand', run: benchRestart },
-  { name: 'live', what: '2. live extension activation vs Extensions.loadUnpacked', run: benchActivationLive },
-  { name: 'activation', what: '3. restart and policy activation, end to end', run: benchActivationRestart },
-  { name: 'stdin', what: '4. stdin requests/s and MB/s vs a bare node:http server and cat', run: benchStdin },
-  { name: 'unzip', what: '5. unzip of a 20 MiB, 2,000-file archive vs Info-ZIP unzip', run: benchUnzip },
-  { name: 'proxy', what: '6. proxy check through tinyproxy vs curl -x', run: benchProxyCheck },
-  { name: 'daemon', what: "7. the daemon's start time and idle RSS vs a bare node server", run: benchDaemonCost },
-  { name: 'forwarder', what: "8. the browser's forwarding proxy → tinyproxy vs straight to tinyproxy", run: benchForwarder },
-  { name: 'computer', what: '8. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer },
-  { name: 'playwright', what: '8. Playwright execute: `return 1`, and page.goto vs an already-connected playwright-core', run: benchPlaywright },
-  { name: 'pty', what: '8. terminal keystroke round trip through attach vs bare node-pty', run: benchPty },
-  { name: 'fs', what: '8. files API: 1 GiB read/write vs cat/cp, download_dir_zip of 2,000 files vs zip -r', run: benchFs },
+const BENCHES: Bench[] = [
+  restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
+  daemonBench, forwarderBench, computerBench, playwrightBench, ptyBench, fsBench,
 ];
 
 function usage(): string {

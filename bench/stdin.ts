@@ -10,8 +10,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import autocannon from 'autocannon';
-import { BENCH_TOKEN, startDaemon, type BenchDaemon } from './daemon.js';
-import { median, onCleanup, progress, signalGroup, startPeerServer, tempDir, timed, type Row } from './lib.js';
+import { onCleanup, tempDir } from '../test/kit/cleanup.js';
+import { signalGroup } from '../test/kit/procs.js';
+import { startDaemon, startPeerServer, TEST_TOKEN, type Daemon } from './daemon.js';
+import { median, progress, timed, type Bench, type Row } from './lib.js';
 
 const CONNECTIONS = 16;
 const DURATION_S = 8;
@@ -59,11 +61,11 @@ async function bigWrites(target: Target, body: string, bytes: number): Promise<n
 }
 
 async function startPeer(): Promise<{ target: Target; stop(): Promise<void> }> {
-  const peer = await startPeerServer(peerScript);
+  const peer = await startPeerServer([peerScript]);
   return { target: { url: `http://127.0.0.1:${peer.port}/stdin`, headers: {} }, stop: peer.stop };
 }
 
-async function spawnCat(d: BenchDaemon): Promise<{ id: string; pid: number }> {
+async function spawnCat(d: Daemon): Promise<{ id: string; pid: number }> {
   const r = await d.call<{ process_id: string; pid: number }>('/browsers/local/process/spawn', {
     method: 'POST',
     json: { command: 'sh', args: ['-c', 'cat > /dev/null'] },
@@ -101,7 +103,7 @@ export async function benchStdin(): Promise<Row[]> {
   const unregister = onCleanup(killCat);
   try {
     cat = await spawnCat(d);
-    const ours: Target = { url: `${d.url}/browsers/local/process/${cat.id}/stdin`, headers: { authorization: `Bearer ${BENCH_TOKEN}` } };
+    const ours: Target = { url: `${d.url}/browsers/local/process/${cat.id}/stdin`, headers: { authorization: `Bearer ${TEST_TOKEN}` } };
 
     await load(ours, small, WARMUP_S);
     await load(peer.target, small, WARMUP_S);
@@ -136,7 +138,7 @@ export async function benchStdin(): Promise<Row[]> {
   } finally {
     if (cat !== null) await d.fetch(`/browsers/local/process/${cat.id}/kill`, { method: 'POST', json: { signal: 'KILL' } }).catch(() => undefined);
     await peer.stop();
-    await d.stop();
+    await d.cleanup();
     killCat();
     unregister();
   }
@@ -149,3 +151,5 @@ function readCmd(pid: number): string {
     return '';
   }
 }
+
+export const stdinBench: Bench = { name: 'stdin', what: '4. stdin requests/s and MB/s vs a bare node:http server and cat', run: benchStdin };

@@ -1,37 +1,29 @@
 // The 401/403 matrix, whoami, project-scoped keys and SIGHUP reload, through the real daemon.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
+import { keysFile, startDaemon, type ApiKey, type Daemon } from './kit/daemon.js';
 
-const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';
 const NOSCOPE = 'noscope-token-bbbbbbbbbbbbbbbb';
 const OTHER_PROJECT = 'project-token-cccccccccccccccc';
 const SAME_PROJECT = 'project-token-dddddddddddddddd';
 const LATER = 'later-token-eeeeeeeeeeeeeeeeeeee';
 
-const keysDir = tempDir();
-const keysFile = path.join(keysDir, 'keys.json');
-const keys = [
-  { id: 'reader', sha256: hex(READER), scopes: ['browser:read'] },
-  { id: 'noscope', sha256: hex(NOSCOPE), scopes: [] },
-  { id: 'other', sha256: hex(OTHER_PROJECT), scopes: ['browser:read', 'proxies:read'], project: 'p2' },
-  { id: 'same', sha256: hex(SAME_PROJECT), scopes: ['browser:read'], project: 'p1' },
+const keys: ApiKey[] = [
+  { id: 'reader', token: READER, scopes: ['browser:read'] },
+  { id: 'noscope', token: NOSCOPE, scopes: [] },
+  { id: 'other', token: OTHER_PROJECT, scopes: ['browser:read', 'proxies:read'], project: 'p2' },
+  { id: 'same', token: SAME_PROJECT, scopes: ['browser:read'], project: 'p1' },
 ];
+const file = keysFile(keys);
 let d: Daemon;
 
 before(async () => {
-  writeFileSync(keysFile, JSON.stringify(keys));
-  d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: keysFile, BROWSERD_PROJECT_ID: 'p1' } });
+  d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: file, BROWSERD_PROJECT_ID: 'p1' } });
 });
-after(async () => {
-  await d.cleanup();
-  rmSync(keysDir, { recursive: true, force: true });
-});
+after(() => d.cleanup());
 
 const as = (token: string | null, extra: Record<string, string> = {}): RequestInit => ({
   headers: token === null ? extra : { authorization: `Bearer ${token}`, ...extra },
@@ -97,7 +89,7 @@ test('no token is ever logged', async () => {
 
 test('SIGHUP re-reads the keys file; a broken file keeps the old keys', async () => {
   await expectError(await d.fetch('/whoami', as(LATER)), 401, 'unauthorized');
-  writeFileSync(keysFile, JSON.stringify([...keys, { id: 'later', sha256: hex(LATER), scopes: ['cdp'] }]));
+  keysFile([...keys, { id: 'later', token: LATER, scopes: ['cdp'] }], file);
   const seen = d.logs.length;
   d.proc.kill('SIGHUP');
   await d.waitLog((l) => l.event === 'keys_reload' && d.logs.indexOf(l) >= seen);
@@ -105,7 +97,7 @@ test('SIGHUP re-reads the keys file; a broken file keeps the old keys', async ()
   assert.equal(res.status, 200);
   await res.text();
 
-  writeFileSync(keysFile, '[{"id": broken');
+  writeFileSync(file, '[{"id": broken');
   const seen2 = d.logs.length;
   d.proc.kill('SIGHUP');
   const line = await d.waitLog((l) => l.event === 'keys_reload' && d.logs.indexOf(l) >= seen2);

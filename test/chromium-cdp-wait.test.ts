@@ -10,7 +10,8 @@ import { loadConfig } from '../daemon/core/config.js';
 import { Deadline } from '../daemon/core/deadline.js';
 import { createLogger } from '../daemon/core/log.js';
 import { createMetrics } from '../daemon/core/metrics.js';
-import { fixtures, tempDir } from './helpers/daemon.js';
+import { tempDir } from './kit/cleanup.js';
+import { fixtures } from './kit/daemon.js';
 
 const log = createLogger('silent');
 const dirs: string[] = [];

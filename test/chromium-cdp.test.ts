@@ -2,51 +2,40 @@
 // proxy, 401/403/404/400/503 in the error shape, the same URL across a restart and a crash (old
 // sockets closed with 1012), the message size bound in both directions (1009), 1001 at shutdown.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { cdpConnect, upgradeRefusal, waitBrowser } from './helpers/chromium.js';
+import { upgradeRefusal } from './helpers/chromium.js';
+import { cdpSocket, waitBrowser } from './kit/browser.js';
+import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';
 
 const FULL = 'cdp-full-token-0123456789abcdef';
 const READER = 'cdp-reader-token-0123456789abcdef';
 const MAX_MESSAGE = 65_536;
-const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
-const keysDir = tempDir();
 let d: Daemon;
 let idle: Daemon;
 let cdpUrl: string;
 
 before(async () => {
-  const keysFile = path.join(keysDir, 'keys.json');
-  writeFileSync(
-    keysFile,
-    JSON.stringify([
-      { id: 'full', sha256: hex(FULL), scopes: ['browser:read', 'browser:write', 'cdp'] },
-      { id: 'reader', sha256: hex(READER), scopes: ['browser:read'] },
-    ]),
-  );
+  const keys = keysFile([
+    { id: 'full', token: FULL, scopes: ['browser:read', 'browser:write', 'cdp'] },
+    { id: 'reader', token: READER, scopes: ['browser:read'] },
+  ]);
   [d, idle] = await Promise.all([
-    startDaemon({ noBrowser: false, token: FULL, env: { BROWSERD_KEYS_FILE: keysFile, BROWSERD_CDP_MAX_MESSAGE_BYTES: String(MAX_MESSAGE) } }),
-    startDaemon({ noBrowser: true }),
+    startDaemon({ autostart: true, token: FULL, env: { BROWSERD_KEYS_FILE: keys, BROWSERD_CDP_MAX_MESSAGE_BYTES: String(MAX_MESSAGE) } }),
+    startDaemon(),
   ]);
   const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
   cdpUrl = s.cdp_url;
 });
-after(async () => {
-  await Promise.all([d.cleanup(), idle.cleanup()]);
-  rmSync(keysDir, { recursive: true, force: true });
-});
+after(() => Promise.all([d.cleanup(), idle.cleanup()]));
 
 test('Browser.getVersion through the proxy, with the bearer token', async () => {
   const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
-  const c = await cdpConnect(cdpUrl, FULL);
-  const v = await c.call<{ product: string; protocolVersion: string }>('Browser.getVersion');
+  const c = await cdpSocket(cdpUrl, FULL);
+  const v = await c.cdp.send('Browser.getVersion');
   assert.equal(v.product, s.chromium.version);
   assert.equal(v.protocolVersion, '1.3');
-  c.ws.close();
+  c.cdp.close();
   assert.equal((await c.closed).code, 1005);
 });
 
@@ -77,20 +66,20 @@ test('a browser that is not started: 503 browser_unavailable at once', async () 
 
 test('POST /restart closes live sockets with 1012; a client connecting during the restart waits and gets the new browser on the same URL', async () => {
   const before = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
-  const old = await cdpConnect(cdpUrl, FULL);
-  await old.call('Browser.getVersion');
+  const old = await cdpSocket(cdpUrl, FULL);
+  await old.cdp.send('Browser.getVersion');
   const logStart = d.logs.length;
   const since = (pred: (l: Record<string, unknown>) => boolean): number => d.logs.findIndex((l, i) => i >= logStart && pred(l));
   const restart = d.fetch('/browsers/local/restart', { method: 'POST' });
   assert.equal((await old.closed).code, 1012);
   // The old Chromium is gone from the proxy: from here until the new one is ready, the browser is restarting.
-  const during = cdpConnect(cdpUrl, FULL);
+  const during = cdpSocket(cdpUrl, FULL);
   const res = await restart;
   assert.equal(res.status, 200);
   const after = (await res.json()) as { chromium: { pid: number } };
   assert.notEqual(after.chromium.pid, before.chromium.pid);
   const c = await during;
-  assert.match((await c.call<{ product: string }>('Browser.getVersion')).product, /Chrome\//);
+  assert.match((await c.cdp.send('Browser.getVersion')).product, /Chrome\//);
   // It arrived while the browser was restarting (it had to wait), and is connected to the new Chromium.
   const waited = since((l) => l.event === 'cdp_wait');
   const newReady = since((l) => l.event === 'chromium_ready' && l.chromium_pid === after.chromium.pid);
@@ -98,44 +87,44 @@ test('POST /restart closes live sockets with 1012; a client connecting during th
   assert.ok(waited >= 0, 'the client waited for the restart');
   assert.ok(waited < newReady && newReady < connected, `waited at ${waited}, new Chromium ready at ${newReady}, connected at ${connected}`);
   assert.equal(d.logs.filter((l, i) => i >= logStart && l.event === 'cdp_connected').length, 1, 'one connection: this one, to the new pid');
-  c.ws.close();
+  c.cdp.close();
   await c.closed;
 });
 
 test('a crash closes live sockets with 1012; a client connecting meanwhile waits for the restart', async () => {
   const s = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
-  const old = await cdpConnect(cdpUrl, FULL);
+  const old = await cdpSocket(cdpUrl, FULL);
   process.kill(s.chromium.pid as number, 'SIGKILL');
   assert.equal((await old.closed).code, 1012);
-  const next = await cdpConnect(cdpUrl, FULL); // connects while restarting, answered once ready
-  assert.match((await next.call<{ product: string }>('Browser.getVersion')).product, /Chrome\//);
+  const next = await cdpSocket(cdpUrl, FULL); // connects while restarting, answered once ready
+  assert.match((await next.cdp.send('Browser.getVersion')).product, /Chrome\//);
   const now = await waitBrowser(d, (x) => x.state === 'ready', 'ready');
   assert.notEqual(now.chromium.pid, s.chromium.pid);
-  next.ws.close();
+  next.cdp.close();
 });
 
 test('messages are bounded both ways: a client message or a Chromium answer over the limit closes with 1009', async () => {
-  const c = await cdpConnect(cdpUrl, FULL);
-  const { targetId } = await c.call<{ targetId: string }>('Target.createTarget', { url: 'about:blank' });
-  const { sessionId } = await c.call<{ sessionId: string }>('Target.attachToTarget', { targetId, flatten: true });
-  const small = await c.call<{ result: { value: string } }>('Runtime.evaluate', { expression: `'x'.repeat(${MAX_MESSAGE / 2})`, returnByValue: true }, sessionId);
+  const c = await cdpSocket(cdpUrl, FULL);
+  const { targetId } = await c.cdp.send('Target.createTarget', { url: 'about:blank' });
+  const { sessionId } = await c.cdp.send('Target.attachToTarget', { targetId, flatten: true });
+  const small = await c.cdp.send('Runtime.evaluate', { expression: `'x'.repeat(${MAX_MESSAGE / 2})`, returnByValue: true }, { sessionId });
   assert.equal(small.result.value.length, MAX_MESSAGE / 2, 'below the limit passes');
-  void c.call('Runtime.evaluate', { expression: `'x'.repeat(${MAX_MESSAGE * 2})`, returnByValue: true }, sessionId).catch(() => {});
+  void c.cdp.send('Runtime.evaluate', { expression: `'x'.repeat(${MAX_MESSAGE * 2})`, returnByValue: true }, { sessionId }).catch(() => {});
   const fromChromium = await c.closed;
   assert.equal(fromChromium.code, 1009);
   assert.match(fromChromium.reason, /from Chromium \(\d+ bytes\) is over 65536 bytes/);
 
-  const c2 = await cdpConnect(cdpUrl, FULL);
+  const c2 = await cdpSocket(cdpUrl, FULL);
   c2.ws.send(JSON.stringify({ id: 1, method: 'Browser.getVersion', params: { pad: 'y'.repeat(MAX_MESSAGE) } }));
   assert.equal((await c2.closed).code, 1009);
-  const c3 = await cdpConnect(cdpUrl, FULL);
-  await c3.call('Target.closeTarget', { targetId });
-  c3.ws.close();
+  const c3 = await cdpSocket(cdpUrl, FULL);
+  await c3.cdp.send('Target.closeTarget', { targetId });
+  c3.cdp.close();
 });
 
 test('daemon shutdown closes live sockets with 1001 and exits 0', async () => {
-  const c = await cdpConnect(cdpUrl, FULL);
-  await c.call('Browser.getVersion');
+  const c = await cdpSocket(cdpUrl, FULL);
+  await c.cdp.send('Browser.getVersion');
   const exit = d.stop();
   assert.equal((await c.closed).code, 1001);
   assert.equal((await exit).code, 0);

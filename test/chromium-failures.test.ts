@@ -6,9 +6,12 @@ import assert from 'node:assert/strict';
 import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { fixtures, startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { browser, isAlive, processesNaming, profileDir, waitBrowser, type Snapshot } from './helpers/chromium.js';
+import { profileDir } from './helpers/chromium.js';
+import { browser, waitBrowser, type Snapshot } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { fixtures, startDaemon, type Daemon } from './kit/daemon.js';
+import { isAlive, processesNaming } from './kit/procs.js';
 
 const daemons: Daemon[] = [];
 const dirs: string[] = [];
@@ -17,8 +20,8 @@ after(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-async function daemon(env: Record<string, string>, noBrowser = false): Promise<Daemon> {
-  const d = await startDaemon({ noBrowser, env });
+async function daemon(env: Record<string, string>, autostart = true): Promise<Daemon> {
+  const d = await startDaemon({ autostart, env });
   daemons.push(d);
   return d;
 }
@@ -109,7 +112,7 @@ test('autostart off: stopped, /readyz says how to start; a binary that vanished 
   const bin = path.join(binDir, 'chromium');
   copyFileSync(path.join(fixtures, 'chromium-crash.sh'), bin);
   chmodSync(bin, 0o755);
-  const d = await daemon({ BROWSERD_CHROMIUM: bin }, true);
+  const d = await daemon({ BROWSERD_CHROMIUM: bin }, false);
   const s = await browser(d);
   assert.equal(s.state, 'stopped');
   assert.equal(s.chromium.pid, null);

@@ -11,11 +11,15 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { indexed, upload } from './helpers/extensions.js';
 import { expectError } from './helpers/http.js';
 import { fixtureZip } from './helpers/zip.js';
-import { browser, groupMembers, isAlive, pgidOf, processesNaming, processesWithEnv, profileDir, waitBrowser, waitUntil, type Snapshot } from './helpers/chromium.js';
+import { profileDir } from './helpers/chromium.js';
+import { browser, waitBrowser, type Snapshot } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { groupMembers, isAlive, pgidOf, processesNaming, processesWithEnv } from './kit/procs.js';
+import { until } from './kit/wait.js';
 
 const stateDir = tempDir();
 /** Inherited by the daemon, Chromium and everything Chromium starts: finds the whole tree. */
@@ -28,13 +32,13 @@ let foreign: ChildProcess;
 let foreignPids: number[] = [];
 
 before(async () => {
-  d = await startDaemon({ noBrowser: false, stateDir, env });
+  d = await startDaemon({ autostart: true, stateDir, env });
   await waitBrowser(d, ready, 'ready');
   const profile = path.join(stateDir, 'chromium-profile');
-  await waitUntil(() => existsSync(path.join(profile, 'Local State')), 'Local State written');
+  await until('Local State written', () => existsSync(path.join(profile, 'Local State')));
   // Its own process group (as the processes API gives every process), no marker: not Chromium's.
   foreign = spawn('sh', ['-c', 'sleep 600 & tail -f "$0/Local State"', profile], { detached: true, stdio: 'ignore' });
-  await waitUntil(() => groupMembers(foreign.pid as number).length === 3, 'sh, sleep and tail running');
+  await until('sh, sleep and tail running', () => groupMembers(foreign.pid as number).length === 3);
   foreignPids = groupMembers(foreign.pid as number);
 });
 after(async () => {
@@ -178,7 +182,7 @@ test('SIGKILL to the daemon: its Chromium (DevTools on a pipe) ends with it; a C
   d.proc.kill('SIGKILL');
   await d.waitExit();
   // A pipe-mode Chromium reads EOF on its fd 3 and exits; its crashpad handlers follow it.
-  await waitUntil(() => oldTree.every((pid) => !isAlive(pid)), 'the old tree gone without a daemon', 10_000);
+  await until('the old tree gone without a daemon', () => oldTree.every((pid) => !isAlive(pid)), 10_000);
   // A Chromium left on the profile all the same (started by hand, with a port: it outlives whoever started it).
   const stray = spawn('/usr/lib/chromium/chromium', ['--headless', '--no-sandbox', '--disable-gpu', `--user-data-dir=${profileDir(d)}`, '--remote-debugging-port=0', 'about:blank'], {
     detached: true,
@@ -186,10 +190,10 @@ test('SIGKILL to the daemon: its Chromium (DevTools on a pipe) ends with it; a C
     // Its temp files (ended by SIGKILL, it removes none) go to a folder removed with the test's.
     env: { ...process.env, ...env, TMPDIR: tempDir('browserd-test-stray-tmp-') },
   });
-  await waitUntil(() => chromiumOnProfile(profileDir(d)).length >= 3, 'the stray Chromium running');
+  await until('the stray Chromium running', () => chromiumOnProfile(profileDir(d)).length >= 3);
   const strayTree = chromiumOnProfile(profileDir(d));
   second = await startDaemon({
-    noBrowser: true, // BROWSERD_BROWSER_AUTOSTART=false: no launch, yet the profile is swept
+    autostart: false, // BROWSERD_BROWSER_AUTOSTART=false: no launch, yet the profile is swept
     stateDir,
     env: { ...env, BROWSERD_TEST_HOOKS: 'hold-activation=held', BROWSERD_SHUTDOWN_TIMEOUT_MS: '1000' },
   });
@@ -225,7 +229,7 @@ test('SIGTERM while an extension install holds the lifecycle lock: the wait ends
   assert.equal((await exit).code, 0);
   await install;
   assert.deepEqual(chromiumOnProfile(profileDir(daemon)), []);
-  await waitUntil(() => processesWithEnv(marker).length === 0, 'free of processes of this test');
+  await until('free of processes of this test', () => processesWithEnv(marker).length === 0);
   assert.ok(daemon.logs.some((l) => l.event === 'chromium_stopped'));
 });
 

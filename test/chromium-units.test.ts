@@ -18,7 +18,7 @@ import { LineRateLimiter, LineSplitter, RingBuffer } from '../daemon/chromium/la
 import { ChromiumIdentity } from '../daemon/chromium/sweep/identity.js';
 import { namesDir } from '../daemon/chromium/sweep/profile.js';
 import { BrowserdError } from '../daemon/core/errors.js';
-import { tempDir } from './helpers/daemon.js';
+import { tempDir } from './kit/cleanup.js';
 
 const silent = createLogger('silent');
 

@@ -9,9 +9,9 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import puppeteer from 'puppeteer-core';
 import { chromium } from 'playwright-core';
-import { CdpClient } from '../daemon/cdp/client.js';
-import { startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
-import { waitBrowser } from './helpers/chromium.js';
+import { cdpConnect, daemonCdp, waitBrowser } from './kit/browser.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
+import { until } from './kit/wait.js';
 
 let d: Daemon;
 let origin: http.Server;
@@ -19,7 +19,7 @@ let page: string;
 const headers = { authorization: `Bearer ${TEST_TOKEN}` };
 
 before(async () => {
-  d = await startDaemon({ noBrowser: false });
+  d = await startDaemon({ autostart: true });
   origin = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>page ${req.url}</title><p id="p">hello</p>`));
   await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
   page = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
@@ -57,8 +57,7 @@ test('puppeteer (browserURL) and playwright (connectOverCDP over http) at the sa
 });
 
 test("each client's discovery and auto-attach are its own: events never leak to another client", async () => {
-  const url = `${browserURL().replace(/^http/, 'ws')}`;
-  const [a, b] = await Promise.all([CdpClient.overWebSocket(url, { headers }), CdpClient.overWebSocket(url, { headers })]);
+  const [a, b] = await Promise.all([daemonCdp(d), daemonCdp(d)]);
   try {
     const seen = { a: [] as string[], b: [] as string[] };
     a.on('Target.targetCreated', (p) => seen.a.push(`created ${p.targetInfo.url}`));
@@ -69,11 +68,7 @@ test("each client's discovery and auto-attach are its own: events never leak to 
     await a.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true });
     const { targetId } = await b.send('Target.createTarget', { url: `${page}/made-by-b` });
     // A discovers and auto-attaches the page B made; B, which asked for neither, hears of neither.
-    const deadline = Date.now() + 10_000;
-    while (!seen.a.some((x) => x.startsWith('created')) || !seen.a.some((x) => x.startsWith('attached'))) {
-      assert.ok(Date.now() < deadline, `A saw: ${seen.a.join(', ')}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await until(() => `A to see the page created and attached; A saw: ${seen.a.join(', ')}`, () => seen.a.some((x) => x.startsWith('created')) && seen.a.some((x) => x.startsWith('attached')), 10_000);
     assert.deepEqual(seen.b, []);
     // A session A attached is A's alone: B naming it is refused.
     const { sessionId } = await a.send('Target.attachToTarget', { targetId, flatten: true });
@@ -87,18 +82,15 @@ test("each client's discovery and auto-attach are its own: events never leak to 
 });
 
 test('/json/list gives per-target URLs under the daemon; a client of one target talks to it without a sessionId', async () => {
-  const made = await CdpClient.overWebSocket(browserURL().replace(/^http/, 'ws'), { headers });
+  const made = await daemonCdp(d);
   const { targetId } = await made.send('Target.createTarget', { url: `${page}/listed` });
   try {
-    let entry: { id: string; url: string; webSocketDebuggerUrl: string } | undefined;
-    for (let i = 0; i < 50 && entry?.url !== `${page}/listed`; i++) {
+    const entry = await until('the target listed at its URL', async () => {
       const list = (await (await d.fetch('/browsers/local/cdp/json/list')).json()) as { id: string; url: string; webSocketDebuggerUrl: string }[];
-      entry = list.find((t) => t.id === targetId);
-      if (entry?.url !== `${page}/listed`) await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.ok(entry, 'the target is listed');
+      return list.find((t) => t.id === targetId && t.url === `${page}/listed`);
+    });
     assert.equal(entry.webSocketDebuggerUrl, `${browserURL().replace(/^http/, 'ws')}/devtools/page/${targetId}`);
-    const one = await CdpClient.overWebSocket(entry.webSocketDebuggerUrl, { headers });
+    const one = await cdpConnect(entry.webSocketDebuggerUrl, TEST_TOKEN);
     const loaded = "new Promise((r) => (document.readyState === 'complete' ? r() : addEventListener('load', () => r()))).then(() => document.title)";
     const r = await one.send('Runtime.evaluate', { expression: loaded, awaitPromise: true, returnByValue: true });
     assert.equal(r.result.value, 'page /listed');

@@ -8,11 +8,12 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import Kernel, { APIError } from '@onkernel/sdk';
 import { z } from 'zod';
-import { scratchDirs, startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
-import { waitBrowser } from './helpers/chromium.js';
 import { installedList } from './helpers/extensions.js';
 import { readOutput } from './helpers/processes.js';
 import { fixtureZip } from './helpers/zip.js';
+import { waitBrowser } from './kit/browser.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 /** The SDK with its Idempotency-Key header on (a protected option of the generated client). */
 class KeyedKernel extends Kernel {
@@ -39,7 +40,7 @@ let d: Daemon;
 let sdk: Kernel;
 
 before(async () => {
-  d = await startDaemon({ noBrowser: false, env: { BROWSERD_STDIN_TIMEOUT_MS: '300' } });
+  d = await startDaemon({ autostart: true, env: { BROWSERD_STDIN_TIMEOUT_MS: '300' } });
   sdk = new Kernel({ apiKey: TEST_TOKEN, baseURL: d.url });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
 });

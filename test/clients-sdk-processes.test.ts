@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import Kernel, { APIError } from '@onkernel/sdk';
 import { z } from 'zod';
-import { startDaemon, type Daemon } from './helpers/daemon.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 /** ProcessExecResponse */
 const execResponse = z.object({ duration_ms: z.number().optional(), exit_code: z.number().optional(), stderr_b64: z.string().optional(), stdout_b64: z.string().optional() });

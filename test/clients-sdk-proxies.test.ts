@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import { z } from 'zod';
-import { startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { startOrigin, startTinyproxy, type Closer, type Origin, type Tinyproxy } from './helpers/proxies.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 // The response type of every proxies method (ProxyCreateResponse = ProxyRetrieveResponse = …):
 // `type` required, every other field optional with its declared type; `config` is the interface

@@ -2,20 +2,15 @@
 // a real Chromium (headless) behind the real daemon, checked on a loopback page that records every
 // event it receives. Driven through the SDK and with plain HTTP (curl's view).
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type Kernel from '@onkernel/sdk';
-import type { CdpClient } from '../daemon/cdp/client.js';
-import { waitBrowser } from './helpers/chromium.js';
-import { cdpOf, curl, expect204, keyLine, mouseLine, openTab, post, sdk, startPageServer, type PageServer, type Rec, type Tab } from './helpers/computer.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { curl, expect204, keyLine, mouseLine, openTab, post, sdk, startPageServer, type PageServer, type Rec, type Tab } from './helpers/computer.js';
 import { expectError } from './helpers/http.js';
+import { daemonCdp, waitBrowser, type CdpClient } from './kit/browser.js';
+import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';
 
 const READER = 'reader-token-0123456789abcdef';
 const ACTOR = 'actor-token-0123456789abcdef';
-const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 
 let d: Daemon;
 let server: PageServer;
@@ -26,17 +21,13 @@ let viewport: { w: number; h: number };
 
 before(async () => {
   server = await startPageServer();
-  const keysFile = path.join(tempDir('browserd-keys-'), 'keys.json');
-  writeFileSync(
-    keysFile,
-    JSON.stringify([
-      { id: 'reader', sha256: hex(READER), scopes: ['browser:read'] },
-      { id: 'actor', sha256: hex(ACTOR), scopes: ['computer'] },
-    ]),
-  );
-  d = await startDaemon({ noBrowser: false, env: { BROWSERD_KEYS_FILE: keysFile } });
+  const keys = keysFile([
+    { id: 'reader', token: READER, scopes: ['browser:read'] },
+    { id: 'actor', token: ACTOR, scopes: ['computer'] },
+  ]);
+  d = await startDaemon({ autostart: true, env: { BROWSERD_KEYS_FILE: keys } });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
-  cdp = await cdpOf(d);
+  cdp = await daemonCdp(d);
   tab = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
   const [w, h] = await tab.eval<[number, number]>('[innerWidth, innerHeight]');
   viewport = { w, h };

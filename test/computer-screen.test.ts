@@ -5,15 +5,15 @@ import assert from 'node:assert/strict';
 import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type Kernel from '@onkernel/sdk';
-import type { CdpClient } from '../daemon/cdp/client.js';
-import { waitBrowser } from './helpers/chromium.js';
-import { cdpOf, curl, openTab, post, sdk, startPageServer, type PageServer, type Tab } from './helpers/computer.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
+import { curl, openTab, post, sdk, startPageServer, type PageServer, type Tab } from './helpers/computer.js';
 import { expectError } from './helpers/http.js';
 import { decodePng, hexAt, type Image } from './helpers/png.js';
+import { daemonCdp, waitBrowser, type CdpClient } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
+import { until } from './kit/wait.js';
 let d: Daemon;
 let server: PageServer;
 let cdp: CdpClient;
@@ -30,9 +30,9 @@ before(async () => {
   const wrapper = path.join(dir, 'chromium');
   writeFileSync(wrapper, `#!/bin/sh\n[ -e '${slowFlag}' ] && sleep 3\nexec /usr/lib/chromium/chromium "$@"\n`);
   chmodSync(wrapper, 0o755);
-  d = await startDaemon({ noBrowser: false, env: { BROWSERD_CHROMIUM: wrapper, BROWSERD_COMPUTER_TIMEOUT_MS: String(TIMEOUT_MS) } });
+  d = await startDaemon({ autostart: true, env: { BROWSERD_CHROMIUM: wrapper, BROWSERD_COMPUTER_TIMEOUT_MS: String(TIMEOUT_MS) } });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
-  cdp = await cdpOf(d);
+  cdp = await daemonCdp(d);
   k = sdk(d);
 });
 after(async () => {
@@ -45,9 +45,8 @@ after(async () => {
 async function closeAllPages(): Promise<void> {
   const pages = async (): Promise<string[]> => (await cdp.send('Target.getTargets')).targetInfos.filter((i) => i.type === 'page').map((i) => i.targetId);
   for (const targetId of await pages()) await cdp.send('Target.closeTarget', { targetId }).catch(() => undefined); // one closing already is gone soon
-  for (const until = Date.now() + 30_000; (await pages()).length > 0; await sleep(20)) {
-    if (Date.now() > until) throw new Error(`pages left open: ${(await pages()).join()}`);
-  }
+  let open: string[] = [];
+  await until(() => `every page closed; left open: ${open.join()}`, async () => (open = await pages()).length === 0, 30_000, 20);
 }
 
 async function shot(body?: unknown): Promise<Image> {
@@ -168,11 +167,10 @@ test('the input goes to the tab a person would see: the last one shown (new tab,
   await c.close();
   // With the window and the active tab gone, the tab Chromium shows now (a or b, its choice; it
   // switches after closeTarget has answered) is the one that gets the input.
-  let shown: string[] = [];
-  for (const until = Date.now() + 10_000; Date.now() < until; await sleep(20)) {
-    shown = await Promise.all([a, b].map((t) => t.eval<string>('document.visibilityState')));
-    if (shown.includes('visible')) break;
-  }
+  const shown = await until('a or b visible', async () => {
+    const states = await Promise.all([a, b].map((t) => t.eval<string>('document.visibilityState')));
+    return states.includes('visible') ? states : undefined;
+  }, 10_000, 20);
   assert.equal(shown.filter((s) => s === 'visible').length, 1, shown.join());
   assert.deepEqual(await clickAndCount([a, b]), shown.map((s) => (s === 'visible' ? 1 : 0)));
   await cdp.send('Page.bringToFront', {}, { sessionId: b.sessionId });
@@ -231,7 +229,7 @@ test('a restarting browser: 503 browser_unavailable at once, with Retry-After; a
     assert.equal((await restart).status, 200);
   }
   cdp.close();
-  cdp = await cdpOf(d);
+  cdp = await daemonCdp(d);
   const tab = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
   assert.deepEqual(await k.browsers.computer.getMousePosition('local'), { x: 0, y: 0 }, 'a new Chromium, a new pointer');
   await k.browsers.computer.clickMouse('local', { x: 10, y: 10 });

@@ -3,39 +3,35 @@
 // state dir, extension list and Chromium pid unchanged), all or nothing, id conflicts,
 // concurrent uploads, ?wait=false (409 before the body), the upload limit (429) and scopes.
 import assert from 'node:assert/strict';
-import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { browser, chromiumExtensions, expectUploaded, indexed, installedList, multipartBody, rawUpload, upload, waitBrowser, type Part } from './helpers/extensions.js';
+import { chromiumExtensions, expectUploaded, indexed, installedList, multipartBody, rawUpload, upload, type Part } from './helpers/extensions.js';
 import { buildZip, fixtureZip, treeEntries, fixtureDir } from './helpers/zip.js';
+import { browser, waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { keysFile, TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 const READER = 'reader-token-0123456789abcdef';
-const keysDir = tempDir('browserd-ext-api-keys-');
 const policyDir = tempDir('browserd-ext-api-policy-');
 const tag = randomBytes(4).toString('hex');
 let d: Daemon;
 let pid: number | null = null;
 
 before(async () => {
-  const keysFile = path.join(keysDir, 'keys.json');
-  const sha = (t: string): string => createHash('sha256').update(t).digest('hex');
-  writeFileSync(
-    keysFile,
-    JSON.stringify([
-      { id: 'all', sha256: sha(TEST_TOKEN), scopes: ['browser:read', 'extensions:write', 'cdp'] },
-      { id: 'reader', sha256: sha(READER), scopes: ['browser:read'] },
-    ]),
-  );
+  const keys = keysFile([
+    { id: 'all', token: TEST_TOKEN, scopes: ['browser:read', 'extensions:write', 'cdp'] },
+    { id: 'reader', token: READER, scopes: ['browser:read'] },
+  ]);
   d = await startDaemon({
-    noBrowser: false,
+    autostart: true,
     token: null,
+    bearer: TEST_TOKEN, // the "all" key
     env: {
-      BROWSERD_TOKEN: undefined,
-      BROWSERD_KEYS_FILE: keysFile,
+      BROWSERD_KEYS_FILE: keys,
       BROWSERD_POLICY_DIR: policyDir,
       BROWSERD_EXTENSION_MAX_ITEMS: '6',
       BROWSERD_EXTENSION_MAX_ARCHIVE_BYTES: String(64 * 1024),
@@ -46,14 +42,11 @@ before(async () => {
       BROWSERD_TEST_HOOKS: 'hold-activation=held',
     },
   });
-  // The helper sends its token as a bearer; with a keys file it is the "all" key.
-  (d as unknown as { token: string }).token = TEST_TOKEN;
   pid = (await waitBrowser(d, (b) => b.state === 'ready')).chromium.pid;
   await expectUploaded(await upload(d, indexed([['base', fixtureZip('content-script')]])));
 });
 after(async () => {
   await d.cleanup();
-  rmSync(keysDir, { recursive: true, force: true });
   rmSync(policyDir, { recursive: true, force: true });
 });
 

@@ -16,8 +16,8 @@ import { Store, type InstalledEntry } from '../daemon/extensions/store.js';
 import { safeUnzip } from '../daemon/core/zip/unzip.js';
 import { updateManifest } from '../daemon/extensions/policy/update-server.js';
 import { zipDirectory } from '../daemon/core/zip/write.js';
-import { scratchDirs } from './helpers/daemon.js';
 import { fixtureDir } from './helpers/zip.js';
+import { scratchDirs } from './kit/cleanup.js';
 
 const fresh = scratchDirs('browserd-ext-packing-');
 const LIMITS = { maxEntries: 100, maxUnpackedBytes: 4 * 1024 * 1024 };

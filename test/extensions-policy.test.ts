@@ -10,9 +10,11 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
-import { expectUploaded, indexed, installedList, navigate, upload, waitBrowser, watchTargets } from './helpers/extensions.js';
+import { expectUploaded, indexed, installedList, navigate, upload, watchTargets } from './helpers/extensions.js';
 import { fixtureZip } from './helpers/zip.js';
+import { waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const POLICY_DIR = '/etc/chromium/policies/managed';
 const OWN_FILE = path.join(POLICY_DIR, 'browserd-extensions.json');
@@ -26,7 +28,7 @@ let d: Daemon;
 const ids: Record<string, string> = {};
 
 before(async () => {
-  d = await startDaemon({ noBrowser: false, stateDir, env });
+  d = await startDaemon({ autostart: true, stateDir, env });
   await waitBrowser(d, (b) => b.state === 'ready');
 });
 after(async () => {
@@ -96,7 +98,7 @@ test('managed policy blocking unpacked extensions: an ordinary extension is forc
 test('policy installs survive a daemon restart: same forcelist, still installed', async () => {
   const before = forcelist();
   await d.stop();
-  d = await startDaemon({ noBrowser: false, stateDir, env });
+  d = await startDaemon({ autostart: true, stateDir, env });
   await waitBrowser(d, (b) => b.state === 'ready');
   assert.deepEqual(forcelist(), before, 'the update server is back on the same port');
   assert.ok(await installed(ids.blocker ?? ''));

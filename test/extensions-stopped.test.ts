@@ -6,10 +6,12 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { fixtures, startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { browser, chromiumExtensions, expectUploaded, indexed, installedList, upload, waitBrowser, type BrowserBody } from './helpers/extensions.js';
+import { chromiumExtensions, expectUploaded, indexed, installedList, upload } from './helpers/extensions.js';
 import { fixtureZip } from './helpers/zip.js';
+import { browser, waitBrowser, type Snapshot } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { fixtures, startDaemon, type Daemon } from './kit/daemon.js';
 
 const BACKOFF_MS = 20;
 const policyDir = tempDir('browserd-ext-stopped-policy-');
@@ -38,7 +40,7 @@ const LAUNCH_EVENTS = new Set(['chromium_restart', 'chromium_launched', 'chromiu
  * The browser was left as it was: no launch during the upload, and none armed behind it (many
  * backoff periods later it still has not launched).
  */
-async function leftAsItWas(was: BrowserBody, logsBefore: number): Promise<void> {
+async function leftAsItWas(was: Snapshot, logsBefore: number): Promise<void> {
   const launches = (): unknown[] => d.logs.slice(logsBefore).filter((l) => LAUNCH_EVENTS.has(l.event ?? ''));
   assert.deepEqual(launches(), [], 'no launch for the upload');
   await new Promise((r) => setTimeout(r, 25 * BACKOFF_MS));

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { createLogger } from '../daemon/core/log.js';
 import { Store, type InstalledEntry } from '../daemon/extensions/store.js';
-import { scratchDirs } from './helpers/daemon.js';
+import { scratchDirs } from './kit/cleanup.js';
 
 const fresh = scratchDirs('browserd-ext-store-');
 const log = createLogger('silent');
@@ -117,21 +117,31 @@ describe('crash recovery', () => {
 });
 
 describe('transactions', () => {
-  test('begin → put aside → place → commit: the set and the end of the install in one write', async () => {
+  /** An opened store on a fresh state dir with `x` at version 1 installed and saved. */
+  async function storeWithX(): Promise<{ state: string; s: Store }> {
     const state = fresh();
     const s = new Store(state, log);
     await s.open();
     tree(s.installedPath('x'), '1');
     s.committed.set('x', entry('x', '1'));
     await s.save();
+    return { state, s };
+  }
 
+  /** Places `x` at version 2 (staged beside the store) where the old one was put aside. */
+  async function placeX2(state: string, s: Store): Promise<void> {
+    const staged = path.join(state, 'tree');
+    tree(staged, '2');
+    await s.place('x', staged);
+  }
+
+  test('begin → put aside → place → commit: the set and the end of the install in one write', async () => {
+    const { state, s } = await storeWithX();
     const tx = await s.begin();
     assert.equal(savedPending(state), tx, 'recorded before any folder moves');
     const aside = await s.putAside(tx, 'x');
     assert.equal(aside, path.join(s.previousDir, tx, 'x'));
-    const staged = path.join(state, 'tree');
-    tree(staged, '2');
-    await s.place('x', staged);
+    await placeX2(state, s);
     await assert.rejects(s.begin(), /still in progress/);
     await s.commit(tx, [entry('x', '2')]);
     assert.equal(savedPending(state), null);
@@ -144,17 +154,10 @@ describe('transactions', () => {
   });
 
   test('an undone install: restore() and abort() put the old version back', async () => {
-    const state = fresh();
-    const s = new Store(state, log);
-    await s.open();
-    tree(s.installedPath('x'), '1');
-    s.committed.set('x', entry('x', '1'));
-    await s.save();
+    const { state, s } = await storeWithX();
     const tx = await s.begin();
     const aside = await s.putAside(tx, 'x');
-    const staged = path.join(state, 'tree');
-    tree(staged, '2');
-    await s.place('x', staged);
+    await placeX2(state, s);
     await s.restore('x', aside);
     await s.abort(tx);
     assert.equal(versionIn(s.installedPath('x')), '1');

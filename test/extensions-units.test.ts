@@ -13,8 +13,8 @@ import { Rejection } from '../daemon/extensions/intake/rejection.js';
 import { uploadSpec } from '../daemon/extensions/intake/upload.js';
 import { POLICY_FILE, unpackedBlockedReason, writeForcelist } from '../daemon/extensions/policy/policy.js';
 import { BadRequestError, PayloadTooLargeError } from '../daemon/core/errors.js';
-import { tempDir } from './helpers/daemon.js';
 import { buildZip, fixtureDir, fixtureZip, treeEntries, type ZipEntry } from './helpers/zip.js';
+import { tempDir } from './kit/cleanup.js';
 
 const root = tempDir('browserd-ext-units-');
 after(() => rmSync(root, { recursive: true, force: true }));

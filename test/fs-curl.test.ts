@@ -7,9 +7,10 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, unlinkSync,
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { safeUnzip } from '../daemon/core/zip/unzip.js';
-import { scratchDirs, startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { curl, json } from './helpers/fs.js';
 import { buildZip } from './helpers/zip.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 let d: Daemon;
 const scratch = scratchDirs('browserd-fs-curl-');

@@ -7,9 +7,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import puppeteer from 'puppeteer-core';
-import { startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
-import { waitBrowser } from './helpers/chromium.js';
 import { kernel } from './helpers/fs.js';
+import { waitBrowser } from './kit/browser.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
+import { until } from './kit/wait.js';
 
 const payload = randomBytes(300_000);
 let d: Daemon;
@@ -27,7 +28,7 @@ before(async () => {
   });
   await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-  d = await startDaemon({ noBrowser: false });
+  d = await startDaemon({ autostart: true });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
 });
 after(async () => {
@@ -49,14 +50,12 @@ async function clickDownload(suffix: string): Promise<void> {
 
 async function downloaded(dir: string, name: string): Promise<Buffer> {
   const sdk = kernel(d);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const files = await sdk.browsers.fs.listFiles('local', { path: dir });
+  let names: string[] = [];
+  await until(() => `${name} downloaded; the folder has ${JSON.stringify(names)}`, async () => {
+    names = (await sdk.browsers.fs.listFiles('local', { path: dir })).map((f) => f.name);
     // Chromium writes `<name>.crdownload` first and renames it when complete.
-    if (files.some((f) => f.name === name)) break;
-    assert.ok(Date.now() < deadline, `not downloaded: ${JSON.stringify(files.map((f) => f.name))}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return names.includes(name);
+  }, 30_000, 100);
   const res = await d.fetch(`/browsers/local/fs/read_file?path=${encodeURIComponent(`${dir}/${name}`)}`);
   assert.equal(res.status, 200);
   return Buffer.from(await res.arrayBuffer());

@@ -8,9 +8,10 @@ import { createHash } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { scratchDirs, startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { buildZip } from './helpers/zip.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { keysFile, TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 const scratch = scratchDirs('browserd-fs-guard-');
 const F = '/browsers/local/fs';
@@ -163,7 +164,7 @@ describe('protected files outside the state dir, and special files', () => {
   let dir: string;
   before(async () => {
     dir = scratch();
-    writeFileSync(path.join(dir, 'keys.json'), JSON.stringify([{ id: 'all', sha256: createHash('sha256').update(TEST_TOKEN).digest('hex'), scopes: ['fs:read', 'fs:write'] }]));
+    keysFile([{ id: 'all', token: TEST_TOKEN, scopes: ['fs:read', 'fs:write'] }], path.join(dir, 'keys.json'));
     writeFileSync(path.join(dir, 'providers.json'), JSON.stringify({ residential: { host: '127.0.0.1', port: 9, username: 'u', password: 'secret-pw' } }));
     d = await startDaemon({ env: { BROWSERD_KEYS_FILE: path.join(dir, 'keys.json'), BROWSERD_PROXY_PROVIDERS_FILE: path.join(dir, 'providers.json') } });
   });
@@ -202,17 +203,12 @@ describe('scopes', () => {
   const WRITE = 'fs-writer-token-0123456789';
   const NONE = 'no-fs-token-0123456789abc';
   before(async () => {
-    const dir = scratch();
-    const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
-    writeFileSync(
-      path.join(dir, 'keys.json'),
-      JSON.stringify([
-        { id: 'r', sha256: hex(READ), scopes: ['fs:read'] },
-        { id: 'w', sha256: hex(WRITE), scopes: ['fs:write'] },
-        { id: 'n', sha256: hex(NONE), scopes: ['browser:read', 'processes:exec'] },
-      ]),
-    );
-    d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: path.join(dir, 'keys.json') } });
+    const keys = keysFile([
+      { id: 'r', token: READ, scopes: ['fs:read'] },
+      { id: 'w', token: WRITE, scopes: ['fs:write'] },
+      { id: 'n', token: NONE, scopes: ['browser:read', 'processes:exec'] },
+    ]);
+    d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: keys } });
   });
   after(() => d.cleanup());
 

@@ -6,9 +6,10 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { ConflictError, NotFoundError, PermissionDeniedError, toFile } from '@onkernel/sdk';
 import { safeUnzip } from '../daemon/core/zip/unzip.js';
-import { scratchDirs, startDaemon, type Daemon } from './helpers/daemon.js';
 import { kernel } from './helpers/fs.js';
 import { buildZip } from './helpers/zip.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 let d: Daemon;
 let fs: ReturnType<typeof kernel>['browsers']['fs'];

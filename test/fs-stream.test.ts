@@ -8,9 +8,11 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { scratchDirs, startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { bigFile, curl, MiB, peakRss, rssOf } from './helpers/fs.js';
+import { bigFile, curl, MiB, peakRss } from './helpers/fs.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
+import { rssOf } from './kit/procs.js';
 
 const scratch = scratchDirs('browserd-fs-stream-');
 const F = '/browsers/local/fs';

@@ -17,7 +17,7 @@ import { parseMode, parseOwner } from '../daemon/fs/owners.js';
 import { resolve } from '../daemon/fs/resolve.js';
 import { parseRange } from '../daemon/fs/send.js';
 import { writeAtomic } from '../daemon/fs/write.js';
-import { scratchDirs } from './helpers/daemon.js';
+import { scratchDirs } from './kit/cleanup.js';
 
 const scratch = scratchDirs('browserd-fs-units-');
 

@@ -5,9 +5,10 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { scratchDirs, startDaemon, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { buildZip, type ZipEntry } from './helpers/zip.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const scratch = scratchDirs('browserd-fs-upload-');
 const F = '/browsers/local/fs';

@@ -5,9 +5,10 @@ import assert from 'node:assert/strict';
 import { appendFileSync, mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { scratchDirs, startDaemon, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { sseEvents, type SseEvent } from './helpers/fs.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const scratch = scratchDirs('browserd-fs-watch-');
 const F = '/browsers/local/fs';

@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fixtures, scratchDirs, startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { TEST_TOKEN, fixtures, startDaemon, type Daemon } from './kit/daemon.js';
 
 const scratch = scratchDirs('browserd-retry-');
 let d: Daemon;
@@ -18,7 +19,7 @@ before(async () => {
   [d, silent] = await Promise.all([
     startDaemon({ env: { BROWSERD_MAX_PROCESSES: '2' } }),
     // A browser that never becomes ready: the lock stays held by its launch for the ready timeout.
-    startDaemon({ noBrowser: false, env: { BROWSERD_CHROMIUM: path.join(fixtures, 'chromium-silent.sh'), BROWSERD_READY_TIMEOUT_MS: '20000' } }),
+    startDaemon({ autostart: true, env: { BROWSERD_CHROMIUM: path.join(fixtures, 'chromium-silent.sh'), BROWSERD_READY_TIMEOUT_MS: '20000' } }),
   ]);
 });
 after(async () => {

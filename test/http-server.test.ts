@@ -9,10 +9,11 @@ import { createMetrics } from '../daemon/core/metrics.js';
 import { KeyRing } from '../daemon/http/auth.js';
 import { HttpServer } from '../daemon/http/server.js';
 import type { Route } from '../daemon/http/router.js';
-import { tempDir, TEST_TOKEN } from './helpers/daemon.js';
 import { expectError, rawRequest } from './helpers/http.js';
 import { Writable } from 'node:stream';
 import { rmSync } from 'node:fs';
+import { tempDir } from './kit/cleanup.js';
+import { TEST_TOKEN } from './kit/daemon.js';
 
 const logLines: Record<string, unknown>[] = [];
 const sink = new Writable({

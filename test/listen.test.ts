@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test } from 'node:test';
-import { startDaemon } from './helpers/daemon.js';
+import { startDaemon } from './kit/daemon.js';
 
 async function failedStart(listen: string): Promise<{ code: number | null; fatal: Record<string, unknown>[]; listening: number }> {
   const d = await startDaemon({ env: { BROWSERD_LISTEN: listen }, waitListening: false });

@@ -3,17 +3,17 @@
 // file appended by exec on a `path` stream; follow=false, the backlog of a file, the path rules
 // (the state directory is refused, by real path too), query validation, the stream limit, the scope.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import type { LogEvent } from '@onkernel/sdk/resources/shared';
-import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { waitBrowser } from './helpers/chromium.js';
-import { until } from './helpers/processes.js';
+import { waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { keysFile, TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
+import { until } from './kit/wait.js';
 
 const BACKLOG = 1024;
 const MAX_STREAMS = 3;
@@ -48,13 +48,11 @@ async function all(stream: Stream): Promise<LogEvent[]> {
 }
 
 before(async () => {
-  const keysFile = path.join(dir, 'keys.json');
-  writeFileSync(keysFile, JSON.stringify([{ id: 'reader', sha256: createHash('sha256').update(READER).digest('hex'), scopes: ['browser:read'] }]));
   d = await startDaemon({
-    noBrowser: false,
+    autostart: true,
     env: {
       BROWSERD_LOG_LEVEL: 'info',
-      BROWSERD_KEYS_FILE: keysFile,
+      BROWSERD_KEYS_FILE: keysFile([{ id: 'reader', token: READER, scopes: ['browser:read'] }]),
       BROWSERD_CHROMIUM_FLAGS: '--enable-logging=stderr',
       BROWSERD_LOG_FILE_BACKLOG_BYTES: String(BACKLOG),
       BROWSERD_LOG_MAX_STREAMS: String(MAX_STREAMS),

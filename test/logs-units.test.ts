@@ -16,7 +16,7 @@ import { LogRing, MAX_LINE_CHARS } from '../daemon/logs/ring.js';
 import { RingSource, type Batch, type LogSource } from '../daemon/logs/source.js';
 import { streamLogs } from '../daemon/logs/sse.js';
 import type { BrowserdError } from '../daemon/core/errors.js';
-import { scratchDirs } from './helpers/daemon.js';
+import { scratchDirs } from './kit/cleanup.js';
 
 const scratch = scratchDirs('browserd-logs-units-');
 const never = new AbortController().signal;

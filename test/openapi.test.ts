@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { repoRoot, startDaemon, type Daemon } from './helpers/daemon.js';
+import { repoRoot, startDaemon, type Daemon } from './kit/daemon.js';
 
 /** Every route of ../shared/CONTRACT.md, and those of the SDK and the DevTools discovery the daemon serves. */
 const CONTRACT_ROUTES = [

@@ -4,7 +4,6 @@
 // call after it, a runner killed from outside and replaced, a Chromium restart between two calls,
 // the pool's 429, the runner's environment (no token) and the scope.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:http';
@@ -13,9 +12,12 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import { execFileSync, spawn } from 'node:child_process';
-import { repoRoot, startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { isAlive, waitBrowser, waitUntil } from './helpers/chromium.js';
+import { waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { keysFile, TEST_TOKEN, repoRoot, startDaemon, type Daemon } from './kit/daemon.js';
+import { isAlive } from './kit/procs.js';
+import { until } from './kit/wait.js';
 
 const OUTPUT_LIMIT = 4096;
 const RESULT_LIMIT = 65_536;
@@ -40,12 +42,10 @@ before(async () => {
   });
   await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
   siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
-  const keysFile = path.join(dir, 'keys.json');
-  writeFileSync(keysFile, JSON.stringify([{ id: 'reader', sha256: createHash('sha256').update(READER).digest('hex'), scopes: ['browser:read', 'cdp'] }]));
   d = await startDaemon({
-    noBrowser: false,
+    autostart: true,
     env: {
-      BROWSERD_KEYS_FILE: keysFile,
+      BROWSERD_KEYS_FILE: keysFile([{ id: 'reader', token: READER, scopes: ['browser:read', 'cdp'] }]),
       BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES: String(OUTPUT_LIMIT),
       BROWSERD_PLAYWRIGHT_RESULT_LIMIT_BYTES: String(RESULT_LIMIT),
       BROWSERD_PLAYWRIGHT_MAX_HEAP_MB: '128',
@@ -139,7 +139,7 @@ test('an infinite loop is killed at timeout_sec (the runner\'s group gets SIGKIL
   assert.equal(r.success, false);
   assert.match(r.error ?? '', /^timed out: the code did not finish within 1 s \(timeout_sec\)/);
   assert.equal(r.stdout, 'spinning\n', 'output written before the timeout is kept');
-  await waitUntil(() => !isAlive(pid), 'the runner gone');
+  await until('the runner gone', () => !isAlive(pid));
   const next = await execute('return 1 + 1');
   assert.deepEqual([next.success, next.result], [true, 2]);
   assert.notEqual(await runnerPid(), pid);
@@ -171,12 +171,12 @@ test('a client that goes away before the answer kills the runner (as exec does)'
     json: { code: `(await import('node:fs')).writeFileSync('${mark}', ''); await new Promise(() => {})` },
     signal: gone.signal,
   });
-  await waitUntil(() => existsSync(mark), 'the execution running');
+  await until('the execution running', () => existsSync(mark));
   gone.abort();
   await assert.rejects(pending);
   const line = await d.waitLog((l) => l.event === 'playwright_executed' && l.outcome === 'abandoned', 30_000);
   assert.equal(line.child_pid, pid);
-  await waitUntil(() => !isAlive(pid), 'the runner gone');
+  await until('the runner gone', () => !isAlive(pid));
   assert.equal((await execute('return 5')).result, 5);
 });
 
@@ -225,7 +225,7 @@ test('one execution per runner, BROWSERD_PLAYWRIGHT_RUNNERS (2) at most: the thi
   const code = `const fs = await import('node:fs'); fs.mkdirSync('${marks}', { recursive: true }); fs.writeFileSync('${marks}/' + process.pid, '');
     while (!fs.existsSync('${release}')) await new Promise((r) => setTimeout(r, 20)); return process.pid`;
   const running = [execute(code, 60), execute(code, 60)];
-  await waitUntil(() => existsSync(marks) && readdirSync(marks).length === 2, 'two executions running');
+  await until('two executions running', () => existsSync(marks) && readdirSync(marks).length === 2);
   const third = await d.fetch('/browsers/local/playwright/execute', { method: 'POST', json: { code: 'return 1' } });
   const body = await expectError(third, 429, 'limit_exceeded');
   assert.match(String(body.message), /BROWSERD_PLAYWRIGHT_RUNNERS=2/);
@@ -268,16 +268,16 @@ test('a runner never outlives its parent: when the daemon is gone (SIGKILL), its
   const pid = Number(await new Promise<string>((resolve) => standIn.stdout?.once('data', (c: Buffer) => resolve(c.toString()))));
   try {
     // Started: the runner sets its OOM score just before its watchdog.
-    await waitUntil(() => {
+    await until('the runner started', () => {
       try {
         return readFileSync(`/proc/${pid}/oom_score_adj`, 'utf8').trim() === '1000';
       } catch {
         return false;
       }
-    }, 'the runner started');
+    });
     assert.ok(isAlive(pid));
     standIn.kill('SIGKILL');
-    await waitUntil(() => !isAlive(pid), 'the orphaned runner gone', 10_000);
+    await until('the orphaned runner gone', () => !isAlive(pid), 10_000);
     assert.ok(!existsSync(runnerTmp), 'the runner\'s TMPDIR is removed');
   } finally {
     rmSync(runnerTmp, { recursive: true, force: true });
@@ -291,7 +291,7 @@ test('a runner never outlives its parent: when the daemon is gone (SIGKILL), its
 });
 
 test('daemon shutdown (SIGTERM) ends its runners', async () => {
-  const other = await startDaemon({ noBrowser: false });
+  const other = await startDaemon({ autostart: true });
   try {
     await waitBrowser(other, (s) => s.state === 'ready', 'ready');
     const c = new Kernel({ apiKey: TEST_TOKEN, baseURL: other.url, maxRetries: 0, timeout: 120_000 });

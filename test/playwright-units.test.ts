@@ -8,7 +8,7 @@ import { createLogger } from '../daemon/core/log.js';
 import { KeyRing } from '../daemon/http/auth.js';
 import { Capture, ResultError, resultJson } from '../daemon/playwright/runner/capture.js';
 import { CompileError, compile } from '../daemon/playwright/runner/compile.js';
-import { scratchDirs } from './helpers/daemon.js';
+import { scratchDirs } from './kit/cleanup.js';
 
 const scratch = scratchDirs('browserd-pw-units-');
 after(() => stopEsbuild());

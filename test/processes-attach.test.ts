@@ -4,29 +4,25 @@
 // (4000 with the exit, 1013 for a reader that fell behind the replay buffer, 1001 at shutdown),
 // replay or not, and the refusals (auth, scope, a process without a terminal).
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { writeFileSync } from 'node:fs';
-import { startDaemon, scratchDirs, type Daemon } from './helpers/daemon.js';
-import { kill, spawnProcess, status, until, waitExited, waitFile } from './helpers/processes.js';
+import { kill, spawnProcess, status, waitExited } from './helpers/processes.js';
 import { attach, type Attached } from './helpers/terminal.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';
+import { until, waitFile } from './kit/wait.js';
 
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';
 const scratch = scratchDirs('browserd-attach-');
 let d: Daemon;
 
 before(async () => {
-  const keys = path.join(scratch(), 'keys.json');
-  writeFileSync(
-    keys,
-    JSON.stringify([
-      { id: 'all', sha256: createHash('sha256').update('all-token-bbbbbbbbbbbbbbbbbb').digest('hex'), scopes: ['processes:exec', 'processes:write', 'browser:read'] },
-      { id: 'reader', sha256: createHash('sha256').update(READER).digest('hex'), scopes: ['browser:read'] },
-    ]),
-  );
-  d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: keys } });
-  (d as { token: string | null }).token = 'all-token-bbbbbbbbbbbbbbbbbb';
+  const ALL = 'all-token-bbbbbbbbbbbbbbbbbb';
+  const keys = keysFile([
+    { id: 'all', token: ALL, scopes: ['processes:exec', 'processes:write', 'browser:read'] },
+    { id: 'reader', token: READER, scopes: ['browser:read'] },
+  ]);
+  d = await startDaemon({ token: null, bearer: ALL, env: { BROWSERD_KEYS_FILE: keys } });
 });
 after(() => d.cleanup());
 

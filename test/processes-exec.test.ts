@@ -5,9 +5,12 @@ import assert from 'node:assert/strict';
 import { chownSync, existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { b64, execProcess, groupMembers, killGroup, PROC, waitFile, waitPidGone } from './helpers/processes.js';
+import { b64, execProcess, PROC } from './helpers/processes.js';
+import { tempDir } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
+import { groupMembers, killGroup, waitPidGone } from './kit/procs.js';
+import { waitFile } from './kit/wait.js';
 
 const OUTPUT_LIMIT = 4096;
 const dir = tempDir('browserd-exec-');

@@ -5,22 +5,12 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { scratchDirs, startDaemon, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import {
-  execProcess,
-  groupMembers,
-  kill,
-  killGroup,
-  PROC,
-  readOutput,
-  spawnProcess,
-  status,
-  until,
-  waitExited,
-  waitFile,
-  waitPidGone,
-} from './helpers/processes.js';
+import { execProcess, kill, PROC, readOutput, spawnProcess, status, waitExited } from './helpers/processes.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { groupMembers, killGroup, waitPidGone } from './kit/procs.js';
+import { until, waitFile } from './kit/wait.js';
 
 const scratch = scratchDirs('browserd-fields-');
 let d: Daemon;

@@ -9,9 +9,12 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parseJournal } from '../daemon/processes/groups/journal.js';
-import { scratchDirs, startDaemon, tempDir } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import { killGroup, PROC, pidGone, spawnProcess, status, waitExited, waitFile, waitGroupGone, waitPidGone } from './helpers/processes.js';
+import { PROC, spawnProcess, status, waitExited } from './helpers/processes.js';
+import { scratchDirs, tempDir } from './kit/cleanup.js';
+import { startDaemon } from './kit/daemon.js';
+import { killGroup, pidGone, waitGroupGone, waitPidGone } from './kit/procs.js';
+import { waitFile } from './kit/wait.js';
 
 const scratch = scratchDirs('browserd-journal-');
 const journalOf = (stateDir: string): string => readFileSync(path.join(stateDir, 'process-groups.log'), 'utf8');

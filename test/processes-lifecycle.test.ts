@@ -2,53 +2,31 @@
 // leader), retention, the working directory and scopes, through the HTTP API of the real daemon
 // with real children.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { chownSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
-import {
-  decodeEvents,
-  execProcess,
-  kill,
-  killGroup,
-  openStream,
-  parseSse,
-  PROC,
-  readOutput,
-  spawnProcess,
-  startDaemonUnder,
-  status,
-  until,
-  waitExited,
-  waitFile,
-  waitGroupGone,
-  waitPidGone,
-  writeStdin,
-  type Status,
-} from './helpers/processes.js';
+import { decodeEvents, execProcess, kill, openStream, parseSse, PROC, readOutput, spawnProcess, status, waitExited, writeStdin, type Status } from './helpers/processes.js';
+import { tempDir } from './kit/cleanup.js';
+import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';
+import { killGroup, waitGroupGone, waitPidGone } from './kit/procs.js';
+import { until, waitFile } from './kit/wait.js';
 
 const MAX_LIVE = 4;
 const REPLAY_BYTES = 64 * 1024;
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';
 const EXECUTOR = 'executor-token-bbbbbbbbbbbbbbbb';
-const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 
 const dir = tempDir('browserd-proc-');
 let d: Daemon;
 
 before(async () => {
-  const keysFile = path.join(dir, 'keys.json');
-  writeFileSync(
-    keysFile,
-    JSON.stringify([
-      { id: 'reader', sha256: hex(READER), scopes: ['browser:read'] },
-      { id: 'executor', sha256: hex(EXECUTOR), scopes: ['processes:exec'] },
-    ]),
-  );
+  const keys = keysFile([
+    { id: 'reader', token: READER, scopes: ['browser:read'] },
+    { id: 'executor', token: EXECUTOR, scopes: ['processes:exec'] },
+  ]);
   d = await startDaemon({
-    env: { BROWSERD_MAX_PROCESSES: String(MAX_LIVE), BROWSERD_OUTPUT_BUFFER_BYTES: String(REPLAY_BYTES), BROWSERD_KEYS_FILE: keysFile },
+    env: { BROWSERD_MAX_PROCESSES: String(MAX_LIVE), BROWSERD_OUTPUT_BUFFER_BYTES: String(REPLAY_BYTES), BROWSERD_KEYS_FILE: keys },
   });
 });
 after(async () => {
@@ -266,7 +244,7 @@ test('a working directory the daemon cannot enter is 400 cwd: …, not blamed on
   const locked = path.join(dir, 'locked');
   mkdirSync(locked, { mode: 0o700 });
   chownSync(locked, 1, 1);
-  const limited = await startDaemonUnder(['setpriv', '--bounding-set', '-dac_override,-dac_read_search']);
+  const limited = await startDaemon({ wrapper: ['setpriv', '--bounding-set', '-dac_override,-dac_read_search'] });
   try {
     for (const route of ['spawn', 'exec']) {
       for (const asUser of [{ as_user: 'nobody' }, {}]) {

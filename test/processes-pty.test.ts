@@ -6,11 +6,14 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
-import { scratchDirs, startDaemon, type Daemon } from './helpers/daemon.js';
+import { after, before, test, type TestContext } from 'node:test';
 import { expectError } from './helpers/http.js';
-import { b64, kill, killGroup, PROC, readOutput, spawnProcess, startDaemonUnder, status, until, waitExited, waitPidGone } from './helpers/processes.js';
-import { LiveOutput, resize, sessionProcesses, type } from './helpers/terminal.js';
+import { b64, kill, PROC, readOutput, spawnProcess, status, waitExited } from './helpers/processes.js';
+import { LiveOutput, resize, type } from './helpers/terminal.js';
+import { scratchDirs } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { killGroup, sessionProcesses, waitPidGone } from './kit/procs.js';
+import { until } from './kit/wait.js';
 
 const PROMPT = 'PROMPT$ ';
 /** An interactive bash without rc files, with a prompt the tests can find. */
@@ -27,58 +30,55 @@ after(async () => {
   await Promise.all([d.cleanup(), quick.cleanup()]);
 });
 
-test('bash -i on a terminal: a prompt, tput cols gives the size spawned, after resize the new size; status shows it', async () => {
-  const { process_id, pid } = await spawnProcess(d, { ...BASH, rows: 30, cols: 99 });
+/** bash on a terminal, at its prompt; after the test its output stream is closed and its group killed. */
+async function shell(t: TestContext, size: { rows?: number; cols?: number } = {}): Promise<{ process_id: string; pid: number; out: LiveOutput }> {
+  const { process_id, pid } = await spawnProcess(d, { ...BASH, ...size });
   const out = await LiveOutput.open(d, process_id);
-  try {
-    await out.waitFor(/PROMPT\$ $/);
-    let at = out.mark();
-    await type(d, process_id, 'tput cols; tput lines\r');
-    // bash echoes the line, then "\r" as it leaves bracketed-paste mode, then the output.
-    assert.deepEqual([...(await out.waitFor(/[\r\n](\d+)\r\n(\d+)\r\nPROMPT\$ $/, at)).slice(1)], ['99', '30']);
-    assert.deepEqual((await status(d, process_id)).tty, { rows: 30, cols: 99 });
-
-    const res = await resize(d, process_id, 40, 132);
-    assert.deepEqual(await res.json(), { ok: true });
-    assert.deepEqual((await status(d, process_id)).tty, { rows: 40, cols: 132 });
-    at = out.mark();
-    await type(d, process_id, 'tput cols; tput lines\r');
-    assert.deepEqual([...(await out.waitFor(/[\r\n](\d+)\r\n(\d+)\r\nPROMPT\$ $/, at)).slice(1)], ['132', '40']);
-    // The kernel sent SIGWINCH to the foreground job: bash itself saw the new size.
-    at = out.mark();
-    await type(d, process_id, 'echo "cols=$COLUMNS"\r');
-    await out.waitFor(/[\r\n]cols=132\r\n/, at);
-    await type(d, process_id, 'exit 3\r');
-    assert.deepEqual(await out.waitExit(), { exit_code: 3, signal: null });
-    await expectError(await resize(d, process_id, 10, 10), 409, 'process_exited');
-  } finally {
+  t.after(() => {
     out.close();
     killGroup(pid);
-  }
+  });
+  await out.waitFor(/PROMPT\$ $/);
+  return { process_id, pid, out };
+}
+
+test('bash -i on a terminal: a prompt, tput cols gives the size spawned, after resize the new size; status shows it', async (t) => {
+  const { process_id, out } = await shell(t, { rows: 30, cols: 99 });
+  let at = out.mark();
+  await type(d, process_id, 'tput cols; tput lines\r');
+  // bash echoes the line, then "\r" as it leaves bracketed-paste mode, then the output.
+  assert.deepEqual([...(await out.waitFor(/[\r\n](\d+)\r\n(\d+)\r\nPROMPT\$ $/, at)).slice(1)], ['99', '30']);
+  assert.deepEqual((await status(d, process_id)).tty, { rows: 30, cols: 99 });
+
+  const res = await resize(d, process_id, 40, 132);
+  assert.deepEqual(await res.json(), { ok: true });
+  assert.deepEqual((await status(d, process_id)).tty, { rows: 40, cols: 132 });
+  at = out.mark();
+  await type(d, process_id, 'tput cols; tput lines\r');
+  assert.deepEqual([...(await out.waitFor(/[\r\n](\d+)\r\n(\d+)\r\nPROMPT\$ $/, at)).slice(1)], ['132', '40']);
+  // The kernel sent SIGWINCH to the foreground job: bash itself saw the new size.
+  at = out.mark();
+  await type(d, process_id, 'echo "cols=$COLUMNS"\r');
+  await out.waitFor(/[\r\n]cols=132\r\n/, at);
+  await type(d, process_id, 'exit 3\r');
+  assert.deepEqual(await out.waitExit(), { exit_code: 3, signal: null });
+  await expectError(await resize(d, process_id, 10, 10), 409, 'process_exited');
 });
 
-test('Ctrl-C (\\x03 on stdin) ends the foreground job and the prompt returns; the shell lives', async () => {
-  const { process_id, pid } = await spawnProcess(d, BASH);
-  const out = await LiveOutput.open(d, process_id);
-  try {
-    await out.waitFor(/PROMPT\$ $/);
-    await type(d, process_id, 'sleep 100\r');
-    // Job control: sleep runs in a process group of its own, in the terminal's session.
-    const sleeper = await until('sleep in the foreground', () => sessionProcesses(pid).find((p) => p.comm === 'sleep'));
-    assert.notEqual(sleeper.pgid, pid);
-    const at = out.mark();
-    await type(d, process_id, '\x03');
-    await out.waitFor(/\^C\r\nPROMPT\$ $/, at);
-    await waitPidGone(sleeper.pid);
-    assert.equal((await status(d, process_id)).state, 'running', 'the shell lives');
-    const at2 = out.mark();
-    await type(d, process_id, 'echo still here\r');
-    await out.waitFor(/[\r\n]still here\r\nPROMPT\$ $/, at2);
-  } finally {
-    out.close();
-    await kill(d, process_id, 'KILL');
-    killGroup(pid);
-  }
+test('Ctrl-C (\\x03 on stdin) ends the foreground job and the prompt returns; the shell lives', async (t) => {
+  const { process_id, pid, out } = await shell(t);
+  await type(d, process_id, 'sleep 100\r');
+  // Job control: sleep runs in a process group of its own, in the terminal's session.
+  const sleeper = await until('sleep in the foreground', () => sessionProcesses(pid).find((p) => p.comm === 'sleep'));
+  assert.notEqual(sleeper.pgid, pid);
+  const at = out.mark();
+  await type(d, process_id, '\x03');
+  await out.waitFor(/\^C\r\nPROMPT\$ $/, at);
+  await waitPidGone(sleeper.pid);
+  assert.equal((await status(d, process_id)).state, 'running', 'the shell lives');
+  const at2 = out.mark();
+  await type(d, process_id, 'echo still here\r');
+  await out.waitFor(/[\r\n]still here\r\nPROMPT\$ $/, at2);
 });
 
 test('a password prompt reads from the terminal (getpass), without echo', async () => {
@@ -150,21 +150,14 @@ test('close: true on a terminal writes ^D (EOF at the start of a line) and count
   assert.deepEqual(out.exit, { exit_code: 0, signal: null });
 });
 
-test('kill reaches the whole session of a terminal: the shell and its jobs in groups of their own', async () => {
-  const { process_id, pid } = await spawnProcess(d, BASH);
-  const out = await LiveOutput.open(d, process_id);
-  try {
-    await out.waitFor(/PROMPT\$ $/);
-    await type(d, process_id, 'sleep 301 &\r');
-    const job = await until('the background job', () => sessionProcesses(pid).find((p) => p.comm === 'sleep'));
-    assert.notEqual(job.pgid, pid, 'the job has a group of its own');
-    assert.deepEqual(await (await kill(d, process_id, 'KILL')).json(), { ok: true });
-    await waitPidGone(job.pid);
-    assert.equal((await out.waitExit()).signal, 'SIGKILL');
-  } finally {
-    out.close();
-    killGroup(pid);
-  }
+test('kill reaches the whole session of a terminal: the shell and its jobs in groups of their own', async (t) => {
+  const { process_id, pid, out } = await shell(t);
+  await type(d, process_id, 'sleep 301 &\r');
+  const job = await until('the background job', () => sessionProcesses(pid).find((p) => p.comm === 'sleep'));
+  assert.notEqual(job.pgid, pid, 'the job has a group of its own');
+  assert.deepEqual(await (await kill(d, process_id, 'KILL')).json(), { ok: true });
+  await waitPidGone(job.pid);
+  assert.equal((await out.waitExit()).signal, 'SIGKILL');
 });
 
 test('refusals: resize of a pipe process is 409 not_a_tty; bad sizes 400; an unknown command is 400 before anything starts', async () => {
@@ -191,7 +184,7 @@ test('refusals: resize of a pipe process is 409 not_a_tty; bad sizes 400; an unk
 });
 
 test('a terminal for another user: its ids through setpriv, the daemon\'s supplementary groups dropped', async () => {
-  const grouped = await startDaemonUnder(['setpriv', '--groups', '4,27']);
+  const grouped = await startDaemon({ wrapper: ['setpriv', '--groups', '4,27'] });
   try {
     const { process_id } = await spawnProcess(grouped, {
       command: 'sh',

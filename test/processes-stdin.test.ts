@@ -8,21 +8,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError, rawRequest } from './helpers/http.js';
 import { base64Length } from '../daemon/processes/stdin/strict-base64.js';
-import {
-  b64,
-  execProcess,
-  until,
-  kill,
-  PROC,
-  readOutput,
-  spawnProcess,
-  status,
-  waitExited,
-  writeStdin,
-} from './helpers/processes.js';
+import { b64, execProcess, kill, PROC, readOutput, spawnProcess, status, waitExited, writeStdin } from './helpers/processes.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { until } from './kit/wait.js';
 
 const STDIN_LIMIT = 2 * 1024 * 1024;
 /** The stdin limit of `quick`; its queued-bytes cap is 4 times that. */

@@ -14,9 +14,10 @@ import { GroupSet } from '../daemon/processes/groups/groups.js';
 import { ReplayBuffer } from '../daemon/processes/output/replay-buffer.js';
 import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../daemon/processes/stdin/stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../daemon/processes/stdin/strict-base64.js';
-import { tempDir } from './helpers/daemon.js';
-import { groupMembers, killGroup, until, waitFile, waitGroupGone } from './helpers/processes.js';
 import { launchPty, loadPty } from '../daemon/core/process/pty.js';
+import { tempDir } from './kit/cleanup.js';
+import { groupMembers, killGroup, waitGroupGone } from './kit/procs.js';
+import { until, waitFile } from './kit/wait.js';
 
 const dir = tempDir('browserd-units-');
 // The timers of the stdin writer and of the group set are unref'd (in the daemon its server keeps

@@ -2,40 +2,32 @@
 // form), PATCH /proxies/{id} (strict, visibility, durable), and GET /proxies with limit, offset,
 // name and query and the pagination headers.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
+import { rmSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { BYPASS_LIMITS } from '../daemon/proxies/bypass.js';
 import { LIST_LIMITS } from '../daemon/proxies/listing.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
+import { tempDir } from './kit/cleanup.js';
+import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';
 
-const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const ADMIN = 'admin-token-aaaaaaaaaaaaaaaaaaaa';
 const P1 = 'project1-token-bbbbbbbbbbbbbbbbbb';
 const P2 = 'project2-token-cccccccccccccccccc';
 const ALL = ['proxies:read', 'proxies:write', 'proxies:check'];
 
-const dir = tempDir();
 const stateDir = tempDir();
-const keysFile = path.join(dir, 'keys.json');
+const keys = keysFile([
+  { id: 'admin', token: ADMIN, scopes: ALL },
+  { id: 'p1', token: P1, scopes: ALL, project: 'p1' },
+  { id: 'p2', token: P2, scopes: ALL, project: 'p2' },
+]);
 let d: Daemon;
 
 before(async () => {
-  writeFileSync(
-    keysFile,
-    JSON.stringify([
-      { id: 'admin', sha256: hex(ADMIN), scopes: ALL },
-      { id: 'p1', sha256: hex(P1), scopes: ALL, project: 'p1' },
-      { id: 'p2', sha256: hex(P2), scopes: ALL, project: 'p2' },
-    ]),
-  );
-  d = await startDaemon({ token: null, stateDir, env: { BROWSERD_KEYS_FILE: keysFile } });
+  d = await startDaemon({ token: null, stateDir, env: { BROWSERD_KEYS_FILE: keys } });
 });
 after(async () => {
   await d.cleanup();
-  rmSync(dir, { recursive: true, force: true });
   rmSync(stateDir, { recursive: true, force: true });
 });
 
@@ -120,13 +112,13 @@ test('PATCH /proxies/{id}: name and bypass_hosts, validated like create, strict,
   // Durable: a daemon killed right after the answer keeps the change.
   d.proc.kill('SIGKILL');
   await d.waitExit();
-  d = await startDaemon({ token: null, stateDir, env: { BROWSERD_KEYS_FILE: keysFile } });
+  d = await startDaemon({ token: null, stateDir, env: { BROWSERD_KEYS_FILE: keys } });
   assert.deepEqual(await ok(await call(ADMIN, `/proxies/${id}`)), both);
 });
 
 test('GET /proxies: limit, offset, name, query, and the pagination headers', async () => {
   const fresh = tempDir();
-  const dl = await startDaemon({ token: null, stateDir: fresh, env: { BROWSERD_KEYS_FILE: keysFile } });
+  const dl = await startDaemon({ token: null, stateDir: fresh, env: { BROWSERD_KEYS_FILE: keys } });
   try {
     const mk = async (token: string, body: Record<string, unknown>): Promise<string> => {
       const res = await dl.fetch('/proxies', { method: 'POST', json: body, headers: { authorization: `Bearer ${token}` } });

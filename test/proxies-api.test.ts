@@ -1,17 +1,16 @@
 // /proxies through the real daemon: create/list/get/delete, per-type validation (one detail per
 // bad field), write-only fields, scopes, project scoping, 404s, the deprecated `os` field.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { MAX_PROXIES } from '../daemon/proxies/routes.js';
 import { STORE_FILE } from '../daemon/proxies/store.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { selfSigned } from './helpers/proxies.js';
+import { tempDir } from './kit/cleanup.js';
+import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';
 
-const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const ADMIN = 'admin-token-aaaaaaaaaaaaaaaaaaaa';
 const P1 = 'project1-token-bbbbbbbbbbbbbbbbbb';
 const P2 = 'project2-token-cccccccccccccccccc';
@@ -19,22 +18,18 @@ const READER = 'reader-token-dddddddddddddddddddd';
 const ALL = ['proxies:read', 'proxies:write', 'proxies:check'];
 
 const dir = tempDir();
-const keysFile = path.join(dir, 'keys.json');
+const keys = keysFile([
+  { id: 'admin', token: ADMIN, scopes: [...ALL, 'browser:read'] },
+  { id: 'p1', token: P1, scopes: ALL, project: 'p1' },
+  { id: 'p2', token: P2, scopes: ALL, project: 'p2' },
+  { id: 'reader', token: READER, scopes: ['proxies:read'] },
+]);
 let d: Daemon;
 let pem: string;
 
 before(async () => {
-  writeFileSync(
-    keysFile,
-    JSON.stringify([
-      { id: 'admin', sha256: hex(ADMIN), scopes: [...ALL, 'browser:read'] },
-      { id: 'p1', sha256: hex(P1), scopes: ALL, project: 'p1' },
-      { id: 'p2', sha256: hex(P2), scopes: ALL, project: 'p2' },
-      { id: 'reader', sha256: hex(READER), scopes: ['proxies:read'] },
-    ]),
-  );
   pem = selfSigned(dir, 'ca', ['DNS:proxy.example']).cert;
-  d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: keysFile } });
+  d = await startDaemon({ token: null, env: { BROWSERD_KEYS_FILE: keys } });
 });
 after(async () => {
   await d.cleanup();
@@ -274,7 +269,7 @@ test('the proxy limit is per project; keys without a project share one bucket', 
   writeFileSync(path.join(stateDir, STORE_FILE), JSON.stringify({ version: 1, proxies: [...seeded('p1', MAX_PROXIES), ...seeded(null, MAX_PROXIES - 1)] }), {
     mode: 0o600,
   });
-  const dl = await startDaemon({ token: null, stateDir, env: { BROWSERD_KEYS_FILE: keysFile } });
+  const dl = await startDaemon({ token: null, stateDir, env: { BROWSERD_KEYS_FILE: keys } });
   try {
     const post = (token: string): Promise<Response> => dl.fetch('/proxies', as(token, { method: 'POST', json: { type: 'datacenter' } }));
     assert.equal((await post(P2)).status, 201, 'another project has a bucket of its own');

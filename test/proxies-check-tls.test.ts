@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { NOT_TLS_HINT } from '../daemon/proxies/dial.js';
-import { startDaemon, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { createProxy, startOrigin, startTinyproxy, type Closer, type Origin, type Tinyproxy } from './helpers/proxies.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const closers: Closer[] = [];
 let d: Daemon;

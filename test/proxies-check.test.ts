@@ -10,7 +10,6 @@ import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { PUBLIC_V4, PUBLIC_V6, REFUSED, RESOLVE } from './helpers/check-targets.js';
 import { expectError } from './helpers/http.js';
 import {
@@ -28,6 +27,8 @@ import {
   type Origin,
   type Tinyproxy,
 } from './helpers/proxies.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 
 const dir = tempDir();

@@ -10,10 +10,11 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { findSocketUid, peerUid } from '../daemon/proxies/forwarder/peer.js';
-import { startDaemon, tempDir, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { createProxy, type Closer } from './helpers/proxies.js';
 import { forwarderPort, patchBrowser, startHop, startViaOrigin, viaProxy, viaTunnel, type Hop, type ViaOrigin } from './helpers/forwarder.js';
+import { tempDir } from './kit/cleanup.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 const hex = (t: string): string => createHash('sha256').update(t).digest('hex');
 const P1 = 'project1-token-bbbbbbbbbbbbbbbbbb';

@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
 import { createProxy, type Closer } from './helpers/proxies.js';
 import {
@@ -19,6 +18,8 @@ import {
   type Hop,
   type ViaOrigin,
 } from './helpers/forwarder.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 const closers: Closer[] = [];
 const stateDir = tempDir();

@@ -6,9 +6,10 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync 
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { startDaemon, tempDir } from './helpers/daemon.js';
 import { createProxy } from './helpers/proxies.js';
 import { RECORDS_PER_GENERATION } from './helpers/proxies-store-writer.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon } from './kit/daemon.js';
 
 const writerJs = path.join(path.dirname(fileURLToPath(import.meta.url)), 'helpers', 'proxies-store-writer.js');
 const ROUNDS = 20;

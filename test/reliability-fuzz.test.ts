@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
-import { startDaemon, TEST_TOKEN, type Daemon } from './helpers/daemon.js';
+import { TEST_TOKEN, startDaemon, type Daemon } from './kit/daemon.js';
 
 const SEED = 0x5eed1234;
 let d: Daemon;

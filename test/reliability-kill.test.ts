@@ -10,10 +10,13 @@ import { test } from 'node:test';
 import { parseJournal } from '../daemon/processes/groups/journal.js';
 import { readFileSync } from 'node:fs';
 import { livingGroups } from '../daemon/core/process/group.js';
-import { startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
-import { processesNaming, waitBrowser, waitUntil } from './helpers/chromium.js';
 import { indexed, installedList, upload } from './helpers/extensions.js';
 import { fixtureZip } from './helpers/zip.js';
+import { waitBrowser } from './kit/browser.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { processesNaming } from './kit/procs.js';
+import { until } from './kit/wait.js';
 
 const ROUNDS = 20;
 const SEED = 0xc0ffee;
@@ -64,7 +67,7 @@ test(`kill -9 at ${ROUNDS} random moments: nothing left behind, the next start r
   const stateDir = tempDir('browserd-kill-');
   const profile = path.join(stateDir, 'chromium-profile');
   const want: Expected = { proxies: new Set(), maybeProxies: new Set(), extensions: new Set(), maybeExtensions: new Set() };
-  let d = await startDaemon({ noBrowser: false, stateDir });
+  let d = await startDaemon({ autostart: true, stateDir });
   try {
     for (let round = 0; round < ROUNDS; round++) {
       const moment = MOMENTS[Math.floor(rand() * MOMENTS.length)] as (typeof MOMENTS)[number];
@@ -104,8 +107,8 @@ test(`kill -9 at ${ROUNDS} random moments: nothing left behind, the next start r
       const killedAt = Date.now();
       await Promise.all([proxyWrite, work]);
       // A pipe-mode Chromium and its crashpad handlers end with the daemon.
-      await waitUntil(() => processesNaming(profile).length === 0, `round ${round} (${moment}): nothing naming the profile`, 2000);
-      d = await startDaemon({ noBrowser: false, stateDir });
+      await until(`round ${round} (${moment}): nothing naming the profile`, () => processesNaming(profile).length === 0, 2000);
+      d = await startDaemon({ autostart: true, stateDir });
       // The recorded groups were ended before `listening`.
       assert.deepEqual([...livingGroups(recorded)], [], `round ${round} (${moment}): recorded groups alive`);
       assert.ok(Date.now() - killedAt < 30_000);

@@ -9,11 +9,13 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { scratchDirs, startDaemon, tempDir, type Daemon } from './helpers/daemon.js';
-import { processesNaming, waitBrowser } from './helpers/chromium.js';
 import { indexed, upload } from './helpers/extensions.js';
 import { expectError } from './helpers/http.js';
 import { buildZip } from './helpers/zip.js';
+import { waitBrowser } from './kit/browser.js';
+import { scratchDirs, tempDir } from './kit/cleanup.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
+import { processesNaming } from './kit/procs.js';
 
 const stateDir = tempDir();
 const scratch = scratchDirs('browserd-reliability-');
@@ -24,7 +26,7 @@ before(async () => {
   mkdirSync(path.join(stateDir, 'extensions'), { recursive: true });
   writeFileSync(path.join(stateDir, 'extensions', '.installed.json.0b0e4e0e-8a4b-4a8e-9d8e-2f4b5e6a7c8d.tmp'), '{"half":');
   writeFileSync(path.join(stateDir, '.proxies.json.5f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f.tmp'), '{"half":');
-  d = await startDaemon({ noBrowser: false, stateDir });
+  d = await startDaemon({ autostart: true, stateDir });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
 });
 after(async () => {
@@ -43,7 +45,7 @@ test('a second daemon on the same state dir exits at once naming the holder, and
   assert.equal(created.status, 201);
   const proxy = (await created.json()) as { id: string };
   const before = (await (await d.fetch('/browsers/local')).json()) as { chromium: { pid: number } };
-  const second = await startDaemon({ noBrowser: false, stateDir, waitListening: false });
+  const second = await startDaemon({ autostart: true, stateDir, waitListening: false });
   const exit = await second.waitExit();
   assert.equal(exit.code, 1, 'restartable: the holder may be a previous instance still stopping');
   const line = second.logs.find((l) => l.event === 'state_dir_locked');

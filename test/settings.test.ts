@@ -6,7 +6,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../daemon/core/config.js';
 import { splitFlags } from '../daemon/core/flags-parse.js';
-import { startDaemon, tempDir } from './helpers/daemon.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon } from './kit/daemon.js';
 
 const badSettings: [string, string][] = [
   ['BROWSERD_LISTEN', 'nonsense'],

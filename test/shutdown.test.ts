@@ -7,19 +7,11 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { startDaemon, tempDir } from './helpers/daemon.js';
-import {
-  groupMembers,
-  killGroup,
-  PROC,
-  spawnProcess,
-  status,
-  waitExited,
-  waitFile,
-  waitGroupGone,
-  waitPidGone,
-  type ExecResult,
-} from './helpers/processes.js';
+import { PROC, spawnProcess, status, waitExited, type ExecResult } from './helpers/processes.js';
+import { tempDir } from './kit/cleanup.js';
+import { startDaemon } from './kit/daemon.js';
+import { groupMembers, killGroup, waitGroupGone, waitPidGone } from './kit/procs.js';
+import { waitFile } from './kit/wait.js';
 
 const dir = tempDir('browserd-shutdown-');
 after(() => rmSync(dir, { recursive: true, force: true }));

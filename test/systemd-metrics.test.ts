@@ -2,8 +2,8 @@
 // and moves when a request is served. No Chromium.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startDaemon, type Daemon } from './helpers/daemon.js';
 import { expectError } from './helpers/http.js';
+import { startDaemon, type Daemon } from './kit/daemon.js';
 
 let daemon: Daemon;
 before(async () => {

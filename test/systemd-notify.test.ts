@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { tempDir, type Daemon } from './helpers/daemon.js';
 import { NotifyReceiver, startUnderSystemd } from './helpers/notify.js';
+import { tempDir } from './kit/cleanup.js';
+import { type Daemon } from './kit/daemon.js';
 
 const WATCHDOG_USEC = 500_000;
 
@@ -20,7 +21,7 @@ before(async () => {
   dir = tempDir('browserd-notify-');
   receiver = await NotifyReceiver.start(path.join(dir, 'notify.sock'));
   daemon = await startUnderSystemd({
-    noBrowser: false,
+    autostart: true,
     systemdEnv: { NOTIFY_SOCKET: receiver.address, WATCHDOG_USEC: String(WATCHDOG_USEC) },
   });
 });

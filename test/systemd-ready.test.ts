@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { tempDir } from './helpers/daemon.js';
 import { notifyExec, NotifyReceiver, startUnderSystemd } from './helpers/notify.js';
+import { tempDir } from './kit/cleanup.js';
 
 test('without Chromium autostart, READY=1 follows `listening` (abstract socket; WATCHDOG_PID of another process: no pings)', async (t) => {
   const receiver = await NotifyReceiver.start(`@browserd-test-${randomUUID()}`);

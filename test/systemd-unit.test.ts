@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../daemon/core/config.js';
-import { repoRoot } from './helpers/daemon.js';
+import { repoRoot } from './kit/daemon.js';
 
 const unitPath = path.join(repoRoot, 'systemd', 'browserd.service');
 const unit = readFileSync(unitPath, 'utf8');

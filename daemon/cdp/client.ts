@@ -70,13 +70,17 @@ export class CdpClient {
     });
   }
 
-  /** A client over a WebSocket (ws://…/devtools/browser/… of a Chromium, or the daemon's proxy with a token). */
-  static overWebSocket(url: string, opts: { headers?: Record<string, string>; timeoutMs?: number; maxPayload?: number } = {}): Promise<CdpClient> {
+  /**
+   * A client over a WebSocket (ws://…/devtools/browser/… of a Chromium, or the daemon's proxy with a
+   * token). `onOpen` sees the open socket first (tests: close codes, frames the client would not send).
+   */
+  static overWebSocket(url: string, opts: { headers?: Record<string, string>; timeoutMs?: number; maxPayload?: number; onOpen?: (ws: WebSocket) => void } = {}): Promise<CdpClient> {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(url, { headers: opts.headers, perMessageDeflate: false, handshakeTimeout: opts.timeoutMs ?? 10_000, maxPayload: opts.maxPayload });
       ws.once('unexpected-response', (_req, res) => reject(new Error(`the WebSocket handshake was answered ${res.statusCode}`)));
       ws.once('error', reject);
       ws.once('open', () => {
+        opts.onOpen?.(ws);
         const client = new CdpClient({ send: (text) => ws.send(text), close: () => ws.close() });
         ws.on('message', (data) => client.receive(data.toString()));
         ws.on('close', (code, reason) => client.fail(new Error(`the WebSocket closed (${code}${reason.length > 0 ? ` ${reason.toString()}` : ''})`)));

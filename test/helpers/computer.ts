@@ -6,10 +6,11 @@ import { execFile } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import Kernel from '@onkernel/sdk';
-import { CdpClient } from '../../daemon/cdp/client.js';
-import { tempDir, TEST_TOKEN, type Daemon } from './daemon.js';
+import type { CdpClient } from '../kit/browser.js';
+import { tempDir } from '../kit/cleanup.js';
+import { TEST_TOKEN, type Daemon } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
 
 /** The types the recorder keeps, in the order the page receives them (window, capture phase). */
 const RECORDED = [
@@ -78,11 +79,6 @@ export async function startPageServer(): Promise<PageServer> {
   };
 }
 
-/** A CDP client through the daemon's authenticated proxy. */
-export function cdpOf(d: Daemon): Promise<CdpClient> {
-  return CdpClient.overWebSocket(`${d.url.replace(/^http/, 'ws')}/browsers/local/cdp`, { headers: { authorization: `Bearer ${TEST_TOKEN}` }, maxPayload: 256 * 1024 * 1024 });
-}
-
 export interface Tab {
   targetId: string;
   sessionId: string;
@@ -124,13 +120,8 @@ export async function openTab(cdp: CdpClient, url: string, opts: { background?: 
     return r.result.value as T;
   };
   const waitReady = async (expression: string): Promise<void> => {
-    const until = Date.now() + 30_000;
-    for (;;) {
-      const ok = await evaluate<boolean>(`(() => { try { return document.readyState === 'complete' && !!(${expression}); } catch { return false; } })()`).catch(() => false);
-      if (ok) return;
-      if (Date.now() > until) throw new Error(`${url}: not ready (${expression})`);
-      await sleep(20);
-    }
+    const ready = `(() => { try { return document.readyState === 'complete' && !!(${expression}); } catch { return false; } })()`;
+    await until(`${url} ready (${expression})`, () => evaluate<boolean>(ready).catch(() => false), 30_000, 20);
   };
   await waitReady(opts.ready ?? 'true');
   return {

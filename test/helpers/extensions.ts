@@ -1,10 +1,11 @@
-// Helpers of the extension tests: multipart uploads in each client encoding, the browser's
-// state, and a CDP client that goes through the daemon's authenticated /browsers/{id}/cdp.
+// Helpers of the extension tests: multipart uploads in each client encoding, the installed list,
+// and what Chromium runs, seen through the daemon's CDP endpoint (the kit's client).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import WebSocket from 'ws';
-import type { Daemon } from './daemon.js';
+import type { InstallResult } from '../../daemon/extensions/installer.js';
+import { daemonCdp, TargetWatch, type InstalledExtension } from '../kit/browser.js';
+import type { Daemon } from '../kit/daemon.js';
 
 export type Part = [field: string, value: string | Buffer];
 
@@ -82,10 +83,7 @@ export function indexed(items: [name: string, zip: Buffer][]): Part[] {
   ]);
 }
 
-export interface UploadBody {
-  extensions: { name: string; id: string; version: string; activation: string }[];
-  chromium: { restarted: boolean; pid: number; ready_ms: number };
-}
+export type UploadBody = InstallResult;
 
 export async function expectUploaded(res: Response): Promise<UploadBody> {
   const text = await res.text();
@@ -93,168 +91,40 @@ export async function expectUploaded(res: Response): Promise<UploadBody> {
   return JSON.parse(text) as UploadBody;
 }
 
-export interface BrowserBody {
-  state: string;
-  chromium: { pid: number | null; restarts: number };
-  extensions: { name: string; id: string; version: string; activation: string }[];
-}
-
-export async function browser(d: Daemon): Promise<BrowserBody> {
-  const res = await d.fetch('/browsers/local');
-  assert.equal(res.status, 200);
-  return (await res.json()) as BrowserBody;
-}
-
-/** Polls GET /browsers/local until `pred` holds (a state, not a timing). */
-export async function waitBrowser(d: Daemon, pred: (b: BrowserBody) => boolean, timeoutMs = 60_000): Promise<BrowserBody> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const b = await browser(d);
-    if (pred(b)) return b;
-    if (Date.now() > until) assert.fail(`browser never reached the expected state; last: ${JSON.stringify(b)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-export async function installedList(d: Daemon): Promise<{ name: string; id: string; version: string; activation: string }[]> {
+export async function installedList(d: Daemon): Promise<InstalledExtension[]> {
   const res = await d.fetch('/browsers/local/extensions');
   assert.equal(res.status, 200);
-  return ((await res.json()) as { extensions: { name: string; id: string; version: string; activation: string }[] }).extensions;
-}
-
-export interface Cdp {
-  send<T = Record<string, unknown>>(method: string, params?: Record<string, unknown>): Promise<T>;
-  /** Resolves with the first event of `method` whose params satisfy `pred` (past events included). */
-  event(method: string, pred: (params: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
-  close(): void;
-}
-
-/** CDP on the browser target, through the daemon's /browsers/local/cdp with the bearer token. */
-export async function daemonCdp(d: Daemon): Promise<Cdp> {
-  const ws = new WebSocket(`${d.url.replace(/^http/, 'ws')}/browsers/local/cdp`, { headers: { authorization: `Bearer ${d.token}` } });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('error', reject);
-  });
-  let next = 1;
-  const pending = new Map<number, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void }>();
-  const events: { method: string; params: Record<string, unknown> }[] = [];
-  const waiters: { method: string; pred: (p: Record<string, unknown>) => boolean; resolve: (p: Record<string, unknown>) => void }[] = [];
-  ws.on('message', (data) => {
-    const msg = JSON.parse(String(data)) as { id?: number; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: { message: string } };
-    if (msg.id !== undefined) {
-      const p = pending.get(msg.id);
-      pending.delete(msg.id);
-      if (msg.error) p?.reject(new Error(msg.error.message));
-      else p?.resolve(msg.result ?? {});
-    } else if (msg.method) {
-      const ev = { method: msg.method, params: msg.params ?? {} };
-      events.push(ev);
-      for (const w of [...waiters]) {
-        if (w.method === ev.method && w.pred(ev.params)) {
-          waiters.splice(waiters.indexOf(w), 1);
-          w.resolve(ev.params);
-        }
-      }
-    }
-  });
-  return {
-    send: <T>(method: string, params: Record<string, unknown> = {}) =>
-      new Promise<T>((resolve, reject) => {
-        const id = next++;
-        pending.set(id, { resolve: resolve as (v: Record<string, unknown>) => void, reject });
-        ws.send(JSON.stringify({ id, method, params }));
-      }),
-    event: (method, pred, timeoutMs = 30_000) => {
-      const past = events.find((e) => e.method === method && pred(e.params));
-      if (past) return Promise.resolve(past.params);
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no ${method} event in ${timeoutMs} ms`)), timeoutMs);
-        waiters.push({
-          method,
-          pred,
-          resolve: (p) => {
-            clearTimeout(timer);
-            resolve(p);
-          },
-        });
-      });
-    },
-    close: () => ws.close(),
-  };
+  return ((await res.json()) as { extensions: InstalledExtension[] }).extensions;
 }
 
 /** Extensions.getExtensions through the daemon: id → version. */
 export async function chromiumExtensions(d: Daemon): Promise<Map<string, string>> {
   const cdp = await daemonCdp(d);
   try {
-    const r = await cdp.send<{ extensions: { id: string; version: string }[] }>('Extensions.getExtensions');
+    const r = await cdp.send('Extensions.getExtensions');
     return new Map(r.extensions.map((e) => [e.id, e.version]));
   } finally {
     cdp.close();
   }
 }
 
-/**
- * Watches targets through the daemon's CDP endpoint (Target.setDiscoverTargets: running targets
- * now, new ones as they appear); `worker(id)` resolves once the extension's service worker target
- * was seen. Start it before the upload: an MV3 worker may stop again soon after it ran.
- */
-export async function watchTargets(
-  d: Daemon,
-): Promise<{ worker(id: string, timeoutMs?: number): Promise<{ type: string; url: string }>; page(url: string, timeoutMs?: number): Promise<void>; close(): void }> {
-  const cdp = await daemonCdp(d);
-  await cdp.send('Target.setDiscoverTargets', { discover: true });
-  return {
-    page: async (url, timeoutMs = 30_000) => {
-      await cdp.event('Target.targetCreated', (params) => (params.targetInfo as { url: string }).url === url, timeoutMs);
-    },
-    worker: async (id, timeoutMs = 30_000) => {
-      const p = await cdp.event(
-        'Target.targetCreated',
-        (params) => {
-          const t = params.targetInfo as { type: string; url: string };
-          return t.type === 'service_worker' && t.url.startsWith(`chrome-extension://${id}/`);
-        },
-        timeoutMs,
-      );
-      return p.targetInfo as { type: string; url: string };
-    },
-    close: () => cdp.close(),
-  };
+/** The targets Chromium reports through the daemon's CDP endpoint, on a connection of their own (closed by close()). */
+export async function watchTargets(d: Daemon): Promise<TargetWatch> {
+  return TargetWatch.start(await daemonCdp(d));
 }
 
 /** Opens a page through the daemon's CDP and navigates it; returns Page.navigate's errorText (undefined: loaded). */
 export async function navigate(d: Daemon, url: string): Promise<string | undefined> {
-  const ws = new WebSocket(`${d.url.replace(/^http/, 'ws')}/browsers/local/cdp`, { headers: { authorization: `Bearer ${d.token}` } });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('error', reject);
-  });
-  let next = 1;
-  const send = (method: string, params: Record<string, unknown>, sessionId?: string): Promise<Record<string, unknown>> =>
-    new Promise((resolve, reject) => {
-      const id = next++;
-      const onMessage = (data: WebSocket.RawData): void => {
-        const msg = JSON.parse(String(data)) as { id?: number; result?: Record<string, unknown>; error?: { message: string } };
-        if (msg.id !== id) return;
-        ws.off('message', onMessage);
-        if (msg.error) reject(new Error(`${method}: ${msg.error.message}`));
-        else resolve(msg.result ?? {});
-      };
-      ws.on('message', onMessage);
-      ws.send(JSON.stringify(sessionId === undefined ? { id, method, params } : { id, method, params, sessionId }));
-    });
+  const cdp = await daemonCdp(d);
   try {
-    const { targetId } = (await send('Target.createTarget', { url: 'about:blank' })) as { targetId: string };
+    const { targetId } = await cdp.send('Target.createTarget', { url: 'about:blank' });
     try {
-      const { sessionId } = (await send('Target.attachToTarget', { targetId, flatten: true })) as { sessionId: string };
-      const nav = (await send('Page.navigate', { url }, sessionId)) as { errorText?: string };
-      return nav.errorText;
+      const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true });
+      return (await cdp.send('Page.navigate', { url }, { sessionId })).errorText;
     } finally {
-      await send('Target.closeTarget', { targetId }).catch(() => undefined);
+      await cdp.send('Target.closeTarget', { targetId }).catch(() => undefined);
     }
   } finally {
-    ws.close();
+    cdp.close();
   }
 }

@@ -4,7 +4,7 @@
 // the origin, so that any host name reaches the loopback origin and no name is ever resolved.
 import http from 'node:http';
 import net from 'node:net';
-import type { Daemon } from './daemon.js';
+import type { Daemon } from '../kit/daemon.js';
 import { startConnectProxy, startTinyproxy, type Closer, type ConnectProxy, type Tinyproxy } from './proxies.js';
 
 export interface ViaOrigin extends Closer {

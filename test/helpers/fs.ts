@@ -6,7 +6,8 @@ import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Kernel from '@onkernel/sdk';
-import { TEST_TOKEN, type Daemon } from './daemon.js';
+import { TEST_TOKEN, type Daemon } from '../kit/daemon.js';
+import { rssOf } from '../kit/procs.js';
 
 export const MiB = 1024 * 1024;
 
@@ -74,12 +75,6 @@ export function bigFile(file: string, bytes: number): string {
 
 export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
-}
-
-/** Resident memory of a process in bytes (VmRSS). */
-export function rssOf(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(m?.[1] ?? 0) * 1024;
 }
 
 /** The highest VmRSS of `pid` seen (every 10 ms) while `work` runs, with work's result. */

@@ -7,7 +7,7 @@
 // does not need it.)
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { startDaemon, type Daemon, repoRoot, type StartOptions } from './daemon.js';
+import { repoRoot, startDaemon, type Daemon, type StartOptions } from '../kit/daemon.js';
 
 export const notifyExec = path.join(repoRoot, 'systemd', 'notify-exec.pl');
 

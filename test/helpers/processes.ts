@@ -1,15 +1,14 @@
-// Helpers of the process tests: the process routes as small functions, an SSE parser, and checks
-// on real pids (a zombie counts as gone: an orphan's parent in a container may never reap it).
+// Helpers of the process tests: the process routes as small functions and an SSE parser of their
+// output streams. (Polling and the /proc checks on real pids are the kit's.)
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { startDaemon, type Daemon } from './daemon.js';
+import type { ExecResult } from '../../daemon/processes/exec.js';
+import type { ProcessStatus as Status } from '../../daemon/processes/managed-process.js';
+import type { Daemon } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
 
 export const PROC = '/browsers/local/process';
 
 /** The wire shapes of status and exec, as the daemon declares them. */
-import type { ProcessStatus as Status } from '../../daemon/processes/managed-process.js';
-import type { ExecResult } from '../../daemon/processes/exec.js';
 export type { ExecResult, Status };
 
 export const b64 = (data: string | Buffer): string => Buffer.from(data).toString('base64');
@@ -42,17 +41,6 @@ export async function status(d: Daemon, id: string): Promise<Status> {
   const text = await res.text();
   assert.equal(res.status, 200, text);
   return JSON.parse(text) as Status;
-}
-
-/** Polls until `check` returns a value (not undefined), or fails after `timeoutMs`. */
-export async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 export function waitExited(d: Daemon, id: string, timeoutMs = 30_000): Promise<Status> {
@@ -139,71 +127,4 @@ export async function openStream(d: Daemon, id: string, headers: Record<string, 
 export async function readOutput(d: Daemon, id: string): Promise<Output> {
   const res = await openStream(d, id);
   return decodeEvents(parseSse(await res.text()));
-}
-
-/** true when no process `pid` runs any more (gone, or a zombie). */
-export function pidGone(pid: number): boolean {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  } catch {
-    return true;
-  }
-  const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-  return state === 'Z' || state === 'X';
-}
-
-export function waitPidGone(pid: number, timeoutMs = 15_000): Promise<true> {
-  return until(`pid ${pid} to be gone`, () => (pidGone(pid) ? true : undefined), timeoutMs);
-}
-
-/** The pids of the living (not zombie) members of process group `pgid`. */
-export function groupMembers(pgid: number): number[] {
-  const members: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'latin1');
-    } catch {
-      continue;
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(fields[2]) === pgid && fields[0] !== 'Z' && fields[0] !== 'X') members.push(Number(name));
-  }
-  return members;
-}
-
-export function waitGroupGone(pgid: number, timeoutMs = 15_000): Promise<true> {
-  return until(`process group ${pgid} to be gone (members: ${groupMembers(pgid).join(' ')})`, () => (groupMembers(pgid).length === 0 ? true : undefined), timeoutMs);
-}
-
-/** Test cleanup: SIGKILL to a group the test started, only while living members are left (its number may be reused after). */
-export function killGroup(pgid: number): void {
-  if (groupMembers(pgid).length === 0) return;
-  try {
-    process.kill(-pgid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
-
-/**
- * Like startDaemon(), with the daemon started through `wrapper` (e.g. setpriv to drop
- * capabilities). Chromium is not started.
- */
-export function startDaemonUnder(wrapper: string[], env: Record<string, string> = {}): Promise<Daemon> {
-  return startDaemon({ wrapper, env });
-}
-
-/** Reads a file once it exists and `ready` says its content is complete. */
-export function waitFile(file: string, ready: (text: string) => boolean = (t) => t.endsWith('\n'), timeoutMs = 15_000): Promise<string> {
-  return until(`${file} to be written`, () => {
-    try {
-      const text = readFileSync(file, 'utf8');
-      return ready(text) ? text : undefined;
-    } catch {
-      return undefined;
-    }
-  }, timeoutMs);
 }

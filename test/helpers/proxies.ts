@@ -11,7 +11,8 @@ import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import ipaddr from 'ipaddr.js';
-import { tempDir } from './daemon.js';
+import { tempDir } from '../kit/cleanup.js';
+import { until } from '../kit/wait.js';
 
 export interface Closer {
   close(): Promise<void>;
@@ -180,9 +181,8 @@ export async function startTinyproxy(opts: TinyproxyOptions): Promise<Tinyproxy>
 
 /** Resolves once something accepts connections on 127.0.0.1:port. */
 export async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
+  const accepts = (): Promise<boolean> =>
+    new Promise((resolve) => {
       const s = net.connect(port, '127.0.0.1');
       s.once('connect', () => {
         s.destroy();
@@ -190,10 +190,7 @@ export async function waitForPort(port: number, timeoutMs: number): Promise<void
       });
       s.once('error', () => resolve(false));
     });
-    if (ok) return;
-    if (Date.now() > until) throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(`something listening on 127.0.0.1:${port}`, accepts, timeoutMs);
 }
 
 export interface ConnectSeen {

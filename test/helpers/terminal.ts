@@ -1,9 +1,8 @@
 // Helpers of the terminal tests: the output of a process read live from its SSE stream (waiting for
 // text to appear), keystrokes through the stdin route, and WebSocket attach clients.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import WebSocket from 'ws';
-import type { Daemon } from './daemon.js';
+import type { Daemon } from '../kit/daemon.js';
 import { PROC, b64 } from './processes.js';
 
 /** CSI escape sequences (bracketed paste on and off around bash's prompt, colours): left out of `text`. */
@@ -103,24 +102,6 @@ export async function type(d: Daemon, id: string, keys: string | Buffer): Promis
 
 export async function resize(d: Daemon, id: string, rows: number, cols: number): Promise<Response> {
   return d.fetch(`${PROC}/${id}/resize`, { method: 'POST', json: { rows, cols } });
-}
-
-/** The pids of the living processes whose session is `sid`, with their pgid and command name. */
-export function sessionProcesses(sid: number): { pid: number; pgid: number; comm: string }[] {
-  const out: { pid: number; pgid: number; comm: string }[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'latin1');
-    } catch {
-      continue;
-    }
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(f[3]) === sid && f[0] !== 'Z' && f[0] !== 'X') out.push({ pid: Number(name), pgid: Number(f[2]), comm });
-  }
-  return out;
 }
 
 /** The ws:// URL of a process's attach route. */

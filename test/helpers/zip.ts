@@ -4,7 +4,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { crc32, deflateRawSync } from 'node:zlib';
-import { fixtures } from './daemon.js';
+import { fixtures } from '../kit/daemon.js';
 
 export interface ZipEntry {
   /** The stored name, as given (a string is written as UTF-8). */
@@ -24,6 +24,16 @@ export interface ZipEntry {
   encrypted?: boolean;
 }
 
+/** A little-endian field of a header: its width in bytes and its value. */
+type Field = [bytes: 2 | 4, value: number];
+
+function le(fields: Field[]): Buffer {
+  const buf = Buffer.alloc(fields.reduce((n, [bytes]) => n + bytes, 0));
+  let at = 0;
+  for (const [bytes, value] of fields) at = bytes === 2 ? buf.writeUInt16LE(value, at) : buf.writeUInt32LE(value, at);
+  return buf;
+}
+
 export function buildZip(entries: ZipEntry[]): Buffer {
   const parts: Buffer[] = [];
   const central: Buffer[] = [];
@@ -41,45 +51,18 @@ export function buildZip(entries: ZipEntry[]): Buffer {
     const isDir = e.data === undefined;
     const mode = e.mode ?? (isDir ? 0o040755 : 0o100644);
 
-    const local = Buffer.alloc(30);
-    local.writeUInt32LE(0x04034b50, 0);
-    local.writeUInt16LE(20, 4);
-    local.writeUInt16LE(flags, 6);
-    local.writeUInt16LE(method, 8);
-    local.writeUInt16LE(0, 10);
-    local.writeUInt16LE(0x21, 12);
-    local.writeUInt32LE(crc, 14);
-    local.writeUInt32LE(csize, 18);
-    local.writeUInt32LE(usize, 22);
-    local.writeUInt16LE(name.length, 26);
-    local.writeUInt16LE(0, 28);
-
-    const cd = Buffer.alloc(46);
-    cd.writeUInt32LE(0x02014b50, 0);
-    cd.writeUInt16LE((3 << 8) | 20, 4);
-    cd.writeUInt16LE(20, 6);
-    cd.writeUInt16LE(flags, 8);
-    cd.writeUInt16LE(method, 10);
-    cd.writeUInt16LE(0, 12);
-    cd.writeUInt16LE(0x21, 14);
-    cd.writeUInt32LE(crc, 16);
-    cd.writeUInt32LE(csize, 20);
-    cd.writeUInt32LE(usize, 24);
-    cd.writeUInt16LE(name.length, 28);
-    cd.writeUInt32LE(((mode & 0xffff) << 16) >>> 0, 38);
-    cd.writeUInt32LE(offset, 42);
+    // The fields both headers share, from "version needed" to the name's length.
+    const common: Field[] = [[2, 20], [2, flags], [2, method], [2, 0], [2, 0x21], [4, crc], [4, csize], [4, usize], [2, name.length]];
+    const local = le([[4, 0x04034b50], ...common, [2, 0]]);
+    const external = ((mode & 0xffff) << 16) >>> 0;
+    const cd = le([[4, 0x02014b50], [2, (3 << 8) | 20], ...common, [2, 0], [2, 0], [2, 0], [2, 0], [4, external], [4, offset]]);
 
     parts.push(local, name, data);
     central.push(cd, name);
     offset += local.length + name.length + data.length;
   }
   const cdBuf = Buffer.concat(central);
-  const end = Buffer.alloc(22);
-  end.writeUInt32LE(0x06054b50, 0);
-  end.writeUInt16LE(entries.length, 8);
-  end.writeUInt16LE(entries.length, 10);
-  end.writeUInt32LE(cdBuf.length, 12);
-  end.writeUInt32LE(offset, 16);
+  const end = le([[4, 0x06054b50], [2, 0], [2, 0], [2, entries.length], [2, entries.length], [4, cdBuf.length], [4, offset], [2, 0]]);
   return Buffer.concat([...parts, cdBuf, end]);
 }
 

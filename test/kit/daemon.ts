@@ -1,0 +1,222 @@
+// The real daemon (dist/daemon/browserd.js, the one-file build) for tests and benchmarks: on 127.0.0.1:0 with its own temp
+// state dir and `${stateDir}-downloads`, its JSON log lines parsed as they come, fetch with the
+// bearer token, and its end: stop() (SIGTERM), cleanup() (SIGKILL after 20 s, then the folders it
+// made removed), registered with the cleanup registry so that a benchmark run never leaves one.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { checkRunning, onCleanup, tempDir } from './cleanup.js';
+import { killNaming, signalGroup } from './procs.js';
+import { exitOf, within } from './wait.js';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js');
+export const fixtures = path.join(repoRoot, 'fixtures');
+
+export const TEST_TOKEN = 'test-token-0123456789abcdef';
+
+export type LogLine = Record<string, unknown> & { msg?: string; event?: string };
+export type Exit = { code: number | null; signal: NodeJS.Signals | null };
+export type FetchInit = RequestInit & { json?: unknown };
+
+export interface StartOptions {
+  env?: Record<string, string | undefined>;
+  /** Reuse a state dir (daemon restart tests); default: a new temp dir, removed by cleanup(). */
+  stateDir?: string;
+  /** Default false: no Chromium unless the caller wants one. */
+  autostart?: boolean;
+  /** Default TEST_TOKEN; null starts without BROWSERD_TOKEN. */
+  token?: string | null;
+  /** The bearer fetch() sends, when it is not `token`: a key of the keys file (BROWSERD_KEYS_FILE). */
+  bearer?: string;
+  /** Wait for `listening` (default true); on failure the daemon is cleaned up and the error thrown. */
+  waitListening?: boolean;
+  /** A command the daemon is started through (`perl notify-exec.pl`, `setpriv …`): it ends by exec'ing node. */
+  wrapper?: string[];
+  /** BROWSERD_LOG_LEVEL, default debug. */
+  logLevel?: string;
+  /**
+   * Its own process group (the benchmarks): cleanup() SIGKILLs the whole group, then anything
+   * still naming the state dir (a Chromium the daemon could not end).
+   */
+  detached?: boolean;
+  /** Keep only the newest lines past this many (long benchmark runs); default: every line. */
+  keepLogs?: number;
+  /** Prefix of the temp state dir. */
+  prefix?: string;
+}
+
+/** An API key with its token in the clear: the keys file (BROWSERD_KEYS_FILE) stores the token's sha256. */
+export interface ApiKey {
+  id: string;
+  token: string;
+  scopes: string[];
+  project?: string;
+}
+
+/** Writes a keys file of `keys` (by default in a temp dir of its own) and returns its path. */
+export function keysFile(keys: ApiKey[], file = path.join(tempDir('browserd-keys-'), 'keys.json')): string {
+  const sha256 = (token: string): string => createHash('sha256').update(token).digest('hex');
+  writeFileSync(file, JSON.stringify(keys.map(({ token, ...k }) => ({ ...k, sha256: sha256(token) }))));
+  return file;
+}
+
+export class Daemon {
+  readonly logs: LogLine[] = [];
+  stderr = '';
+  url = '';
+  /** performance.now() when the `listening` line was read (spawnedAt: just before the spawn). */
+  listeningAt = 0;
+  private readonly exited: Promise<Exit>;
+  private waiters: { pred: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = [];
+  private cleaning: Promise<void> | null = null;
+  private readonly unregister: () => void;
+
+  constructor(
+    readonly proc: ChildProcess,
+    readonly stateDir: string,
+    readonly token: string | null,
+    readonly spawnedAt: number,
+    private readonly opts: { ownsStateDir: boolean; detached: boolean; keepLogs: number },
+  ) {
+    let buf = '';
+    proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      buf += chunk;
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        this.received(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+      }
+    });
+    proc.stderr?.setEncoding('utf8').on('data', (c: string) => (this.stderr = (this.stderr + c).slice(-100_000)));
+    this.exited = exitOf(proc);
+    this.unregister = onCleanup(() => this.cleanup());
+  }
+
+  get pid(): number {
+    return this.proc.pid as number;
+  }
+
+  private received(raw: string): void {
+    let line: LogLine;
+    try {
+      line = JSON.parse(raw) as LogLine;
+    } catch {
+      line = { msg: raw, event: 'non_json' };
+    }
+    if (line.event === 'listening' && this.listeningAt === 0) this.listeningAt = performance.now();
+    this.logs.push(line);
+    if (this.logs.length > this.opts.keepLogs) this.logs.splice(0, this.logs.length - this.opts.keepLogs);
+    this.waiters = this.waiters.filter((w) => {
+      if (!w.pred(line)) return true;
+      w.resolve(line);
+      return false;
+    });
+  }
+
+  /** Resolves with the first log line (past or future) that matches. */
+  waitLog(pred: (l: LogLine) => boolean, timeoutMs = 60_000): Promise<LogLine> {
+    const past = this.logs.find(pred);
+    if (past) return Promise.resolve(past);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`log line not seen in ${timeoutMs} ms; stderr: ${this.stderr.slice(-2000)}`)), timeoutMs);
+      this.waiters.push({
+        pred,
+        resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
+      void this.exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`daemon exited before the log line; last log lines: ${JSON.stringify(this.logs.slice(-3))}; stderr: ${this.stderr.slice(-2000)}`));
+      });
+    });
+  }
+
+  waitExit(): Promise<Exit> {
+    return this.exited;
+  }
+
+  /** fetch against the daemon with the bearer token (unless headers say otherwise); `json` is sent as the body. */
+  fetch(pathname: string, init: FetchInit = {}): Promise<Response> {
+    const headers = new Headers(init.headers);
+    if (!headers.has('authorization') && this.token !== null) headers.set('authorization', `Bearer ${this.token}`);
+    let body = init.body;
+    if (init.json !== undefined) {
+      headers.set('content-type', 'application/json');
+      body = JSON.stringify(init.json);
+    }
+    return fetch(this.url + pathname, { ...init, headers, body });
+  }
+
+  /** fetch, and the parsed JSON body; throws unless the status is `want`. */
+  async call<T>(pathname: string, init: FetchInit = {}, want = 200): Promise<T> {
+    const res = await this.fetch(pathname, init);
+    const text = await res.text();
+    if (res.status !== want) throw new Error(`${init.method ?? 'GET'} ${pathname}: ${res.status} ${text.slice(0, 500)}`);
+    return (text === '' ? undefined : JSON.parse(text)) as T;
+  }
+
+  /** SIGTERM and wait for the exit. */
+  async stop(): Promise<Exit> {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGTERM');
+    return this.exited;
+  }
+
+  /** Stops it (SIGKILL after 20 s) and removes the folders this helper made. Idempotent. */
+  cleanup(): Promise<void> {
+    this.cleaning ??= (async () => {
+      this.unregister();
+      if (this.proc.exitCode === null && this.proc.signalCode === null) {
+        this.proc.kill('SIGTERM');
+        if (!(await within(this.exited, 20_000))) {
+          if (this.opts.detached) signalGroup(this.pid, 'SIGKILL');
+          else this.proc.kill('SIGKILL');
+          await this.exited;
+        }
+      }
+      if (this.opts.detached) killNaming(this.stateDir);
+      rmSync(`${this.stateDir}-downloads`, { recursive: true, force: true });
+      if (this.opts.ownsStateDir) rmSync(this.stateDir, { recursive: true, force: true });
+    })();
+    return this.cleaning;
+  }
+}
+
+export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
+  const stateDir = opts.stateDir ?? tempDir(opts.prefix);
+  const token = opts.token === undefined ? TEST_TOKEN : opts.token;
+  const env: Record<string, string | undefined> = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    BROWSERD_LISTEN: '127.0.0.1:0',
+    BROWSERD_STATE_DIR: stateDir,
+    // Chromium's downloads folder beside the state dir, of this daemon alone (not a shared /tmp/browserd-downloads).
+    BROWSERD_DOWNLOADS_DIR: `${stateDir}-downloads`,
+    BROWSERD_LOG_LEVEL: opts.logLevel ?? 'debug',
+    BROWSERD_BROWSER_AUTOSTART: opts.autostart === true ? 'true' : 'false',
+    ...(token !== null ? { BROWSERD_TOKEN: token } : {}),
+    ...opts.env,
+  };
+  for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
+  checkRunning();
+  const argv = [...(opts.wrapper ?? []), process.execPath, mainJs];
+  const detached = opts.detached === true;
+  const spawnedAt = performance.now();
+  const proc = spawn(argv[0] as string, argv.slice(1), { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'], detached });
+  const daemon = new Daemon(proc, stateDir, opts.bearer ?? token, spawnedAt, { ownsStateDir: opts.stateDir === undefined, detached, keepLogs: opts.keepLogs ?? Infinity });
+  if (opts.waitListening !== false) {
+    try {
+      const line = await daemon.waitLog((l) => l.event === 'listening', 30_000);
+      daemon.url = `http://${String(line.address)}`;
+    } catch (err) {
+      await daemon.cleanup();
+      throw err;
+    }
+  }
+  return daemon;
+}

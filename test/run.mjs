@@ -6,10 +6,12 @@
 // that touch machine-global state say so with a `// @serial` line near their top (the managed-policy
 // folder that every Chromium reads) and run alone, after the others.
 //
-// Afterwards, /tmp is compared with before: an entry a daemon, Chromium or a test left there
-// (browserd-*, org.chromium.Chromium.*, puppeteer_dev_profile-*, …) fails the run.
+// The run has a temp folder of its own (TMPDIR for every test process, and through them for the
+// daemons, Chromium and the clients): whatever is left in it afterwards (browserd-*,
+// org.chromium.Chromium.*, puppeteer_dev_profile-*, …) fails the run. Other work on the machine
+// (a benchmark, another checkout's tests) writes to /tmp, not there.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -44,24 +46,22 @@ const serial = chosen.filter(isSerial);
 const parallel = chosen.filter((f) => !serial.includes(f));
 const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
 
-/** Entries of /tmp that our runs create (test scratch dirs, Chromium's and the clients' temp profiles). */
-const OURS = /^(browserd-|org\.chromium\.Chromium\.|\.org\.chromium\.Chromium\.|puppeteer_dev_|playwright)/;
-const tmp = tmpdir();
-const tmpBefore = new Set(readdirSync(tmp));
+const tmp = mkdtempSync(path.join(tmpdir(), 'browserd-test-run-'));
 
 function run(files, n) {
   if (files.length === 0) return 0;
-  const res = spawnSync(process.execPath, ['--test', `--test-concurrency=${n}`, '--test-timeout=300000', '--test-reporter=spec', ...files.map(compiled)], { stdio: 'inherit', cwd: root });
+  const res = spawnSync(process.execPath, ['--test', `--test-concurrency=${n}`, '--test-timeout=300000', '--test-reporter=spec', ...files.map(compiled)], { stdio: 'inherit', cwd: root, env: { ...process.env, TMPDIR: tmp } });
   return res.status ?? 1;
 }
 
 const t0 = Date.now();
 let status = run(parallel, concurrency);
 status = run(serial, 1) || status;
-const left = readdirSync(tmp).filter((n) => OURS.test(n) && !tmpBefore.has(n));
+const left = readdirSync(tmp);
 if (left.length > 0) {
-  console.error(`\n✖ the tests left ${left.length} entries in ${tmp}: ${left.slice(0, 10).join(', ')}`);
+  console.error(`\n✖ the tests left ${left.length} entries in their temp folder: ${left.slice(0, 10).join(', ')}`);
   status = status || 1;
 }
+rmSync(tmp, { recursive: true, force: true });
 console.log(`\n${chosen.length} files (${parallel.length} in parallel, ${concurrency} at a time; ${serial.length} alone) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(status);

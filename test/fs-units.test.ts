@@ -11,12 +11,12 @@ import yauzl from 'yauzl';
 import { BadRequestError, RangeNotSatisfiableError } from '../daemon/core/errors.js';
 import { textBefore } from '../daemon/core/multipart/pairs.js';
 import { ZipWriter } from '../daemon/core/zip/write.js';
-import { modeString } from '../daemon/fs/entries.js';
-import { Guard } from '../daemon/fs/guard.js';
-import { parseMode, parseOwner } from '../daemon/fs/owners.js';
-import { resolve } from '../daemon/fs/resolve.js';
-import { parseRange } from '../daemon/fs/send.js';
-import { writeAtomic } from '../daemon/fs/write.js';
+import { modeString } from '../daemon/fs/read/entries.js';
+import { Guard } from '../daemon/fs/paths/guard.js';
+import { parseMode, parseOwner } from '../daemon/fs/paths/owners.js';
+import { resolve } from '../daemon/fs/paths/resolve.js';
+import { parseRange } from '../daemon/fs/read/send.js';
+import { writeAtomic } from '../daemon/fs/write/write.js';
 import { scratchDirs } from './kit/cleanup.js';
 
 const scratch = scratchDirs('browserd-fs-units-');

@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { BYPASS_LIMITS } from '../daemon/proxies/bypass.js';
-import { LIST_LIMITS } from '../daemon/proxies/listing.js';
+import { BYPASS_LIMITS } from '../daemon/proxies/store/bypass.js';
+import { LIST_LIMITS } from '../daemon/proxies/store/listing.js';
 import { expectError } from './helpers/http.js';
 import { tempDir } from './kit/cleanup.js';
 import { keysFile, startDaemon, type Daemon } from './kit/daemon.js';

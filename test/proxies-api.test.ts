@@ -5,7 +5,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { MAX_PROXIES } from '../daemon/proxies/routes.js';
-import { STORE_FILE } from '../daemon/proxies/store.js';
+import { STORE_FILE } from '../daemon/proxies/store/store.js';
 import { expectError } from './helpers/http.js';
 import { selfSigned } from './helpers/proxies.js';
 import { tempDir } from './kit/cleanup.js';

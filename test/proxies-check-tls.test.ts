@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
-import { NOT_TLS_HINT } from '../daemon/proxies/dial.js';
+import { NOT_TLS_HINT } from '../daemon/proxies/upstream/dial.js';
 import { expectError } from './helpers/http.js';
 import { createProxy, startOrigin, startTinyproxy, type Closer, type Origin, type Tinyproxy } from './helpers/proxies.js';
 import { startDaemon, type Daemon } from './kit/daemon.js';

@@ -3,7 +3,7 @@
 // generation is a whole set of proxies named after it; `done <round>.<n>` is printed once a
 // generation's write has resolved, `start <generation or none>` once the store was opened.
 import { createLogger } from '../../daemon/core/log.js';
-import { ProxyStore, type StoredProxy } from '../../daemon/proxies/store.js';
+import { ProxyStore, type StoredProxy } from '../../daemon/proxies/store/store.js';
 
 export const RECORDS_PER_GENERATION = 40;
 

@@ -14,7 +14,7 @@
 // most RESOLVE_GRACE_MS more (a server that drops AAAA queries must not cost the whole deadline):
 // the check connects to a checked address either way.
 import { Resolver as DnsResolver } from 'node:dns/promises';
-import { CheckFailure } from './dial.js';
+import { CheckFailure } from '../upstream/dial.js';
 
 export interface ResolveOptions {
   /** Absolute time (ms since epoch) by which the lookup must be done. */

@@ -1,11 +1,11 @@
-// read_file: the file opened once (checked, resolve.ts), its bytes streamed from disk to the
+// read_file: the file opened once (checked, paths/resolve.ts), its bytes streamed from disk to the
 // response with backpressure (a 2 GiB file costs a few MiB of memory), a single `Range` honoured.
 import { constants, type Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
-import { ConflictError, RangeNotSatisfiableError } from '../core/errors.js';
-import { forbidden, type Guard } from './guard.js';
-import { openChecked, resolve } from './resolve.js';
+import { ConflictError, RangeNotSatisfiableError } from '../../core/errors.js';
+import { forbidden, type Guard } from '../paths/guard.js';
+import { openChecked, resolve } from '../paths/resolve.js';
 
 /** Reads from disk in chunks of this size. */
 const READ_CHUNK_BYTES = 1024 * 1024;

@@ -1,21 +1,21 @@
 // Proxy checks: the default check (BROWSERD_PROXY_CHECK_URLS in turn, the exit IP from the first
 // answer that holds one) and the url check (the name looked up and guarded, then the pinned
-// address). Both reach the proxy through the one dialer (dial.ts) the forwarding proxy uses. A run is keyed by (proxy, url): two checks of one proxy and one url (or both without
+// address). Both reach the proxy through the one dialer (upstream/dial.ts) the forwarding proxy uses. A run is keyed by (proxy, url): two checks of one proxy and one url (or both without
 // url) at once share one run; checks with different urls are different runs. At most
 // `maxConcurrentChecks` runs at once: the slot is taken before anything else, name lookups
 // included, and one deadline covers the lookup and every phase of the tunnel.
 import ipaddr from 'ipaddr.js';
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
-import { LimitExceededError, OperationFailedError } from '../core/errors.js';
-import { bypasses } from './bypass.js';
+import type { Config } from '../../core/config.js';
+import type { Logger } from '../../core/log.js';
+import type { Metrics } from '../../core/metrics.js';
+import { LimitExceededError, OperationFailedError } from '../../core/errors.js';
+import { bypasses } from '../store/bypass.js';
 import type { Resolver } from './resolve.js';
 import { resolveTarget, type CheckUrl, type GuardedTarget } from './ssrf.js';
-import type { StoredProxy } from './store.js';
-import { CheckFailure, type CheckCause } from './dial.js';
+import type { StoredProxy } from '../store/store.js';
+import { CheckFailure, type CheckCause } from '../upstream/dial.js';
 import { fetchThrough } from './tunnel.js';
-import { upstreamFor, type Upstream } from './upstream.js';
+import { upstreamFor, type Upstream } from '../upstream/upstream.js';
 
 /** How much of a check URL's answer is read to find the exit IP. */
 export const CHECK_BODY_LIMIT_BYTES = 64 * 1024;

@@ -7,7 +7,7 @@
 import { constants, type Stats } from 'node:fs';
 import { chmod, lstat, mkdir, open, readlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { BadRequestError, ConflictError, NotFoundError } from '../core/errors.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../core/errors.js';
 import { errnoOf, fsError } from './errno.js';
 import { forbidden, type Guard } from './guard.js';
 

@@ -11,7 +11,7 @@
 import { readdir, realpath, stat, statfs } from 'node:fs/promises';
 import { realpathSync, type Stats } from 'node:fs';
 import path from 'node:path';
-import { PathForbiddenError } from '../core/errors.js';
+import { PathForbiddenError } from '../../core/errors.js';
 
 export type Rule = 'state_dir' | 'special_filesystem' | 'special_file' | 'protected_file';
 

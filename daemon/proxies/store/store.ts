@@ -12,9 +12,9 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { writeFileAtomic } from '../core/fs-atomic.js';
-import type { Logger } from '../core/log.js';
-import type { CheckCause } from './dial.js';
+import { writeFileAtomic } from '../../core/fs-atomic.js';
+import type { Logger } from '../../core/log.js';
+import type { CheckCause } from '../upstream/dial.js';
 import type { ProxyType } from './schema.js';
 
 export const STORE_FILE = 'proxies.json';

@@ -1,9 +1,9 @@
 // Where a check connects: a custom proxy is its own host; a managed type (datacenter, isp,
 // residential, mobile) goes through the gateway of BROWSERD_PROXY_PROVIDERS_FILE for its type,
 // with the targeting in the username.
-import type { ManagedProxyType, ProxyGateway } from '../core/config.js';
-import { OperationFailedError } from '../core/errors.js';
-import type { StoredProxy } from './store.js';
+import type { ManagedProxyType, ProxyGateway } from '../../core/config.js';
+import { OperationFailedError } from '../../core/errors.js';
+import type { StoredProxy } from '../store/store.js';
 
 export interface Upstream {
   host: string;

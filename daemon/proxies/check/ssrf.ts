@@ -14,9 +14,9 @@
 // deadline (resolve.ts) and judges every address.
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { BadRequestError } from '../core/errors.js';
+import { BadRequestError } from '../../core/errors.js';
 import type { ResolveOptions, Resolver } from './resolve.js';
-import { CheckFailure } from './dial.js';
+import { CheckFailure } from '../upstream/dial.js';
 
 export interface CheckUrl {
   url: URL;

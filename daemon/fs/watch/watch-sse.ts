@@ -3,7 +3,7 @@
 // (the queue was full), a comment line every 15 s while idle, and the end of the response when the
 // watch ends (its folder deleted, the watch stopped, another reader took over, the daemon stops).
 import type { ServerResponse } from 'node:http';
-import { endStream, openEventStream, SSE_HEARTBEAT_MS, SSE_KEEPALIVE, sseEvent, streamGone, waitDrain } from '../core/streams/sse.js';
+import { endStream, openEventStream, SSE_HEARTBEAT_MS, SSE_KEEPALIVE, sseEvent, streamGone, waitDrain } from '../../core/streams/sse.js';
 import type { DirWatch } from './watch.js';
 
 export async function streamWatch(res: ServerResponse, watch: DirWatch, signal: AbortSignal, heartbeatMs = SSE_HEARTBEAT_MS): Promise<void> {

@@ -8,10 +8,10 @@ import { constants, type Stats } from 'node:fs';
 import { chmod, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { IncomingMessage } from 'node:http';
-import { ConflictError, InvalidRequestError, PayloadTooLargeError } from '../core/errors.js';
-import { mapped } from './errno.js';
-import type { Guard } from './guard.js';
-import { O_PATH, openChecked, resolve, type Target } from './resolve.js';
+import { ConflictError, InvalidRequestError, PayloadTooLargeError } from '../../core/errors.js';
+import { mapped } from '../paths/errno.js';
+import type { Guard } from '../paths/guard.js';
+import { O_PATH, openChecked, resolve, type Target } from '../paths/resolve.js';
 
 /** Writes go to disk in batches of up to this much (fs.WriteStream joins buffered chunks in one writev). */
 const WRITE_BATCH_BYTES = 1024 * 1024;

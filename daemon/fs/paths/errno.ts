@@ -7,7 +7,7 @@ import {
   NoSpaceError,
   NotFoundError,
   PathForbiddenError,
-} from '../core/errors.js';
+} from '../../core/errors.js';
 
 export function errnoOf(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | null)?.code;

@@ -1,13 +1,13 @@
 // The operations on names: create_directory (mkdir -p), delete_file, delete_directory (rm -r),
 // move (rename, or copy then delete across file systems), set_file_permissions (chmod, chown).
-// Every step goes through an open handle of the folder it works in (resolve.ts), so a folder
+// Every step goes through an open handle of the folder it works in (paths/resolve.ts), so a folder
 // swapped for a symlink mid-way cannot redirect a deletion or a chmod.
 import { constants, type Stats } from 'node:fs';
 import { chmod, chown, readdir, rename, rmdir, unlink } from 'node:fs/promises';
-import { BadRequestError, ConflictError } from '../core/errors.js';
-import { errnoOf, fsError, mapped } from './errno.js';
-import { forbidden, type Guard } from './guard.js';
-import { makeDir, O_PATH, openChecked, openDir, resolve, resolveTail, type Dir } from './resolve.js';
+import { BadRequestError, ConflictError } from '../../core/errors.js';
+import { errnoOf, fsError, mapped } from '../paths/errno.js';
+import { forbidden, type Guard } from '../paths/guard.js';
+import { makeDir, O_PATH, openChecked, openDir, resolve, resolveTail, type Dir } from '../paths/resolve.js';
 import { copyAtomic } from './write.js';
 
 /** mkdir -p: every missing folder of `input` is created with `mode`; an existing folder is fine. */

@@ -1,9 +1,9 @@
 // The live folder watches: at most BROWSERD_FS_MAX_WATCHES (429 past it), one reader each at a
 // time (a new reader takes over; the previous stream ends), and a watch that has had no reader
 // for BROWSERD_FS_WATCH_IDLE_SEC is stopped, so forgotten watches cannot pile up.
-import type { Logger } from '../core/log.js';
-import { LimitExceededError, NotFoundError } from '../core/errors.js';
-import type { Guard } from './guard.js';
+import type { Logger } from '../../core/log.js';
+import { LimitExceededError, NotFoundError } from '../../core/errors.js';
+import type { Guard } from '../paths/guard.js';
 import { DirWatch } from './watch.js';
 
 export interface WatchSetLimits {

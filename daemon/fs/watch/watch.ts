@@ -12,11 +12,11 @@
 import { randomUUID } from 'node:crypto';
 import { constants, watch as fsWatch, type FSWatcher } from 'node:fs';
 import { lstat, open, readdir, readlink, stat } from 'node:fs/promises';
-import type { Logger } from '../core/log.js';
-import { ConflictError, LimitExceededError } from '../core/errors.js';
-import { mapped } from './errno.js';
-import type { Guard } from './guard.js';
-import { O_PATH, openDir, resolve } from './resolve.js';
+import type { Logger } from '../../core/log.js';
+import { ConflictError, LimitExceededError } from '../../core/errors.js';
+import { mapped } from '../paths/errno.js';
+import type { Guard } from '../paths/guard.js';
+import { O_PATH, openDir, resolve } from '../paths/resolve.js';
 
 export type FsEventType = 'CREATE' | 'WRITE' | 'DELETE' | 'RENAME';
 

@@ -4,10 +4,10 @@
 // the tree has a folder, or the reverse) and protected paths are found before anything moves, so a
 // refused merge changes nothing. Nothing is followed: a symlink in the destination is a conflict.
 import { lstat, readdir, rename } from 'node:fs/promises';
-import { ConflictError } from '../core/errors.js';
-import { errnoOf, fsError, mapped } from './errno.js';
-import type { Guard } from './guard.js';
-import { openDir, type Dir, type Target } from './resolve.js';
+import { ConflictError } from '../../core/errors.js';
+import { errnoOf, fsError, mapped } from '../paths/errno.js';
+import type { Guard } from '../paths/guard.js';
+import { openDir, type Dir, type Target } from '../paths/resolve.js';
 
 /** Moves the folder `tmpName` (beside `t`) to `t`, or merges it into the folder at `t`. */
 export async function placeTree(guard: Guard, t: Target, tmpName: string): Promise<void> {

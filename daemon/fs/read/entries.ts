@@ -2,10 +2,10 @@
 // ({name, path, is_dir, size_bytes, mode, mod_time}), with `mode` as `ls -l` writes it.
 import type { Stats } from 'node:fs';
 import { lstat, opendir } from 'node:fs/promises';
-import { BrowserdError, ConflictError } from '../core/errors.js';
-import { mapped } from './errno.js';
-import type { Guard } from './guard.js';
-import { openDir, resolve } from './resolve.js';
+import { BrowserdError, ConflictError } from '../../core/errors.js';
+import { mapped } from '../paths/errno.js';
+import type { Guard } from '../paths/guard.js';
+import { openDir, resolve } from '../paths/resolve.js';
 
 export interface FileEntry {
   name: string;

@@ -1,4 +1,4 @@
-// A check's request through a proxy, on the connection the dialer (dial.ts) makes: the same path
+// A check's request through a proxy, on the connection the dialer (upstream/dial.ts) makes: the same path
 // the browser's requests take through the forwarding proxy.
 //   https target  CONNECT <address>:<port>, then TLS with SNI = the host name   → tls_failed
 //                 then GET in origin-form, Host = the URL's host                 → target_unreachable
@@ -14,10 +14,10 @@ import { request, type ClientRequest } from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
-import { authorityOf, CheckFailure, Dial, failure } from './dial.js';
-import type { Upstream } from './upstream.js';
+import { authorityOf, CheckFailure, Dial, failure } from '../upstream/dial.js';
+import type { Upstream } from '../upstream/upstream.js';
 
-export { CheckFailure, type CheckCause } from './dial.js';
+export { CheckFailure, type CheckCause } from '../upstream/dial.js';
 
 export interface TunnelRequest {
   url: URL;

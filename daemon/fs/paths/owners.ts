@@ -1,7 +1,7 @@
 // Modes and owners as the requests give them: octal mode strings (`644`, `0755`) and owners as a
 // user or group name (from /etc/passwd, /etc/group) or a numeric id.
 import { readFile } from 'node:fs/promises';
-import { BadRequestError } from '../core/errors.js';
+import { BadRequestError } from '../../core/errors.js';
 
 const MODE_RE = /^[0-7]{3,4}$/;
 const ID_MAX = 0xfffffffe; // (uid_t)-1 means "unchanged"

@@ -7,11 +7,11 @@
 // directory, protected files, special file systems), and files that vanished since the walk.
 import { constants, type Stats } from 'node:fs';
 import { open, readdir, readlink, type FileHandle } from 'node:fs/promises';
-import { BrowserdError, ConflictError } from '../core/errors.js';
-import { ZipWriter, type Prepared, type ZipSink } from '../core/zip/write.js';
-import { mapped } from './errno.js';
-import type { Guard } from './guard.js';
-import { openDir, resolve, type Dir } from './resolve.js';
+import { BrowserdError, ConflictError } from '../../core/errors.js';
+import { ZipWriter, type Prepared, type ZipSink } from '../../core/zip/write.js';
+import { mapped } from '../paths/errno.js';
+import type { Guard } from '../paths/guard.js';
+import { openDir, resolve, type Dir } from '../paths/resolve.js';
 
 /** Files up to this size are read whole and deflated in one call; larger ones are streamed. */
 const SMALL_FILE_BYTES = 1024 * 1024;

@@ -46,7 +46,7 @@ const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR('2000::/3');
  * (rfc6052); 100::/64 (discard); 2001::/23 (reserved, with Teredo 2001::/32, benchmarking, AMT,
  * AS112, ORCHID 2001:10::/28 and ORCHIDv2 named inside it); 2001:db8::/32 (reserved); fc00::/7
  * (uniqueLocal); fe80::/10 (linkLocal); fec0::/10 (deprecatedSiteLocal). The REFUSED table of
- * test/proxies-check.test.ts holds an address of each, so an ipaddr.js that changes this fails it.
+ * test/proxies/check.test.ts holds an address of each, so an ipaddr.js that changes this fails it.
  */
 const NOT_PUBLIC: readonly { name: string; cidr: [ipaddr.IPv6, number] }[] = [
   // RFC 4291 §2.5.5.1: IPv4-compatible IPv6 (deprecated); embeds an IPv4 address (::7f00:1 is ::127.0.0.1).

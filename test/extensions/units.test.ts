@@ -1,5 +1,5 @@
 // Unit tests of the extension pieces that need no Chromium: safe unzip, manifest checks, the
-// multipart pairing, policy files. (CRX packing: extensions-packing; the store: extensions-store.)
+// multipart pairing, policy files. (CRX packing: extensions/packing; the store: extensions/store.)
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';

@@ -6,19 +6,19 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { interrupt, runCleanups } from '../test/kit/cleanup.js';
 import { repoRoot } from '../test/kit/daemon.js';
-import { activationBench, liveBench } from './activation.js';
-import { computerBench } from './computer.js';
-import { daemonBench } from './daemon-cost.js';
-import { forwarderBench } from './forwarder.js';
-import { fsBench } from './fs.js';
+import { activationBench, liveBench } from './cases/activation.js';
+import { computerBench } from './cases/computer.js';
+import { daemonBench } from './cases/daemon-cost.js';
+import { forwarderBench } from './cases/forwarder.js';
+import { fsBench } from './cases/fs.js';
 import { guard, progress, type Bench, type Row } from './lib.js';
-import { playwrightBench } from './playwright.js';
-import { proxyBench } from './proxy-check.js';
-import { ptyBench } from './pty.js';
+import { playwrightBench } from './cases/playwright.js';
+import { proxyBench } from './cases/proxy-check.js';
+import { ptyBench } from './cases/pty.js';
 import { describeMachine, markdown, table } from './report.js';
-import { restartBench } from './restart.js';
-import { stdinBench } from './stdin.js';
-import { unzipBench } from './unzip.js';
+import { restartBench } from './cases/restart.js';
+import { stdinBench } from './cases/stdin.js';
+import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,

@@ -1,5 +1,8 @@
-// Runs every test file: the list is read from test/ (Node 20's `node --test` takes no glob), mapped
-// to the compiled files, and each must exist, so no test file can be left out silently.
+// Runs every test file: the list is read from test/ and its sub-folders, one per family (Node 20's
+// `node --test` takes no glob), mapped to the compiled files (test/fs/units.test.ts →
+// dist/test/fs/units.test.js), and each must exist, so no test file can be left out silently.
+// `node test/run.mjs fs proxies` runs the files whose path under test/ contains `fs` or `proxies`;
+// `--list` prints the chosen files and runs nothing.
 //
 // Files run in parallel (each test file starts its own daemons with their own state dir, port and
 // Chromium profile), BROWSERD_TEST_CONCURRENCY at a time (default: the cores, at least 2). Files
@@ -16,12 +19,26 @@ import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
-const sources = readdirSync(path.join(root, 'test')).filter((f) => f.endsWith('.test.ts')).sort();
-const only = process.argv.slice(2);
+/** The *.test.ts files under `dir`, as paths relative to test/ (`fs/units.test.ts`). */
+const testFiles = (dir) =>
+  readdirSync(path.join(root, 'test', dir), { withFileTypes: true }).flatMap((e) => {
+    const rel = path.join(dir, e.name);
+    if (e.isDirectory()) return e.name === 'node_modules' ? [] : testFiles(rel);
+    return e.name.endsWith('.test.ts') ? [rel] : [];
+  });
+const sources = testFiles('').sort();
+const args = process.argv.slice(2);
+const list = args.includes('--list');
+const only = args.filter((a) => a !== '--list');
 const chosen = sources.filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
 if (chosen.length === 0) {
   console.error('no test files matched');
   process.exit(1);
+}
+if (list) {
+  for (const f of chosen) console.log(f);
+  console.log(`${chosen.length} files`);
+  process.exit(0);
 }
 const compiled = (f) => path.join(root, 'dist', 'test', f.replace(/\.ts$/, '.js'));
 for (const f of chosen) {

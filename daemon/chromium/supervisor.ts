@@ -2,7 +2,8 @@
 //   stopped → starting → ready → restarting → ready …, failed after a crash loop,
 // crash restarts with exponential backoff, the last exit, and the one lifecycle lock through
 // which every launch and stop goes (start, requested, client and crash restarts, extension
-// installs, shutdown). A run (run.ts) is one Chromium with its DevTools pipe and multiplexer.
+// installs, shutdown). A run (run.ts) is one Chromium with its DevTools pipe and multiplexer; a
+// caller waits for a ready one through state/wait.ts.
 import path from 'node:path';
 import type { Config } from '../core/config.js';
 import { Deadline } from '../core/deadline.js';
@@ -11,22 +12,20 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import type { CdpClient } from '../cdp/client.js';
-import type { CdpMux } from '../cdp/mux.js';
 import { CrashLoop } from './state/crash-loop.js';
 import { explainLaunchFailure, blockingPolicy, stderrGist } from './launch/diagnose.js';
 import { ChromiumIdentity } from './sweep/identity.js';
 import { describeExit, LaunchError } from './launch/launcher.js';
 import { LifecycleLock } from './state/lock.js';
 import { metricReason, notReadyReason } from './state/reasons.js';
+import { CLIENT_CLOSE_OP, waitReady, type ReadyMux, type ReadySource } from './state/wait.js';
 import { endLeftovers } from './sweep/profile.js';
-import { ChromiumRun, emptyDir, type BrowserVersion } from './run.js';
+import { ChromiumRun, emptyDir } from './run.js';
 import type { BrowserState, LastExit, LaunchExtras, RestartResult } from './types.js';
 
+export { RESTART_OP } from './state/wait.js';
+
 const NO_EXTRAS: LaunchExtras = { extensionPaths: [], allowBackgroundNetworking: false };
-/** Lock names of the operations that launch Chromium: a CDP client waits for them (waitMux). */
-export const RESTART_OP = 'restart requested';
-export const CLIENT_CLOSE_OP = 'client close';
-const LAUNCH_OPS: ReadonlySet<string> = new Set(['start', 'crash restart', RESTART_OP, CLIENT_CLOSE_OP]);
 /** Where the executables a wrapper binary runs are kept (identity.ts), in the state dir. */
 const EXECUTABLES_FILE = 'chromium-executables.json';
 
@@ -91,7 +90,7 @@ export class Supervisor {
   }
 
   /** The ready run's multiplexer, pid and version; null when not ready. */
-  current(): { mux: CdpMux; pid: number; version: BrowserVersion } | null {
+  current(): ReadyMux | null {
     const run = this.run;
     return this.state === 'ready' && run !== null && run.version !== null && !run.mux.isClosed ? { mux: run.mux, pid: run.pid, version: run.version } : null;
   }
@@ -135,36 +134,20 @@ export class Supervisor {
   }
 
   /**
-   * The ready Chromium's multiplexer, waited for within `deadline`. A failed or stopped browser is
-   * refused at once unless `whileLaunchQueued` and a launch holds or waits for the lifecycle lock
-   * (then its outcome is the answer). Not for a caller holding the lock (it would wait for itself).
+   * The ready Chromium's multiplexer, waited for within `deadline` (state/wait.ts). A failed or
+   * stopped browser is refused at once unless `whileLaunchQueued` and a launch holds or waits for
+   * the lifecycle lock. Not for a caller holding the lock (it would wait for itself).
    */
-  waitMux(deadline: Deadline, opts: { whileLaunchQueued?: boolean } = {}): Promise<{ mux: CdpMux; pid: number; version: BrowserVersion }> {
-    const now = this.current();
-    if (now !== null) return Promise.resolve(now);
-    const settled = (s: BrowserState): boolean => s === 'failed' || s === 'stopped';
-    // A launch that holds the lock and ends in failed/stopped has failed: only a queued one is waited for.
-    const launchPending = (orHolding: boolean): boolean =>
-      opts.whileLaunchQueued === true && !this.closed && ((orHolding && LAUNCH_OPS.has(this.lock.heldBy ?? '')) || [...LAUNCH_OPS].some((op) => this.lock.isQueued(op)));
-    const unavailable = (why: string | null): BrowserUnavailableError =>
-      new BrowserUnavailableError(why ?? 'Chromium is not ready', { retryable: (this.state === 'starting' || this.state === 'restarting') && !this.closed });
-    if (settled(this.state) && !launchPending(true)) return Promise.reject(unavailable(this.notReadyReason()));
-    return new Promise((resolve, reject) => {
-      const onAbort = (): void => {
-        off();
-        reject(unavailable(`Chromium did not become ready in time: ${this.notReadyReason()}`));
-      };
-      const off = this.onState((s) => {
-        const ready = this.current();
-        if (ready === null && (!settled(s) || launchPending(false))) return;
-        deadline.signal.removeEventListener('abort', onAbort);
-        off();
-        if (ready !== null) resolve(ready);
-        else reject(unavailable(this.notReadyReason()));
-      });
-      if (deadline.expired) return onAbort();
-      deadline.signal.addEventListener('abort', onAbort, { once: true });
-    });
+  waitMux(deadline: Deadline, opts: { whileLaunchQueued?: boolean } = {}): Promise<ReadyMux> {
+    const src: ReadySource = {
+      lock: this.lock,
+      current: () => this.current(),
+      state: () => this.state,
+      closed: () => this.closed,
+      notReadyReason: () => this.notReadyReason(),
+      onState: (listener) => this.onState(listener),
+    };
+    return waitReady(src, deadline, opts);
   }
 
   /** Restart now (stop, launch, wait ready); the caller holds the lock. A failed or stopped browser starts afresh. */

@@ -1,5 +1,5 @@
 // The files module: the SDK's `browsers.fs` routes (read, write, list, info, folders, moves,
-// permissions, uploads, zips, watches) on every path but the daemon's own (guard.ts), and the
+// permissions, uploads, zips, watches) on every path but the daemon's own (paths/guard.ts), and the
 // downloads folder Chromium saves to. close() stops every watch.
 import { accessSync, constants, mkdirSync, realpathSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -7,10 +7,10 @@ import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
-import { Guard } from './guard.js';
+import { Guard } from './paths/guard.js';
 import { fsRoutes } from './routes.js';
-import { readablePath } from './send.js';
-import { WatchSet } from './watches.js';
+import { readablePath } from './read/send.js';
+import { WatchSet } from './watch/watches.js';
 
 export interface FsDeps {
   config: Config;

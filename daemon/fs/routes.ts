@@ -9,17 +9,17 @@ import type { ZipSink } from '../core/zip/write.js';
 import { qRequired, qString } from '../http/query.js';
 import type { HttpRoute, Method, Reply, RequestContext, Route, RouteDoc } from '../http/router.js';
 import * as doc from './docs.js';
-import { fileInfo, listDir } from './entries.js';
-import type { Guard } from './guard.js';
-import { parseMode, parseOwner } from './owners.js';
-import { checkPathInput } from './resolve.js';
-import { openForRead, parseRange, sendFile } from './send.js';
-import { createDirectory, deleteDirectory, deleteFile, move, setPermissions } from './tree.js';
-import { receiveFiles, receiveZip } from './upload.js';
-import { streamWatch } from './watch-sse.js';
-import type { WatchSet } from './watches.js';
-import { resolveForWrite, writeAtomic } from './write.js';
-import { planZip, writeZip } from './zip-download.js';
+import { fileInfo, listDir } from './read/entries.js';
+import type { Guard } from './paths/guard.js';
+import { parseMode, parseOwner } from './paths/owners.js';
+import { checkPathInput } from './paths/resolve.js';
+import { openForRead, parseRange, sendFile } from './read/send.js';
+import { createDirectory, deleteDirectory, deleteFile, move, setPermissions } from './write/tree.js';
+import { receiveFiles, receiveZip } from './write/upload.js';
+import { streamWatch } from './watch/watch-sse.js';
+import type { WatchSet } from './watch/watches.js';
+import { resolveForWrite, writeAtomic } from './write/write.js';
+import { planZip, writeZip } from './read/zip-download.js';
 
 export interface RouteDeps {
   config: Config;

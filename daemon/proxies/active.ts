@@ -14,9 +14,9 @@ import { ConflictError, NotFoundError, OperationFailedError, UnsupportedFieldErr
 import type { Logger } from '../core/log.js';
 import type { ActiveProxy, Forwarder } from './forwarder/forwarder.js';
 import type { ForwarderStatus } from './forwarder/stats.js';
-import { visibleTo } from './listing.js';
-import type { ProxyStore, StoredProxy } from './store.js';
-import { upstreamFor } from './upstream.js';
+import { visibleTo } from './store/listing.js';
+import type { ProxyStore, StoredProxy } from './store/store.js';
+import { upstreamFor } from './upstream/upstream.js';
 
 export class ActiveControl {
   private queue: Promise<unknown> = Promise.resolve();

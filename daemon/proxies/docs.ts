@@ -1,8 +1,8 @@
 // The OpenAPI descriptions of the proxies routes: every limit and every choice, beside its route.
-import { BYPASS_LIMITS } from './bypass.js';
-import { PROBE_RESERVE_MS } from './dial.js';
-import { LIST_LIMITS } from './listing.js';
-import { RESOLVE_GRACE_MS } from './resolve.js';
+import { BYPASS_LIMITS } from './store/bypass.js';
+import { PROBE_RESERVE_MS } from './upstream/dial.js';
+import { LIST_LIMITS } from './store/listing.js';
+import { RESOLVE_GRACE_MS } from './check/resolve.js';
 
 export const MAX_PROXIES = 1000;
 

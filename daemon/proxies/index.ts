@@ -7,13 +7,13 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
 import { ActiveControl } from './active.js';
-import { ProxyChecker } from './check.js';
+import { ProxyChecker } from './check/check.js';
 import { Forwarder } from './forwarder/forwarder.js';
 import { createLookup } from './forwarder/route.js';
 import type { ForwarderStatus } from './forwarder/stats.js';
 import { proxyRoutes } from './routes.js';
-import { createResolver, hookTable, type Resolver } from './resolve.js';
-import { ProxyStore } from './store.js';
+import { createResolver, hookTable, type Resolver } from './check/resolve.js';
+import { ProxyStore } from './store/store.js';
 
 export type { ForwarderStatus, LastError } from './forwarder/stats.js';
 

@@ -10,12 +10,12 @@ import { LimitExceededError, NotFoundError, UnsupportedFieldError } from '../cor
 import { qInt, qString } from '../http/query.js';
 import type { RequestContext, Route } from '../http/router.js';
 import type { ActiveControl } from './active.js';
-import type { ProxyChecker } from './check.js';
+import type { ProxyChecker } from './check/check.js';
 import { BROWSER_UPDATE_DOC, CHECK_DOC, CREATE_DOC, DELETE_DOC, LIST_DOC, MAX_PROXIES, UPDATE_DOC } from './docs.js';
-import { LIST_LIMITS, listPage, toPublic, visibleTo, type ListQuery } from './listing.js';
-import { checkBodySchema, createProxySchema, proxyListSchema, proxySchema, updateProxySchema } from './schema.js';
-import { parseCheckUrl } from './ssrf.js';
-import type { ProxyStore, StoredProxy } from './store.js';
+import { LIST_LIMITS, listPage, toPublic, visibleTo, type ListQuery } from './store/listing.js';
+import { checkBodySchema, createProxySchema, proxyListSchema, proxySchema, updateProxySchema } from './store/schema.js';
+import { parseCheckUrl } from './check/ssrf.js';
+import type { ProxyStore, StoredProxy } from './store/store.js';
 
 export { MAX_PROXIES } from './docs.js';
 

@@ -9,8 +9,8 @@
 // 407 of the upstream included: a 407 to Chromium would ask for credentials of the forwarder
 // itself); after it, the connection is closed.
 import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Dial, ProxySocket } from '../dial.js';
-import { authorityOf, CheckFailure } from '../dial.js';
+import type { Dial, ProxySocket } from '../upstream/dial.js';
+import { authorityOf, CheckFailure } from '../upstream/dial.js';
 import { connectDirect, RefusedTarget, type DirectOptions } from './route.js';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade']);

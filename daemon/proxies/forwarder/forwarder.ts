@@ -2,7 +2,7 @@
 // traffic to (--proxy-server). node:http parses every request; `CONNECT host:port` becomes a
 // tunnel, an absolute-form request (`GET http://…`) is forwarded (exchange.ts). Per request it
 // goes straight to the target or through the active proxy (route.ts), over the dialer the checks
-// use (dial.ts).
+// use (upstream/dial.ts).
 //
 // Not a relay for anyone else: a connection is served only when the peer's socket belongs to the
 // daemon's own uid (peer.ts), else closed unanswered; the daemon's own ports are never a target.
@@ -21,9 +21,9 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../../core/metrics.js';
-import { CheckFailure, Dial, type ProxySocket } from '../dial.js';
-import type { StoredProxy } from '../store.js';
-import type { Upstream } from '../upstream.js';
+import { CheckFailure, Dial, type ProxySocket } from '../upstream/dial.js';
+import type { StoredProxy } from '../store/store.js';
+import type { Upstream } from '../upstream/upstream.js';
 import { forwardRequest, type ExchangeHooks } from './exchange.js';
 import { PeerLookup } from './peer.js';
 import { connectDirect, decide, RefusedTarget, type Decision, type Lookup } from './route.js';

@@ -4,7 +4,7 @@
 //             local address: a page can never reach the API through the browser's proxy (403)
 //   direct    loopback targets (127.0.0.0/8, ::1, `localhost`, `*.localhost`); every target while no
 //             proxy is active; hosts matching the active proxy's bypass_hosts
-//   upstream  everything else, through the active proxy (dial.ts)
+//   upstream  everything else, through the active proxy (upstream/dial.ts)
 // A direct connection resolves a name itself (BROWSERD_TEST_HOOKS `resolve=` first, for the tests,
 // else the system resolver: getaddrinfo, /etc/hosts included, as Chromium without a proxy would)
 // and judges the address again, so a name that resolves to a local address with one of the
@@ -13,8 +13,8 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import net from 'node:net';
 import os from 'node:os';
 import ipaddr from 'ipaddr.js';
-import { bypasses, canonicalIp } from '../bypass.js';
-import { CheckFailure, failure } from '../dial.js';
+import { bypasses, canonicalIp } from '../store/bypass.js';
+import { CheckFailure, failure } from '../upstream/dial.js';
 
 export type Decision = { kind: 'refuse'; why: string } | { kind: 'direct' } | { kind: 'upstream' };
 

@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import type { Counter } from 'prom-client';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../../core/metrics.js';
-import type { CheckCause } from '../dial.js';
+import type { CheckCause } from '../upstream/dial.js';
 
 export const MAX_UPSTREAM_LABELS = 16;
 const LOG_BURST = 20;

@@ -1,0 +1,155 @@
+// 4. stdin. Requests per second of 1 KiB writes with 16 connections (autocannon) to
+// POST /browsers/local/process/{id}/stdin of a spawned `cat > /dev/null`, vs the bare node:http
+// server of stdin-peer.ts (its own process, like the daemon) doing the same decode and pipe write.
+// Throughput of 8 MiB writes (the default BROWSERD_STDIN_LIMIT_BYTES), one after another, vs
+// `sh -c 'cat file | cat > /dev/null'` moving the same bytes through a pipe.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import autocannon from 'autocannon';
+import { onCleanup, tempDir } from '../../test/kit/cleanup.js';
+import { signalGroup } from '../../test/kit/procs.js';
+import { startDaemon, startPeerServer, TEST_TOKEN, type Daemon } from '../daemon.js';
+import { median, progress, timed, type Bench, type Row } from '../lib.js';
+
+const CONNECTIONS = 16;
+const DURATION_S = 8;
+const WARMUP_S = 2;
+const SMALL = 1024;
+const BIG = 8 * 1024 * 1024;
+const BIG_N = 8;
+const MB = 1e6;
+const run = promisify(execFile);
+const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), 'stdin-peer.js');
+
+interface Target {
+  url: string;
+  headers: Record<string, string>;
+}
+
+/** autocannon against `target` with this body; the mean requests per second (every answer must be 2xx). */
+async function load(target: Target, body: string, seconds: number): Promise<number> {
+  const r = await autocannon({
+    url: target.url,
+    method: 'POST',
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: { ...target.headers, 'content-type': 'application/json' },
+    body,
+  });
+  if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0) throw new Error(`${target.url}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
+  return r.requests.average;
+}
+
+/** MB/s of BIG_N sequential writes of `bytes` decoded bytes. */
+async function bigWrites(target: Target, body: string, bytes: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i <= BIG_N; i++) {
+    const r = await timed(async () => {
+      const res = await fetch(target.url, { method: 'POST', headers: { ...target.headers, 'content-type': 'application/json' }, body });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`${target.url}: ${res.status} ${text.slice(0, 300)}`);
+      return JSON.parse(text) as { written_bytes: number };
+    });
+    if (r.value.written_bytes !== bytes) throw new Error(`written_bytes ${r.value.written_bytes}, expected ${bytes}`);
+    if (i > 0) out.push(bytes / MB / (r.ms / 1000));
+  }
+  return out;
+}
+
+async function startPeer(): Promise<{ target: Target; stop(): Promise<void> }> {
+  const peer = await startPeerServer([peerScript]);
+  return { target: { url: `http://127.0.0.1:${peer.port}/stdin`, headers: {} }, stop: peer.stop };
+}
+
+async function spawnCat(d: Daemon): Promise<{ id: string; pid: number }> {
+  const r = await d.call<{ process_id: string; pid: number }>('/browsers/local/process/spawn', {
+    method: 'POST',
+    json: { command: 'sh', args: ['-c', 'cat > /dev/null'] },
+  });
+  return { id: r.process_id, pid: r.pid };
+}
+
+/** `sh -c 'cat file | cat > /dev/null'`, spawn to exit, in MB/s. */
+async function catPipe(file: string, bytes: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i <= BIG_N; i++) {
+    const r = await timed(() => run('sh', ['-c', 'cat "$1" | cat > /dev/null', 'sh', file]));
+    if (i > 0) out.push(bytes / MB / (r.ms / 1000));
+  }
+  return out;
+}
+
+const body = (bytes: number): string => JSON.stringify({ data_b64: randomBytes(bytes).toString('base64') });
+
+export async function benchStdin(): Promise<Row[]> {
+  const small = body(SMALL);
+  const big = body(BIG);
+  const dir = tempDir('browserd-bench-stdin-');
+  const file = path.join(dir, 'big.bin');
+  writeFileSync(file, randomBytes(BIG));
+  readFileSync(file); // in the page cache
+
+  const d = await startDaemon();
+  const peer = await startPeer();
+  let cat: { id: string; pid: number } | null = null;
+  // The daemon ends its spawned groups when it stops; this is for a daemon that could not.
+  const killCat = (): void => {
+    if (cat !== null && readCmd(cat.pid).includes('cat')) signalGroup(cat.pid, 'SIGKILL');
+  };
+  const unregister = onCleanup(killCat);
+  try {
+    cat = await spawnCat(d);
+    const ours: Target = { url: `${d.url}/browsers/local/process/${cat.id}/stdin`, headers: { authorization: `Bearer ${TEST_TOKEN}` } };
+
+    await load(ours, small, WARMUP_S);
+    await load(peer.target, small, WARMUP_S);
+    const oursRps = await load(ours, small, DURATION_S);
+    const peerRps = await load(peer.target, small, DURATION_S);
+    progress(`stdin 1 KiB: browserd ${oursRps.toFixed(0)} req/s, bare ${peerRps.toFixed(0)} req/s`);
+
+    const oursMBs = await bigWrites(ours, big, BIG);
+    const peerMBs = await bigWrites(peer.target, big, BIG);
+    const catMBs = await catPipe(file, BIG);
+    progress(`stdin 8 MiB: browserd ${median(oursMBs).toFixed(0)} MB/s, bare server ${median(peerMBs).toFixed(0)} MB/s, cat ${median(catMBs).toFixed(0)} MB/s`);
+    return [
+      {
+        name: '4. stdin 1 KiB writes, 16 connections',
+        unit: 'req/s',
+        browserd: oursRps,
+        peer: peerRps,
+        higherIsBetter: true,
+        peerName: 'a bare node:http server (own process) decoding the same base64 into the pipe of a child `cat > /dev/null`',
+        note: `autocannon, ${CONNECTIONS} connections, ${DURATION_S} s each after ${WARMUP_S} s of warm-up; mean requests/s; browserd with auth, validation and an access log line per request`,
+      },
+      {
+        name: '4. stdin 8 MiB writes, p50',
+        unit: 'MB/s',
+        browserd: median(oursMBs),
+        peer: median(catMBs),
+        higherIsBetter: true,
+        peerName: "`sh -c 'cat file | cat > /dev/null'` of the same 8 MiB (spawn to exit)",
+        note: `${BIG_N} sequential writes of 8 MiB decoded (11.2 MB of JSON); the bare node:http server of the row above: ${median(peerMBs).toFixed(0)} MB/s`,
+      },
+    ];
+  } finally {
+    if (cat !== null) await d.fetch(`/browsers/local/process/${cat.id}/kill`, { method: 'POST', json: { signal: 'KILL' } }).catch(() => undefined);
+    await peer.stop();
+    await d.cleanup();
+    killCat();
+    unregister();
+  }
+}
+
+function readCmd(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+export const stdinBench: Bench = { name: 'stdin', what: '4. stdin requests/s and MB/s vs a bare node:http server and cat', run: benchStdin };

@@ -1,0 +1,194 @@
+// The proxies, kept in one JSON file `<stateDir>/proxies.json` (mode 0600; it holds the
+// write-only passwords and CA bundles, so it is as secret as the state dir), with the id of the
+// browser's active proxy (`active`, PATCH /browsers/{id}) in the same file: one write changes both,
+// so a proxy can never be deleted while it is active, whatever the daemon is killed in between.
+//
+// Every change is written atomically: a temp file in the same directory, fsync, rename over the
+// old file, fsync the directory. A daemon killed at any moment leaves the old or the new content,
+// never a mix. Changes are serialized: one write at a time, in the order they were asked for, and
+// the in-memory list only changes once its write is on disk (a failed write changes nothing).
+// A file that cannot be read as a store at start is renamed aside (`proxies.json.broken-<time>`)
+// and reported (`proxy_store_broken`), never overwritten.
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { writeFileAtomic } from '../../core/fs-atomic.js';
+import type { Logger } from '../../core/log.js';
+import type { CheckCause } from '../upstream/dial.js';
+import type { ProxyType } from './schema.js';
+
+export const STORE_FILE = 'proxies.json';
+const STORE_VERSION = 1;
+
+export interface StoredProxy {
+  id: string;
+  name?: string;
+  type: ProxyType;
+  protocol: 'http' | 'https';
+  /** As validated at creation, write-only fields included. */
+  config: Record<string, unknown>;
+  /** The project of the key that created it; null for keys without a project. */
+  project: string | null;
+  created_at: string;
+  status?: 'available' | 'unavailable';
+  last_checked?: string;
+  ip_address?: string;
+  /** Hosts reached directly instead of through this proxy (stored form, bypass.ts). */
+  bypass_hosts?: string[];
+  /** Why the last check without url found it unavailable; absent while available or unchecked. */
+  last_check_error?: { code: CheckCause; message: string };
+}
+
+// Structure only: the rules of each field are checked when a proxy is created, and a stricter
+// rule in a later version must not make an older store unreadable.
+const fileSchema = z.object({
+  version: z.literal(STORE_VERSION),
+  proxies: z.array(
+    z.looseObject({
+      id: z.string().min(1),
+      name: z.string().optional(),
+      type: z.enum(['datacenter', 'isp', 'residential', 'mobile', 'custom']),
+      protocol: z.enum(['http', 'https']),
+      config: z.record(z.string(), z.unknown()),
+      project: z.string().nullable(),
+      created_at: z.string(),
+      status: z.enum(['available', 'unavailable']).optional(),
+      last_checked: z.string().optional(),
+      ip_address: z.string().optional(),
+      bypass_hosts: z.array(z.string()).optional(),
+      last_check_error: z.object({ code: z.string(), message: z.string() }).optional(),
+    }),
+  ),
+  active: z.string().nullable().optional(),
+});
+
+export class ProxyStore {
+  private records: readonly StoredProxy[];
+  private activeId: string | null;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    readonly file: string,
+    records: StoredProxy[],
+    active: string | null = null,
+  ) {
+    this.records = records;
+    this.activeId = active;
+  }
+
+  /**
+   * Reads `<dir>/proxies.json` (creating `dir` 0700 when missing). A broken file is set aside. The
+   * temps of unfinished writes in the state dir are removed at start, before this (main.ts).
+   */
+  static open(dir: string, log: Logger): ProxyStore {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const file = path.join(dir, STORE_FILE);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new ProxyStore(file, []);
+      throw err;
+    }
+    let reason: string;
+    try {
+      const parsed = fileSchema.safeParse(JSON.parse(text));
+      if (parsed.success) {
+        const records = parsed.data.proxies as StoredProxy[];
+        let active = parsed.data.active ?? null;
+        if (active !== null && !records.some((p) => p.id === active)) {
+          log.warn({ event: 'proxy_active_missing', proxy_id: active }, 'the stored active proxy is not in the store: the browser connects directly');
+          active = null;
+        }
+        log.info({ event: 'proxy_store_loaded', path: file, proxies: records.length, active_proxy: active }, 'proxy store loaded');
+        return new ProxyStore(file, records, active);
+      }
+      const issue = parsed.error.issues[0];
+      reason = `${issue?.path.join('.') || '(root)'}: ${issue?.message}`;
+    } catch (err) {
+      reason = `not JSON: ${(err as Error).message}`;
+    }
+    const aside = `${file}.broken-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    renameSync(file, aside);
+    fsyncDir(dir);
+    log.error(
+      { event: 'proxy_store_broken', path: file, kept_as: aside, reason },
+      'the proxy store could not be read; it was kept aside and the daemon starts with no proxies',
+    );
+    return new ProxyStore(file, []);
+  }
+
+  list(): readonly StoredProxy[] {
+    return this.records;
+  }
+
+  get(id: string): StoredProxy | undefined {
+    return this.records.find((p) => p.id === id);
+  }
+
+  /** The id of the browser's active proxy (as last written), or null: direct. */
+  active(): string | null {
+    return this.activeId;
+  }
+
+  /**
+   * Runs `change` on the current list (and active id) when every earlier change is on disk, writes
+   * its result, then makes it current. `change` may throw to refuse (nothing is written then).
+   */
+  mutate<T>(
+    change: (current: readonly StoredProxy[], active: string | null) => { next: readonly StoredProxy[]; active?: string | null; result: T },
+  ): Promise<T> {
+    const run = this.queue.then(async () => {
+      const { next, active = this.activeId, result } = change(this.records, this.activeId);
+      if (next !== this.records || active !== this.activeId) {
+        await this.write(next, active);
+        this.records = next;
+        this.activeId = active;
+      }
+      return result;
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  insert(record: StoredProxy): Promise<StoredProxy> {
+    return this.mutate((cur) => ({ next: [...cur, record], result: record }));
+  }
+
+  /** The removed record, or undefined when there was none (nothing is written then). */
+  remove(id: string): Promise<StoredProxy | undefined> {
+    return this.mutate((cur) => {
+      const found = cur.find((p) => p.id === id);
+      return found ? { next: cur.filter((p) => p !== found), result: found } : { next: cur, result: undefined };
+    });
+  }
+
+  /** Replaces one record by `fn(record)`; undefined when it is gone (nothing is written then). */
+  update(id: string, fn: (p: StoredProxy) => StoredProxy): Promise<StoredProxy | undefined> {
+    return this.mutate((cur) => {
+      const i = cur.findIndex((p) => p.id === id);
+      if (i < 0) return { next: cur, result: undefined };
+      const updated = fn(cur[i] as StoredProxy);
+      return { next: cur.map((p, j) => (j === i ? updated : p)), result: updated };
+    });
+  }
+
+  /** Resolves once every change asked for so far is on disk (or failed). */
+  async idle(): Promise<void> {
+    await this.queue;
+  }
+
+  private write(records: readonly StoredProxy[], active: string | null): Promise<void> {
+    const text = `${JSON.stringify({ version: STORE_VERSION, proxies: records, ...(active !== null ? { active } : {}) }, null, 1)}\n`;
+    return writeFileAtomic(this.file, text, 0o600);
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,119 @@
+// The OpenAPI document is kept true: it names exactly the contract's routes, each one is
+// served (no "no route" 404, no 405), and info.version is the package version.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { repoRoot, startDaemon, type Daemon } from '../kit/daemon.js';
+
+/** Every route of ../shared/CONTRACT.md, and those of the SDK and the DevTools discovery the daemon serves. */
+const CONTRACT_ROUTES = [
+  'GET /healthz',
+  'GET /readyz',
+  'GET /openapi.json',
+  'GET /metrics',
+  'GET /whoami',
+  'GET /browsers/{id}',
+  'PATCH /browsers/{id}',
+  'POST /browsers/{id}/restart',
+  'GET /browsers/{id}/cdp',
+  'GET /browsers/{id}/cdp/devtools/page/{target_id}',
+  'GET /browsers/{id}/cdp/json/version',
+  'GET /browsers/{id}/cdp/json/list',
+  'GET /browsers/{id}/cdp/json',
+  'GET /browsers/{id}/cdp/json/protocol',
+  'POST /browsers/{id}/process/exec',
+  'POST /browsers/{id}/process/spawn',
+  'GET /browsers/{id}/process',
+  'GET /browsers/{id}/process/{process_id}/status',
+  'GET /browsers/{id}/process/{process_id}/stdout/stream',
+  'POST /browsers/{id}/process/{process_id}/stdin',
+  'POST /browsers/{id}/process/{process_id}/kill',
+  'POST /browsers/{id}/process/{process_id}/resize',
+  'GET /browsers/{id}/process/{process_id}/attach',
+  'POST /browsers/{id}/extensions',
+  'GET /browsers/{id}/extensions',
+  'DELETE /browsers/{id}/extensions/{name}',
+  'POST /proxies',
+  'GET /proxies',
+  'GET /proxies/{id}',
+  'PATCH /proxies/{id}',
+  'DELETE /proxies/{id}',
+  'POST /proxies/{id}/check',
+  'POST /browsers/{id}/computer/screenshot',
+  'POST /browsers/{id}/computer/click_mouse',
+  'POST /browsers/{id}/computer/move_mouse',
+  'POST /browsers/{id}/computer/drag_mouse',
+  'POST /browsers/{id}/computer/scroll',
+  'POST /browsers/{id}/computer/type',
+  'POST /browsers/{id}/computer/press_key',
+  'POST /browsers/{id}/computer/get_mouse_position',
+  'POST /browsers/{id}/computer/cursor',
+  'POST /browsers/{id}/computer/batch',
+  'POST /browsers/{id}/computer/clipboard/read',
+  'POST /browsers/{id}/computer/clipboard/write',
+  'POST /browsers/{id}/playwright/execute',
+  'GET /browsers/{id}/logs/stream',
+  'GET /browsers/{id}/fs/read_file',
+  'PUT /browsers/{id}/fs/write_file',
+  'GET /browsers/{id}/fs/list_files',
+  'GET /browsers/{id}/fs/file_info',
+  'PUT /browsers/{id}/fs/create_directory',
+  'PUT /browsers/{id}/fs/delete_file',
+  'PUT /browsers/{id}/fs/delete_directory',
+  'PUT /browsers/{id}/fs/move',
+  'PUT /browsers/{id}/fs/set_file_permissions',
+  'POST /browsers/{id}/fs/upload',
+  'POST /browsers/{id}/fs/upload_zip',
+  'GET /browsers/{id}/fs/download_dir_zip',
+  'POST /browsers/{id}/fs/watch',
+  'GET /browsers/{id}/fs/watch/{watch_id}/events',
+  'DELETE /browsers/{id}/fs/watch/{watch_id}',
+  'GET /browsers/{id}/fs/downloads',
+].sort();
+
+let d: Daemon;
+let doc: { openapi: string; info: { version: string }; paths: Record<string, Record<string, { security?: unknown[] }>> };
+
+before(async () => {
+  d = await startDaemon();
+  const res = await fetch(`${d.url}/openapi.json`);
+  assert.equal(res.status, 200);
+  doc = (await res.json()) as typeof doc;
+});
+after(() => d.cleanup());
+
+const documented = (): string[] =>
+  Object.entries(doc.paths)
+    .flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`))
+    .sort();
+
+test('the document is OpenAPI 3.1 with the package version', () => {
+  const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+  assert.equal(doc.openapi, '3.1.0');
+  assert.equal(doc.info.version, pkg.version);
+});
+
+test('every contract route is in the document, and the document names no other', () => {
+  assert.deepEqual(documented(), CONTRACT_ROUTES);
+});
+
+test('every documented route is served: no "no route" 404 and no 405', async () => {
+  for (const entry of documented()) {
+    const [method, template] = entry.split(' ') as [string, string];
+    const url = template.replace('{id}', 'local').replace(/\{[^}]+\}/g, 'x');
+    const res = await d.fetch(url, { method, headers: template.endsWith('/cdp') ? { connection: 'close' } : {} });
+    const text = await res.text();
+    assert.notEqual(res.status, 405, `${entry}: ${text}`);
+    if (res.status === 404) assert.doesNotMatch(text, /no route/, `${entry} is documented but not served`);
+  }
+});
+
+test('public routes are marked without security; the others need a bearer token', () => {
+  for (const [p, ops] of Object.entries(doc.paths)) {
+    for (const [m, op] of Object.entries(ops)) {
+      const isPublic = ['/healthz', '/readyz', '/openapi.json'].includes(p);
+      assert.equal((op.security ?? []).length === 0, isPublic, `${m} ${p}`);
+    }
+  }
+});

@@ -2,18 +2,21 @@
 // `node --test` takes no glob), mapped to the compiled files (test/fs/units.test.ts →
 // dist/test/fs/units.test.js), and each must exist, so no test file can be left out silently.
 // `node test/run.mjs fs proxies` runs the files whose path under test/ contains `fs` or `proxies`;
-// `--list` prints the chosen files and runs nothing.
+// `--list` prints the chosen files and runs nothing; `--lint` runs eslint beside the tests (it
+// waits on the disk and one core while most test files wait on Chromium and their children) and
+// fails the run when it fails.
 //
 // Files run in parallel (each test file starts its own daemons with their own state dir, port and
 // Chromium profile), BROWSERD_TEST_CONCURRENCY at a time (default: the cores, at least 2). Files
 // that touch machine-global state say so with a `// @serial` line near their top (the managed-policy
-// folder that every Chromium reads) and run alone, after the others.
+// folder that every Chromium reads) and run alone, after the others. Files marked `// @long` (the
+// ones that take 10 s or more) start first, so that none of them is left running alone at the end.
 //
 // The run has a temp folder of its own (TMPDIR for every test process, and through them for the
 // daemons, Chromium and the clients): whatever is left in it afterwards (browserd-*,
 // org.chromium.Chromium.*, puppeteer_dev_profile-*, …) fails the run. Other work on the machine
 // (a benchmark, another checkout's tests) writes to /tmp, not there.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,7 +32,8 @@ const testFiles = (dir) =>
 const sources = testFiles('').sort();
 const args = process.argv.slice(2);
 const list = args.includes('--list');
-const only = args.filter((a) => a !== '--list');
+const lint = args.includes('--lint');
+const only = args.filter((a) => a !== '--list' && a !== '--lint');
 const chosen = sources.filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
 if (chosen.length === 0) {
   console.error('no test files matched');
@@ -58,12 +62,31 @@ if (!existsSync(bundle) || statSync(bundle).mtimeMs < newestSource(path.join(roo
   console.error(`${bundle} is missing or older than daemon/: run the build (npm run build) first`);
   process.exit(1);
 }
-const isSerial = (f) => /^\/\/ @serial\b/m.test(readFileSync(path.join(root, 'test', f), 'utf8').split('\n').slice(0, 15).join('\n'));
-const serial = chosen.filter(isSerial);
-const parallel = chosen.filter((f) => !serial.includes(f));
+/** Whether the file says `// @<mark>` in its first 15 lines. */
+const marked = (f, mark) => new RegExp(`^// @${mark}\\b`, 'm').test(readFileSync(path.join(root, 'test', f), 'utf8').split('\n').slice(0, 15).join('\n'));
+const serial = chosen.filter((f) => marked(f, 'serial'));
+const rest = chosen.filter((f) => !serial.includes(f));
+const parallel = [...rest.filter((f) => marked(f, 'long')), ...rest.filter((f) => !marked(f, 'long'))];
 const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'browserd-test-run-'));
+
+/** eslint on the whole tree, in the background; resolves to its exit status once its output is printed. */
+function startLint() {
+  const child = spawn(process.execPath, [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '.'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = [];
+  child.stdout.on('data', (b) => out.push(b));
+  child.stderr.on('data', (b) => out.push(b));
+  return new Promise((resolve) => {
+    child.on('error', (err) => resolve((console.error(`✖ eslint did not start: ${err.message}`), 1)));
+    child.on('close', (code, signal) => {
+      const text = Buffer.concat(out).toString();
+      if (code !== 0) console.error(`\n✖ eslint failed (${signal ?? code}):\n${text}`);
+      else console.log(`\neslint: clean${text.trim() ? `\n${text}` : ''}`);
+      resolve(code === 0 ? 0 : 1);
+    });
+  });
+}
 
 function run(files, n) {
   if (files.length === 0) return 0;
@@ -72,6 +95,7 @@ function run(files, n) {
 }
 
 const t0 = Date.now();
+const linting = lint ? startLint() : null;
 let status = run(parallel, concurrency);
 status = run(serial, 1) || status;
 const left = readdirSync(tmp);
@@ -80,5 +104,6 @@ if (left.length > 0) {
   status = status || 1;
 }
 rmSync(tmp, { recursive: true, force: true });
+if (linting !== null) status = (await linting) || status;
 console.log(`\n${chosen.length} files (${parallel.length} in parallel, ${concurrency} at a time; ${serial.length} alone) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(status);

@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Real CDP clients through the daemon's endpoint, unchanged: puppeteer-core connects by browserURL
 // (its /json/version discovery) and playwright-core by connectOverCDP('http://…'), both with the
 // bearer token as a header, at the same time; each client is isolated from the other (its own

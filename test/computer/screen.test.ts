@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Computer controls, the screen and the browser around the input: screenshots of a page of known
 // colours (decoded, pixel for pixel), the clipboard round trip with the page's own shortcuts, which
 // page gets the input as tabs and windows come and go, no page (409), a restarting browser (503).

@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Live activation with the real Chromium: upload → `live`, the worker visible through the
 // daemon's CDP endpoint; a manifest Chromium refuses is a rejection (the request's other items
 // taken out again, no restart); the set survives a kill -9 of Chromium and a daemon restart; a

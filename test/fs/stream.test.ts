@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Streaming and atomicity: a 1 GiB file written and read through the API with the daemon's
 // memory flat (peak VmRSS under +64 MiB), concurrent writers to one path (every read is one whole
 // version, never a torn file), a write cut off by its client leaves nothing, and the limits (413, 429).

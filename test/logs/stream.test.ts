@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Log streams through the SDK, against the real daemon and the real Chromium: a request appears on
 // the `browserd` stream, Chromium's stderr lines on the `chromium` stream (at log level info), a
 // file appended by exec on a `path` stream; follow=false, the backlog of a file, the path rules

@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Playwright execution through the SDK, against the real daemon, the real Chromium and real runner
 // processes: page.title() of a loopback page, console capture, TypeScript, errors (thrown, syntax,
 // a result that is not JSON, over the limit), output caps, the timeout that kills the runner and the

@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // The proxy store loses nothing: atomic writes survive SIGKILL at random moments, a broken file
 // at start is kept aside and reported, and what a 201 acknowledged survives kill -9 of the daemon.
 import assert from 'node:assert/strict';

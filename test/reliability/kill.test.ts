@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // kill -9 of the daemon at random moments — while Chromium launches, while an extension activates,
 // during a restart, right after spawns, with proxy writes in flight — twenty times on one state dir
 // (a fixed seed): every time, within 2 s nothing names the Chromium profile any more (a pipe-mode

@@ -15,7 +15,8 @@
 // The run has a temp folder of its own (TMPDIR for every test process, and through them for the
 // daemons, Chromium and the clients): whatever is left in it afterwards (browserd-*,
 // org.chromium.Chromium.*, puppeteer_dev_profile-*, …) fails the run. Other work on the machine
-// (a benchmark, another checkout's tests) writes to /tmp, not there.
+// (a benchmark, another checkout's tests) writes to /tmp, not there. Its name is short (btr-XXXXXX):
+// a state dir's path must leave room for the Unix socket Chromium makes under it (core/state-dir.ts).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -69,7 +70,7 @@ const rest = chosen.filter((f) => !serial.includes(f));
 const parallel = [...rest.filter((f) => marked(f, 'long')), ...rest.filter((f) => !marked(f, 'long'))];
 const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
 
-const tmp = mkdtempSync(path.join(tmpdir(), 'browserd-test-run-'));
+const tmp = mkdtempSync(path.join(tmpdir(), 'btr-'));
 
 /** eslint on the whole tree, in the background; resolves to its exit status once its output is printed. */
 function startLint() {

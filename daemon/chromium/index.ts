@@ -1,7 +1,6 @@
 // The Chromium module: the supervisor, the CDP endpoint over the pipe multiplexer and their
 // routes, behind the `Browser` interface of ./types.ts (what main, the other modules and the
 // systemd integration use).
-import path from 'node:path';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -37,7 +36,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     log,
     metrics,
     profileDir: profileDirOf(config.stateDir),
-    tmpDir: path.join(config.stateDir, 'chromium-tmp'),
+    tmpDir: config.chromium.tmpDir,
     onChromiumLine: deps.onChromiumLine,
   });
   const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;

@@ -1,19 +1,13 @@
 // Settings: read once from the environment, validated here and nowhere else.
 // A bad value throws ConfigError naming the setting; main logs it in one line and exits 2.
-import { accessSync, constants, existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { ConfigError } from './config-error.js';
 import { splitFlags } from './flags-parse.js';
+import { chromiumTmpDir, checkDownloadsDir, prepareStateDir } from './state-dir.js';
 
-export class ConfigError extends Error {
-  constructor(
-    readonly setting: string,
-    why: string,
-  ) {
-    super(`${setting}: ${why}`);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError } from './config-error.js';
 
 export const MANAGED_PROXY_TYPES = ['datacenter', 'isp', 'residential', 'mobile'] as const;
 export type ManagedProxyType = (typeof MANAGED_PROXY_TYPES)[number];
@@ -51,6 +45,8 @@ export interface Config {
     backoffInitialMs: number;
     backoffMaxMs: number;
     cdpMaxMessageBytes: number;
+    /** Chromium's TMPDIR, in the state dir (emptied after every stop). */
+    tmpDir: string;
   };
   processes: {
     maxLive: number;
@@ -204,6 +200,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       backoffInitialMs: int('BROWSERD_RESTART_BACKOFF_MS', 250, 0, 600_000),
       backoffMaxMs: int('BROWSERD_RESTART_BACKOFF_MAX_MS', 30_000, 0, 3_600_000),
       cdpMaxMessageBytes: int('BROWSERD_CDP_MAX_MESSAGE_BYTES', 256 * MiB, 1024, 1024 * MiB),
+      tmpDir: chromiumTmpDir(stateDir),
     },
     processes: {
       maxLive: int('BROWSERD_MAX_PROCESSES', 64, 1, 10_000),
@@ -291,36 +288,6 @@ function parseExtraFlags(raw: string | undefined): string[] {
     }
   }
   return flags;
-}
-
-/**
- * Created (0700) when missing, writable, and resolved to its real path: Chromium derives an
- * unpacked extension's id from the real path, so a state dir behind a symlink must not differ.
- */
-function prepareStateDir(dir: string): string {
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    accessSync(dir, constants.W_OK | constants.X_OK);
-    return realpathSync(dir);
-  } catch (err) {
-    throw new ConfigError('BROWSERD_STATE_DIR', `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
-  }
-}
-
-/**
- * Chromium's downloads folder, never the state dir or inside it (the files API refuses every path
- * there, so downloads would be unreachable): checked here by its path and, when it exists, by its
- * real path. The files module creates it (0700) at start and checks its real path again.
- */
-function checkDownloadsDir(dir: string, stateDir: string): string {
-  const inside = (p: string): boolean => p === stateDir || p.startsWith(`${stateDir}/`);
-  if (inside(dir)) throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} is inside the state dir ${stateDir}, which the files API never reaches`);
-  // The real path of the deepest part that exists, with the rest: a symlink on the way counts.
-  let existing = dir;
-  while (!existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing);
-  const real = path.join(realpathSync(existing), path.relative(existing, dir));
-  if (inside(real)) throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} resolves to ${real}, inside the state dir ${stateDir}`);
-  return real;
 }
 
 function isExecutable(file: string): boolean {

@@ -33,7 +33,7 @@ test('a stopped browser with a restart queued behind another operation: waitRead
     BROWSERD_CHROMIUM: path.join(fixtures, 'chromium-crash.sh'),
     BROWSERD_CRASH_LOOP_MAX: '1',
   });
-  const sup = new Supervisor({ config, log, metrics: createMetrics(), profileDir: profileDirOf(stateDir), tmpDir: path.join(stateDir, 'chromium-tmp') });
+  const sup = new Supervisor({ config, log, metrics: createMetrics(), profileDir: profileDirOf(stateDir), tmpDir: path.join(stateDir, 'tmp') });
   let release = (): void => {};
   closers.push(() => {
     release(); // the lock's holder lets go however the test ends, so close() gets the lock

@@ -93,9 +93,9 @@ test('flags: Chromium does not inherit the daemon settings or systemd variables;
   const env = chromiumEnv(
     { PATH: '/bin', HOME: '/root', BROWSERD_TOKEN: 'secret-secret-secret', NOTIFY_SOCKET: '/run/x', DISPLAY: ':1', XDG_CONFIG_HOME: '/root/.config', TMPDIR: '/tmp' },
     '/s/p',
-    '/s/chromium-tmp',
+    '/s/tmp',
   );
-  assert.deepEqual(env, { PATH: '/bin', HOME: '/root', DISPLAY: ':1', XDG_CONFIG_HOME: '/s/p/xdg-config', TMPDIR: '/s/chromium-tmp' });
+  assert.deepEqual(env, { PATH: '/bin', HOME: '/root', DISPLAY: ':1', XDG_CONFIG_HOME: '/s/p/xdg-config', TMPDIR: '/s/tmp' });
 });
 
 test('ring buffer: keeps the last lines in order, each cut to its limit', () => {

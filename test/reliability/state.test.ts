@@ -87,7 +87,7 @@ test('DevTools listens on no TCP port: no listening socket belongs to a Chromium
 test("Chromium's TMPDIR is in the state dir, and emptied once it stops", async () => {
   const pid = ((await (await d.fetch('/browsers/local')).json()) as { chromium: { pid: number } }).chromium.pid;
   const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-  const tmp = path.join(stateDir, 'chromium-tmp');
+  const tmp = path.join(stateDir, 'tmp');
   assert.ok(env.includes(`TMPDIR=${tmp}`), env.filter((e) => e.startsWith('TMP')).join());
   writeFileSync(path.join(tmp, 'org.chromium.Chromium.test'), 'x'); // as Chromium leaves them
   assert.equal((await d.fetch('/browsers/local/restart', { method: 'POST' })).status, 200);

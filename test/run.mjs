@@ -17,8 +17,9 @@
 // org.chromium.Chromium.*, puppeteer_dev_profile-*, …) fails the run. Other work on the machine
 // (a benchmark, another checkout's tests) writes to /tmp, not there. Its name is short (btr-XXXXXX):
 // a state dir's path must leave room for the Unix socket Chromium makes under it (core/state-dir.ts).
+import { Buffer } from 'node:buffer';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -71,6 +72,7 @@ const parallel = [...rest.filter((f) => marked(f, 'long')), ...rest.filter((f) =
 const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'btr-'));
+chmodSync(tmp, 0o1777); // as /tmp: a test runs a daemon as another user, which makes its state dir here
 
 /** eslint on the whole tree, in the background; resolves to its exit status once its output is printed. */
 function startLint() {

@@ -7,6 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { interrupt, runCleanups } from '../test/kit/cleanup.js';
 import { repoRoot } from '../test/kit/daemon.js';
 import { activationBench, liveBench } from './cases/activation.js';
+import { cdpBench } from './cases/cdp.js';
 import { computerBench } from './cases/computer.js';
 import { daemonBench } from './cases/daemon-cost.js';
 import { forwarderBench } from './cases/forwarder.js';
@@ -22,7 +23,7 @@ import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, computerBench, playwrightBench, ptyBench, fsBench,
+  daemonBench, forwarderBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench,
 ];
 
 function usage(): string {

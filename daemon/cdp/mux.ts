@@ -187,7 +187,7 @@ export class CdpMux {
       const sid = (JSON.parse(data.toString('utf8')) as { result?: { sessionId?: string } }).result?.sessionId;
       if (typeof sid === 'string') this.own(channel, sid);
     }
-    channel.deliver(rewrite(data, { id: p.clientId, stripSession: channel.session }));
+    channel.deliver(rewrite(data, { id: p.clientId, stripSession: channel.session, reuse: true }));
   }
 
   private onEvent(method: string, data: Buffer): void {
@@ -195,15 +195,12 @@ export class CdpMux {
     if (sid === null) return this.onRootEvent(method, data);
     const channel = this.sessions.get(sid);
     if (channel === undefined || channel.isEnded) return;
-    if (method === 'Target.attachedToTarget') {
-      const child = (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId;
-      if (typeof child === 'string') this.own(channel, child);
-    }
-    channel.deliver(sid === channel.session ? rewrite(data, { stripSession: sid }) : data);
-    if (method === 'Target.detachedFromTarget') {
-      const child = (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId;
-      if (typeof child === 'string' && child !== channel.session) this.disown(channel, child);
-    }
+    const attached = method === 'Target.attachedToTarget';
+    const child = attached || method === 'Target.detachedFromTarget' ? (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId : undefined;
+    if (attached && typeof child === 'string') this.own(channel, child);
+    // `data` is given up here (rewritten in place): read nothing of it afterwards.
+    channel.deliver(sid === channel.session ? rewrite(data, { stripSession: sid, reuse: true }) : data);
+    if (!attached && typeof child === 'string' && child !== channel.session) this.disown(channel, child);
   }
 
   /** Root events: a channel's top session detached (its page closed, or Chromium let it go). */

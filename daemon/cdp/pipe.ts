@@ -17,6 +17,7 @@ export interface PipeHandlers {
 /** Above this many unwritten bytes `send` reports backpressure. */
 export const PIPE_HIGH_WATER = 8 * 1024 * 1024;
 const HEAD_BYTES = 256;
+const NUL = Buffer.from([0]);
 
 export class CdpPipe {
   private chunks: Buffer[] = [];
@@ -55,8 +56,15 @@ export class CdpPipe {
   /** Writes one message; false when the backlog is above PIPE_HIGH_WATER (call whenDrained). */
   send(message: string | Buffer): boolean {
     if (this.isClosed) return false;
-    this.out.write(message);
-    this.out.write('\0');
+    // One write, one syscall: a separate NUL would wake Chromium's reader twice per message.
+    if (typeof message === 'string') {
+      this.out.write(`${message}\0`);
+    } else {
+      this.out.cork();
+      this.out.write(message);
+      this.out.write(NUL);
+      this.out.uncork();
+    }
     return this.out.writableLength < PIPE_HIGH_WATER;
   }
 

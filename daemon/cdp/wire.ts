@@ -47,9 +47,11 @@ export function parseTail(data: Buffer): string | null {
 
 /**
  * The message with its id replaced by `id` (when given) and its top-level sessionId removed when
- * it is `stripSession`; the bytes in between are copied once, never parsed.
+ * it is `stripSession`; the bytes in between are never parsed. With `reuse` the caller gives `data`
+ * up: the new head and tail are written into it where they fit (a view of it is returned, nothing
+ * copied — a 10 MB screenshot is not copied again); else they are copied once.
  */
-export function rewrite(data: Buffer, opts: { id?: number; stripSession?: string }): Buffer {
+export function rewrite(data: Buffer, opts: { id?: number; stripSession?: string; reuse?: boolean }): Buffer {
   let start = 0;
   let prefix = '';
   if (opts.id !== undefined) {
@@ -70,6 +72,13 @@ export function rewrite(data: Buffer, opts: { id?: number; stripSession?: string
     }
   }
   if (prefix === '' && suffix === '') return data;
+  if (opts.reuse === true && prefix.length <= start) {
+    // The prefix ends where the old id ended; the suffix ('}' or nothing) overwrites the byte after `end`.
+    const from = start - prefix.length;
+    data.write(prefix, from, 'latin1');
+    if (suffix !== '') data.write(suffix, end, 'latin1');
+    return data.subarray(from, end + suffix.length);
+  }
   return Buffer.concat([Buffer.from(prefix, 'latin1'), data.subarray(start, end), Buffer.from(suffix, 'latin1')]);
 }
 

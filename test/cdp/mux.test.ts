@@ -221,6 +221,10 @@ test('wire: heads, tails and rewrites without parsing; other layouts are parsed'
   assert.equal(parseTail(answer), sid);
   assert.equal(rewrite(answer, { id: 3, stripSession: sid }).toString(), '{"id":3,"result":{"x":{"sessionId":"nested"}}}');
   assert.equal(rewrite(answer, { id: 3, stripSession: 'OTHER' }).toString(), `{"id":3,"result":{"x":{"sessionId":"nested"}},"sessionId":"${sid}"}`);
+  const reused = Buffer.from(answer);
+  assert.equal(rewrite(reused, { id: 3, stripSession: sid, reuse: true }).toString(), '{"id":3,"result":{"x":{"sessionId":"nested"}}}', 'rewritten in place');
+  assert.equal(rewrite(Buffer.from(answer), { id: 123456, reuse: true }).toString(), `{"id":123456,"result":{"x":{"sessionId":"nested"}},"sessionId":"${sid}"}`, 'a longer id is copied');
+  assert.equal(rewrite(Buffer.from(answer), { stripSession: sid, reuse: true }).toString(), '{"id":42,"result":{"x":{"sessionId":"nested"}}}');
   const event = Buffer.from('{"method":"Target.attachedToTarget","params":{"sessionId":"CHILD"}}');
   assert.deepEqual(parseHead(event), { kind: 'event', method: 'Target.attachedToTarget' });
   assert.equal(parseTail(event), null, "a sessionId inside params is not the message's");

@@ -122,16 +122,16 @@ export async function benchCdp(): Promise<Row[]> {
     const p50Delta = median(ours.rtt) - median(theirs.rtt);
     return [
       {
-        name: '8. CDP round trip, p50',
+        name: '13. CDP round trip, p50',
         unit: 'ms',
         browserd: median(ours.rtt),
         peer: median(theirs.rtt),
         peerName,
         note: `Runtime.evaluate 1+1 on a page session, ${ROUND_TRIPS} each one at a time, interleaved in blocks of ${BLOCK}; p50 delta ${p50Delta >= 0 ? '+' : ''}${(p50Delta * 1000).toFixed(0)} µs (goal: at most +100 µs)`,
       },
-      { name: '8. CDP round trip, p95', unit: 'ms', browserd: percentile(ours.rtt, 95), peer: percentile(theirs.rtt, 95), peerName, note: 'the same samples' },
+      { name: '13. CDP round trip, p95', unit: 'ms', browserd: percentile(ours.rtt, 95), peer: percentile(theirs.rtt, 95), peerName, note: 'the same samples' },
       {
-        name: '8. CDP screenshot ~10 MB, p50',
+        name: '13. CDP screenshot ~10 MB, p50',
         unit: 'MB/s',
         higherIsBetter: true,
         browserd: median(ours.mbps),
@@ -148,4 +148,4 @@ export async function benchCdp(): Promise<Row[]> {
   }
 }
 
-export const cdpBench: Bench = { name: 'cdp', what: '8. CDP round trip and large messages through the proxy vs straight to Chromium', run: benchCdp };
+export const cdpBench: Bench = { name: 'cdp', what: '13. CDP round trip and large messages through the proxy vs straight to Chromium', run: benchCdp };

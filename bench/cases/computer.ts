@@ -102,7 +102,7 @@ export async function benchComputer(): Promise<Row[]> {
     progress(`click: browserd ${median(clicks.api).toFixed(1)} ms, bare ${median(clicks.bare).toFixed(1)} ms, HTTP floor ${median(clicks.floor).toFixed(1)} ms`);
     return [
       {
-        name: '8. screenshot 1280×720 PNG, p50',
+        name: '9. screenshot 1280×720 PNG, p50',
         unit: 'ms',
         browserd: median(shots.api),
         peer: median(shots.bare),
@@ -112,7 +112,7 @@ export async function benchComputer(): Promise<Row[]> {
           `Chromium's default PNG encoder (no optimizeForSpeed): ${median(shots.plain).toFixed(1)} ms p50, ${shots.plainBytes} bytes`,
       },
       {
-        name: '8. click round trip, p50',
+        name: '9. click round trip, p50',
         unit: 'ms',
         browserd: median(clicks.api),
         peer: median(clicks.bare),
@@ -131,4 +131,4 @@ export async function benchComputer(): Promise<Row[]> {
   }
 }
 
-export const computerBench: Bench = { name: 'computer', what: '8. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer };
+export const computerBench: Bench = { name: 'computer', what: '9. screenshot and click through the computer API vs bare CDP on a port', run: benchComputer };

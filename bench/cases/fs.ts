@@ -21,11 +21,11 @@ const MB = 1e6;
 const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fs-peer.js');
 /** The names of the rows. */
 const ROW = {
-  read: '8. read_file 1 GiB, MB/s (median)',
-  readNode: '8. read_file 1 GiB vs bare node:http, MB/s',
-  write: '8. write_file 1 GiB, MB/s (median)',
-  writeNode: '8. write_file 1 GiB vs bare node:http, MB/s',
-  zip: '8. download_dir_zip 2,000 files, p50',
+  read: '12. read_file 1 GiB, MB/s (median)',
+  readNode: '12. read_file 1 GiB vs bare node:http, MB/s',
+  write: '12. write_file 1 GiB, MB/s (median)',
+  writeNode: '12. write_file 1 GiB vs bare node:http, MB/s',
+  zip: '12. download_dir_zip 2,000 files, p50',
 };
 
 /** Runs a command with stdout to /dev/null; rejects on a non-zero exit. */
@@ -144,4 +144,4 @@ export async function benchFs(): Promise<Row[]> {
   }
 }
 
-export const fsBench: Bench = { name: 'fs', what: '8. files API: 1 GiB read/write vs cat/cp, download_dir_zip of 2,000 files vs zip -r', run: benchFs };
+export const fsBench: Bench = { name: 'fs', what: '12. files API: 1 GiB read/write vs cat/cp, download_dir_zip of 2,000 files vs zip -r', run: benchFs };

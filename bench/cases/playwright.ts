@@ -92,7 +92,7 @@ export async function benchPlaywright(): Promise<Row[]> {
     const ratio = median(gotoExec) / median(gotoDirect);
     return [
       {
-        name: '8. playwright execute `return 1`, p50',
+        name: '10. playwright execute `return 1`, p50',
         unit: 'ms',
         browserd: median(ret),
         peer: median(fresh),
@@ -100,7 +100,7 @@ export async function benchPlaywright(): Promise<Row[]> {
         note: `goal ≤ 15 ms; N=${N_RETURN}, p95 ${percentile(ret, 95).toFixed(1)} ms; the peer N=${N_FRESH}`,
       },
       {
-        name: '8. page.goto of a loopback page, p50',
+        name: '10. page.goto of a loopback page, p50',
         unit: 'ms',
         browserd: median(gotoExec),
         peer: median(gotoDirect),
@@ -115,4 +115,4 @@ export async function benchPlaywright(): Promise<Row[]> {
   }
 }
 
-export const playwrightBench: Bench = { name: 'playwright', what: '8. Playwright execute: `return 1`, and page.goto vs an already-connected playwright-core', run: benchPlaywright };
+export const playwrightBench: Bench = { name: 'playwright', what: '10. Playwright execute: `return 1`, and page.goto vs an already-connected playwright-core', run: benchPlaywright };

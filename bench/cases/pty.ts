@@ -115,9 +115,9 @@ export async function benchPty(): Promise<Row[]> {
   const peerName = 'node-pty in the benchmark process: write one byte to the terminal, wait for the echo of the same program';
   const note = `${KEYS} keystrokes each after ${WARMUP} of warm-up; \`sh -c 'stty raw -echo; exec cat'\` echoes; browserd: through the attach WebSocket on loopback`;
   return [
-    { name: '8. terminal keystroke round trip, p50', unit: 'ms', browserd: median(ours), peer: median(peer), peerName, note },
-    { name: '8. terminal keystroke round trip, p99', unit: 'ms', browserd: percentile(ours, 99), peer: percentile(peer, 99), peerName, note },
+    { name: '11. terminal keystroke round trip, p50', unit: 'ms', browserd: median(ours), peer: median(peer), peerName, note },
+    { name: '11. terminal keystroke round trip, p99', unit: 'ms', browserd: percentile(ours, 99), peer: percentile(peer, 99), peerName, note },
   ];
 }
 
-export const ptyBench: Bench = { name: 'pty', what: '8. terminal keystroke round trip through attach vs bare node-pty', run: benchPty };
+export const ptyBench: Bench = { name: 'pty', what: '11. terminal keystroke round trip through attach vs bare node-pty', run: benchPty };

@@ -8,11 +8,30 @@
 // loads (it is its own process, dist/daemon/playwright/runner/main.js, started from tsc's output).
 // Names are kept (error classes and stack frames read the same); no source map (Node would parse it
 // at every start).
+//
+// zod's translations of its messages (`z.locales`, ~260 KB of the ~1.1 MB file) are left out but
+// English, the one the daemon answers in: Node compiles the whole file at every start (the largest
+// part of the start; profile in bench/RESULTS.md, "daemon start").
 import { build } from 'esbuild';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+
+/** zod's `../locales/index.js` (all its translations) as a module of English alone. */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      args.importer.includes(`${path.sep}zod${path.sep}`) ? { path: path.join(path.dirname(args.importer), '..', 'locales', 'index.js'), namespace: 'zod-en' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'zod-en' }, (args) => ({
+      contents: `export { default as en } from ${JSON.stringify(path.join(path.dirname(args.path), 'en.js'))};`,
+      resolveDir: path.dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
 
 await build({
   entryPoints: [path.join(root, 'daemon', 'main.ts')],
@@ -27,5 +46,6 @@ await build({
   minify: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
   keepNames: true,
   legalComments: 'none',
+  plugins: [zodEnglishOnly],
   logLevel: 'warning',
 });

@@ -3,6 +3,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { ZodType, core } from 'zod';
 import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../core/errors.js';
+import { parseWithBigField } from './json-big-field.js';
 
 export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
@@ -49,42 +50,52 @@ export function isJsonContentType(header: string | undefined): boolean {
   return type === 'application/json' || (type !== undefined && /^application\/[a-z0-9.+-]+\+json$/.test(type));
 }
 
+export interface JsonOptions {
+  limitBytes: number;
+  /** An empty body is `{}`. */
+  optional?: boolean;
+}
+
 /**
  * The body as JSON validated by `schema`. An empty body is `{}` when `optional` (routes whose
  * body may be left out); otherwise it must be JSON with a JSON content type.
  */
-export async function readJson<T>(
-  req: IncomingMessage,
-  schema: ZodType<T>,
-  opts: { limitBytes: number; optional?: boolean },
-): Promise<T> {
+export async function readJson<T>(req: IncomingMessage, schema: ZodType<T>, opts: JsonOptions): Promise<T> {
+  return validate(schema, (await readValue(req, opts, null)).value);
+}
+
+/**
+ * readJson for a body with a top-level string `field` of base64 that may be large (stdin data):
+ * the same result, with the field's strict base64 decoding when the fast path of
+ * json-big-field.ts took it (else null: the caller decodes it, with its own error answers).
+ */
+export async function readJsonBase64<T>(req: IncomingMessage, schema: ZodType<T>, field: string, opts: JsonOptions): Promise<{ body: T; decoded: Buffer | null }> {
+  const { value, decoded } = await readValue(req, opts, field);
+  return { body: validate(schema, value), decoded };
+}
+
+async function readValue(req: IncomingMessage, opts: JsonOptions, base64Field: string | null): Promise<{ value: unknown; decoded: Buffer | null }> {
   const hasBody = req.headers['content-length'] !== undefined ? Number(req.headers['content-length']) > 0 : req.headers['transfer-encoding'] !== undefined;
-  let value: unknown;
-  if (!hasBody && opts.optional) {
-    value = {};
-  } else {
-    if (!isJsonContentType(req.headers['content-type'])) {
-      throw new InvalidRequestError(`the body must be application/json, got ${req.headers['content-type'] ?? 'no content type'}`);
-    }
-    const raw = await readBody(req, opts.limitBytes);
-    if (raw.length === 0 && opts.optional) {
-      value = {};
-    } else {
-      let text: string;
-      try {
-        text = STRICT_UTF8.decode(raw);
-      } catch {
-        // toString('utf8') would put U+FFFD in place of the bad bytes, and a child would get other bytes than were sent.
-        throw new InvalidRequestError(`the body is not valid UTF-8 (at or before byte ${firstInvalidUtf8(raw)})`);
-      }
-      try {
-        value = JSON.parse(text);
-      } catch (err) {
-        throw new InvalidRequestError(`the body is not JSON: ${(err as Error).message}`);
-      }
-    }
+  if (!hasBody && opts.optional) return { value: {}, decoded: null };
+  if (!isJsonContentType(req.headers['content-type'])) {
+    throw new InvalidRequestError(`the body must be application/json, got ${req.headers['content-type'] ?? 'no content type'}`);
   }
-  return validate(schema, value);
+  const raw = await readBody(req, opts.limitBytes);
+  const fast = base64Field === null ? null : parseWithBigField(raw, base64Field, (bytes) => STRICT_UTF8.decode(bytes));
+  if (fast !== null) return fast;
+  if (raw.length === 0 && opts.optional) return { value: {}, decoded: null };
+  let text: string;
+  try {
+    text = STRICT_UTF8.decode(raw);
+  } catch {
+    // toString('utf8') would put U+FFFD in place of the bad bytes, and a child would get other bytes than were sent.
+    throw new InvalidRequestError(`the body is not valid UTF-8 (at or before byte ${firstInvalidUtf8(raw)})`);
+  }
+  try {
+    return { value: JSON.parse(text), decoded: null };
+  } catch (err) {
+    throw new InvalidRequestError(`the body is not JSON: ${(err as Error).message}`);
+  }
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });

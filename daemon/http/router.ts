@@ -32,6 +32,8 @@ export interface RequestContext {
   clientGone: AbortSignal;
   /** Reads and validates a JSON body (415-style errors are 400 invalid_request, per the contract). */
   json<T>(schema: ZodType<T>, opts?: { limitBytes?: number; optional?: boolean }): Promise<T>;
+  /** `json` for a body with a big top-level base64 string `field`: also its strict decoding when read on the fast path (else null). */
+  jsonBase64<T>(schema: ZodType<T>, field: string, opts?: { limitBytes?: number }): Promise<{ body: T; decoded: Buffer | null }>;
 }
 
 export interface UpgradeContext {

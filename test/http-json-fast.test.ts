@@ -1,0 +1,57 @@
+// The fast path of bodies with one big base64 field (http/json-big-field.ts): whenever it answers,
+// it answers what the general path (strict UTF-8, JSON.parse, strict base64) gives; whenever it
+// cannot be sure, it answers null and the general path runs with its own error messages.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { parseWithBigField } from '../daemon/http/json-big-field.js';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const fast = (text: string | Buffer): ReturnType<typeof parseWithBigField> =>
+  parseWithBigField(typeof text === 'string' ? Buffer.from(text, 'utf8') : text, 'data_b64', (b) => utf8.decode(b));
+
+const b64 = randomBytes(3000).toString('base64');
+
+describe('parseWithBigField', () => {
+  test('takes the bodies a client sends, with the same value as JSON.parse and the decoded bytes', () => {
+    for (const body of [
+      { data_b64: b64 },
+      { data_b64: b64, close: true },
+      { close: false, data_b64: b64 },
+      { data_b64: '' },
+      { data_b64: 'QQ==' },
+      { data_b64: b64, other: 'é ☃', n: [1, { x: null }] },
+    ]) {
+      const text = JSON.stringify(body);
+      const got = fast(text);
+      assert.notEqual(got, null, text.slice(0, 80));
+      assert.deepEqual(got?.value, JSON.parse(text));
+      assert.deepEqual(got?.decoded, Buffer.from(body.data_b64, 'base64'));
+    }
+  });
+
+  test('leaves to the general path what it cannot be sure of', () => {
+    const cases = [
+      '{"data_b64":"QQ"}', // not strict base64 (padding)
+      '{"data_b64":"QR=="}', // not canonical
+      '{"data_b64":"QQ==\\n"}', // an escape in the string
+      '{"data_b64":"QQ== "}', // a space in the string
+      '{"data_b64":"QQ==",}', // the rest is not JSON
+      '["data_b64":"QQ=="]',
+      '{"n":{"data_b64":"QQ=="}}', // not at the top level
+      '{"n":{"data_b64":"QQ=="},"data_b64":""}', // the top-level one is another
+      '{"data_b64":"QQ==","data_b64":"QUE="}', // repeated: JSON.parse keeps the last
+      '{"data_b64":"QQ==","data\\u005fb64":""}', // the same key spelled with an escape
+      '{"x\\"data_b64":"QQ==","data_b64":""}', // inside another key
+      '{"data_b64":"QQ==","s":"data_b64"}', // the name twice
+      '{"data_b64" : "QQ=="}', // not the compact form (JSON.stringify's): the general path reads it
+      JSON.stringify({ data_b64: 'QQ==' }, null, 2),
+      '{"data_b64":"QQ==',
+      '',
+    ];
+    for (const text of cases) assert.equal(fast(text), null, text);
+    // Bytes that are not UTF-8 outside the string: the general path reports them.
+    const bad = Buffer.concat([Buffer.from('{"data_b64":"QQ==","x":"'), Buffer.from([0xff]), Buffer.from('"}')]);
+    assert.equal(fast(bad), null);
+  });
+});

@@ -6,8 +6,11 @@
 //
 // Left outside: the PTY addon (native, loaded by createRequire) and what only the Playwright runner
 // loads (it is its own process, dist/daemon/playwright/runner/main.js, started from tsc's output).
-// Names are kept (error classes and stack frames read the same); no source map (Node would parse it
-// at every start).
+// Whitespace and syntax are minified, names are not: error classes and stack frames read as in the
+// source, without esbuild's keepNames, which wraps every function the code makes in a
+// defineProperty call for its name — per request too (~3% of the CPU of a small stdin write,
+// most of it in pino's redaction). Names two modules share get a digit (zod's internals, a few
+// helpers; no class of the daemon). No source map (Node would parse it at every start).
 //
 // zod's translations of its messages (`z.locales`, ~260 KB of the ~1.1 MB file) are left out but
 // English, the one the daemon answers in: Node compiles the whole file at every start (the largest
@@ -43,8 +46,10 @@ await build({
   external: ['@lydell/node-pty', 'esbuild', 'playwright-core'],
   // CommonJS dependencies bundled into an ES module still call require() for Node's own modules.
   banner: { js: "import { createRequire as browserdCreateRequire } from 'node:module'; const require = browserdCreateRequire(import.meta.url);" },
-  minify: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
-  keepNames: true,
+  minifyWhitespace: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
+  minifySyntax: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
+  minifyIdentifiers: false,
+  keepNames: false,
   legalComments: 'none',
   plugins: [zodEnglishOnly],
   logLevel: 'warning',

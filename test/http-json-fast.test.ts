@@ -4,11 +4,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { parseWithBigField } from '../daemon/http/json-big-field.js';
+import { MIN_BYTES, parseWithBigField } from '../daemon/http/json-big-field.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const fast = (text: string | Buffer): ReturnType<typeof parseWithBigField> =>
-  parseWithBigField(typeof text === 'string' ? Buffer.from(text, 'utf8') : text, 'data_b64', (b) => utf8.decode(b));
+  parseWithBigField(typeof text === 'string' ? Buffer.from(text, 'utf8') : text, 'data_b64', (b) => utf8.decode(b), 0);
 
 const b64 = randomBytes(3000).toString('base64');
 
@@ -53,5 +53,12 @@ describe('parseWithBigField', () => {
     // Bytes that are not UTF-8 outside the string: the general path reports them.
     const bad = Buffer.concat([Buffer.from('{"data_b64":"QQ==","x":"'), Buffer.from([0xff]), Buffer.from('"}')]);
     assert.equal(fast(bad), null);
+  });
+
+  test('leaves small bodies to the general path (the fast one saves nothing there)', () => {
+    const small = Buffer.from(JSON.stringify({ data_b64: 'QQ==' }));
+    assert.equal(parseWithBigField(small, 'data_b64', (b) => utf8.decode(b)), null);
+    const big = Buffer.from(JSON.stringify({ data_b64: randomBytes(MIN_BYTES).toString('base64') }));
+    assert.notEqual(parseWithBigField(big, 'data_b64', (b) => utf8.decode(b)), null);
   });
 });

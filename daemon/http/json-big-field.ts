@@ -14,6 +14,8 @@
 // and the caller takes the general path (with its error messages).
 import { decodeStrictBase64, Base64Error } from '../core/strict-base64.js';
 
+/** Smaller bodies take the general path: the fast one saves nothing on them. */
+export const MIN_BYTES = 16 * 1024;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
@@ -29,7 +31,8 @@ export interface BigFieldBody {
  * turns the bytes outside the string into text (the caller's strict UTF-8 decoder; when it
  * throws, null is returned so that the general path reports the problem).
  */
-export function parseWithBigField(raw: Buffer, field: string, decodeRest: (bytes: Buffer) => string): BigFieldBody | null {
+export function parseWithBigField(raw: Buffer, field: string, decodeRest: (bytes: Buffer) => string, minBytes = MIN_BYTES): BigFieldBody | null {
+  if (raw.length < minBytes) return null;
   const opening = Buffer.from(`"${field}":"`, 'latin1');
   const at = raw.indexOf(opening);
   if (at < 0) return null;

@@ -98,7 +98,8 @@ interface Compiled {
 }
 
 export class Router {
-  private readonly compiled: Compiled[];
+  /** The routes by their number of path segments (only those can match), in declaration order. */
+  private readonly bySegments = new Map<number, Compiled[]>();
 
   constructor(readonly routes: readonly Route[]) {
     const seen = new Set<string>();
@@ -107,13 +108,18 @@ export class Router {
       if (seen.has(key)) throw new Error(`duplicate route ${key}`);
       seen.add(key);
     }
-    this.compiled = routes.map((route) => ({ route, segments: split(route.path) }));
+    for (const route of routes) {
+      const segments = split(route.path);
+      const list = this.bySegments.get(segments.length) ?? [];
+      list.push({ route, segments });
+      this.bySegments.set(segments.length, list);
+    }
   }
 
   match(method: string, pathname: string): Match {
     const parts = split(pathname);
     const allowed: Method[] = [];
-    for (const c of this.compiled) {
+    for (const c of this.bySegments.get(parts.length) ?? []) {
       const params = matchSegments(c.segments, parts);
       if (params === null) continue;
       if (c.route.method === method || (method === 'HEAD' && c.route.method === 'GET' && !c.route.upgrade)) {

@@ -1,10 +1,39 @@
-// The fast path of bodies with one big base64 field (http/json-big-field.ts): whenever it answers,
-// it answers what the general path (strict UTF-8, JSON.parse, strict base64) gives; whenever it
-// cannot be sure, it answers null and the general path runs with its own error messages.
+// Decoding stdin bodies: the strict base64 decoder (core/strict-base64.ts) decides without
+// re-encoding, so it is checked to accept exactly what re-encoding gives back (every text of up to
+// 4 characters of an alphabet with each kind of trouble, and random corruptions of longer ones);
+// and the fast path of bodies with one big base64 field (http/body.ts, parseWithBigField) answers
+// only what the general path (strict UTF-8, JSON.parse, strict base64) gives, else null.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { MIN_BYTES, parseWithBigField } from '../daemon/http/json-big-field.js';
+import { decodeStrictBase64 } from '../daemon/core/strict-base64.js';
+import { MIN_BYTES, parseWithBigField } from '../daemon/http/body.js';
+
+const canonical = (s: string): boolean => Buffer.from(s, 'base64').toString('base64') === s;
+const accepts = (s: string): boolean => {
+  try {
+    decodeStrictBase64(s);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test('strict base64: accepts exactly the texts that re-encoding gives back', () => {
+  const alphabet = ['A', 'Q', 'R', 'g', '/', '+', '=', '-', '_', ' ', '*', 'é'];
+  let texts = [''];
+  for (let len = 1; len <= 4; len++) {
+    texts = texts.flatMap((t) => alphabet.map((c) => t + c));
+    for (const s of texts) assert.equal(accepts(s), canonical(s), JSON.stringify(s));
+  }
+  for (let i = 0; i < 2000; i++) {
+    const good = randomBytes(randomInt(1, 200)).toString('base64');
+    const at = randomInt(0, good.length);
+    const bad = good.slice(0, at) + (alphabet[randomInt(0, alphabet.length)] as string) + good.slice(at + 1);
+    assert.equal(accepts(good), true);
+    assert.equal(accepts(bad), canonical(bad), JSON.stringify(bad));
+  }
+});
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const fast = (text: string | Buffer): ReturnType<typeof parseWithBigField> =>

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, type Config } from './core/config.js';
-import { createLogger, type Logger } from './core/log.js';
+import { createLogger, flushLogs, type Logger } from './core/log.js';
 import { createMetrics, type Metrics } from './core/metrics.js';
 import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
@@ -200,6 +200,7 @@ async function main(): Promise<void> {
 // the next start ends whatever this run left on the Chromium profile).
 for (const kind of ['unhandledRejection', 'uncaughtException'] as const) {
   process.on(kind, (err: unknown) => {
+    flushLogs(); // the lines before it first
     createLogger('fatal').fatal({ event: 'crash', kind, err }, kind);
     process.exit(1);
   });

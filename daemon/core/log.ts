@@ -1,15 +1,55 @@
 // pino JSON lines on stdout, for journald. Field names an operator filters on:
 // event, req_id, route, status, ms, pid, key_id. No token is ever a field.
+//
+// Lines are written together once per turn of the event loop (setImmediate), not one write(2)
+// each: under load a turn logs a line for each of many requests, and a write per line was the
+// largest single cost of a small request (~10% of the CPU of a 1 KiB stdin write). Nothing waits
+// longer than the turn; flushLogs() writes what is pending at once (before a crash line, at exit).
 import { pino, stdTimeFunctions, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
+
+/** Every line buffer of stdout in this process (one per logger made without a destination). */
+const buffers = new Set<TurnBuffer>();
+
+/** Writes what every logger of this process still holds. Synchronous. */
+export function flushLogs(): void {
+  for (const b of buffers) b.flush();
+}
+
+process.on('exit', flushLogs);
+
+/** Lines collected during one turn of the event loop, written in one call at its end. */
+class TurnBuffer implements DestinationStream {
+  private pending: string[] = [];
+  private scheduled = false;
+
+  constructor(private readonly dest: DestinationStream & { flushSync?: () => void }) {
+    buffers.add(this);
+  }
+
+  write(line: string): void {
+    this.pending.push(line);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  flush(): void {
+    this.scheduled = false;
+    if (this.pending.length === 0) return;
+    const text = this.pending.length === 1 ? (this.pending[0] as string) : this.pending.join('');
+    this.pending = [];
+    this.dest.write(text);
+  }
+}
 
 /**
  * `tap` sees every line as written (at the configured level, redacted, without its newline), after
  * the destination got it: the log stream's ring of recent lines. It must not log.
  */
 export function createLogger(level: string, destination?: NodeJS.WritableStream, tap?: (line: string) => void): Logger {
-  const dest: DestinationStream = destination ?? pino.destination({ dest: 1, sync: true });
+  const dest: DestinationStream = destination ?? new TurnBuffer(pino.destination({ dest: 1, sync: true }));
   const stream: DestinationStream =
     tap === undefined
       ? dest

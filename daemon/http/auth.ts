@@ -1,6 +1,6 @@
 // Bearer authentication with scopes. Tokens are only ever held as sha256 digests and compared
 // in constant time; every key is compared, whichever matches, so timing says nothing of which.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
@@ -54,7 +54,8 @@ const keysFileSchema = z
   });
 
 export function sha256(token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest();
+  // One-shot (no Hash object): the token of every request is hashed.
+  return hash('sha256', token, 'buffer');
 }
 
 function keyFromToken(id: string, token: string): Key {
@@ -153,10 +154,9 @@ export class KeyRing {
     if (!m || m[1] === undefined) throw new UnauthorizedError();
     const digest = sha256(m[1]);
     let found: Key | null = null;
-    for (const key of [...this.keys, ...this.ephemeral.values()]) {
-      // No early exit: every key costs the same comparison.
-      if (timingSafeEqual(digest, key.digest) && found === null) found = key;
-    }
+    // No early exit: every key costs the same comparison.
+    for (const key of this.keys) if (timingSafeEqual(digest, key.digest) && found === null) found = key;
+    for (const key of this.ephemeral.values()) if (timingSafeEqual(digest, key.digest) && found === null) found = key;
     if (found === null) throw new UnauthorizedError('unknown token');
     return { keyId: found.keyId, scopes: found.scopes, project: found.project };
   }

@@ -106,8 +106,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
         errors: [413, 422, 429],
       },
       handler: async (ctx) => {
-        const body = await readWithStdinLimit(ctx, execBody, limits.stdinLimitBytes, { bytes: config.http.bodyLimitBytes, setting: 'BROWSERD_BODY_LIMIT_BYTES' }, 'stdin_b64');
-        const stdin = body.stdin_b64 === undefined ? null : decodeStdin('stdin_b64', body.stdin_b64, limits.stdinLimitBytes);
+        const { body, decoded } = await readWithStdinLimit(ctx, execBody, limits.stdinLimitBytes, { bytes: config.http.bodyLimitBytes, setting: 'BROWSERD_BODY_LIMIT_BYTES' }, 'stdin_b64');
+        const stdin = body.stdin_b64 === undefined ? null : decodeStdin('stdin_b64', body.stdin_b64, limits.stdinLimitBytes, decoded);
         const { launched, group } = await start(ctx, { ...body, tty: null }, 'exec');
         // The client went away (not for a request with an Idempotency-Key, whose retry takes the answer).
         const abandon = (): void => {

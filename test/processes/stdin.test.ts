@@ -9,7 +9,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { expectError, rawRequest } from '../helpers/http.js';
-import { base64Length } from '../../daemon/processes/stdin/strict-base64.js';
+import { base64Length } from '../../daemon/core/strict-base64.js';
 import { b64, execProcess, kill, PROC, readOutput, spawnProcess, status, waitExited, writeStdin } from '../helpers/processes.js';
 import { tempDir } from '../kit/cleanup.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';

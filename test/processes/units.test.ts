@@ -13,7 +13,7 @@ import { statusOf } from '../../daemon/http/errors.js';
 import { GroupSet } from '../../daemon/processes/groups/groups.js';
 import { ReplayBuffer } from '../../daemon/processes/output/replay-buffer.js';
 import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../../daemon/processes/stdin/stdin-writer.js';
-import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../../daemon/processes/stdin/strict-base64.js';
+import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../../daemon/core/strict-base64.js';
 import { launchPty, loadPty } from '../../daemon/core/process/pty.js';
 import { tempDir } from '../kit/cleanup.js';
 import { groupMembers, killGroup, waitGroupGone } from '../kit/procs.js';

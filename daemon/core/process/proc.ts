@@ -53,10 +53,19 @@ export function parseStat(pid: number, stat: string): ProcInfo {
 /** Every process in /proc; those that vanish while reading are skipped. */
 export function listProcesses(): ProcInfo[] {
   const out: ProcInfo[] = [];
+  for (const pid of listPids()) {
+    const info = procInfo(pid);
+    if (info !== null) out.push(info);
+  }
+  return out;
+}
+
+/** The pids in /proc (without reading anything of them). */
+export function listPids(): number[] {
+  const out: number[] = [];
   for (const name of readdirSync('/proc')) {
     if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
-    const info = procInfo(Number(name));
-    if (info !== null) out.push(info);
+    out.push(Number(name));
   }
   return out;
 }

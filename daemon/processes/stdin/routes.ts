@@ -7,14 +7,16 @@ import type { RequestContext, Route } from '../../http/router.js';
 import type { ProcessRouteDeps } from '../routes.js';
 import { PROCESS_BASE as P, stdinBody, stdinResult } from '../schemas.js';
 import { STDIN_QUEUE_FACTOR } from './stdin-writer.js';
-import { Base64Error, base64Length, decodeStrictBase64 } from './strict-base64.js';
+import { Base64Error, base64Length, decodeStrictBase64 } from '../../core/strict-base64.js';
 
 const KiB = 1024;
 const SETTING = 'BROWSERD_STDIN_LIMIT_BYTES';
 
 /**
- * Reads a body carrying stdin data: at most the base64 of the stdin limit plus `restBytes` for the
- * other fields (stdin: 1 KiB; exec: BROWSERD_BODY_LIMIT_BYTES). Past it, 413 naming the stdin limit.
+ * Reads a body carrying stdin data in `field`: at most the base64 of the stdin limit plus
+ * `restBytes` for the other fields (stdin: 1 KiB; exec: BROWSERD_BODY_LIMIT_BYTES). Past it, 413
+ * naming the stdin limit. `decoded`: the field's bytes when the reading already decoded them
+ * (give it to decodeStdin).
  */
 export async function readWithStdinLimit<T>(
   ctx: RequestContext,
@@ -22,11 +24,11 @@ export async function readWithStdinLimit<T>(
   stdinLimitBytes: number,
   rest: { bytes: number; setting?: string },
   field: string,
-): Promise<T> {
+): Promise<{ body: T; decoded: Buffer | null }> {
   const restBytes = rest.bytes;
   const limit = base64Length(stdinLimitBytes) + restBytes;
   try {
-    return await ctx.json(schema, { limitBytes: limit });
+    return await ctx.jsonBase64(schema, field, { limitBytes: limit });
   } catch (err) {
     if (!(err instanceof PayloadTooLargeError)) throw err;
     throw new BrowserdError(
@@ -37,11 +39,14 @@ export async function readWithStdinLimit<T>(
   }
 }
 
-/** Strict base64 within the stdin limit: 400 naming the field, or 413 naming the limit and its setting. */
-export function decodeStdin(field: string, text: string, stdinLimitBytes: number): Buffer {
+/**
+ * Strict base64 within the stdin limit: 400 naming the field, or 413 naming the limit and its
+ * setting. `decoded`: the decoding of `text` already made by readWithStdinLimit, if any.
+ */
+export function decodeStdin(field: string, text: string, stdinLimitBytes: number, decoded: Buffer | null = null): Buffer {
   let data: Buffer;
   try {
-    data = decodeStrictBase64(text);
+    data = decoded ?? decodeStrictBase64(text);
   } catch (err) {
     if (err instanceof Base64Error) throw BadRequestError.field(field, `not strict base64: ${err.message}`);
     throw err;
@@ -76,8 +81,8 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
       },
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
-        const body = await readWithStdinLimit(ctx, stdinBody, limit, { bytes: KiB }, 'data_b64');
-        const data = decodeStdin('data_b64', body.data_b64, limit);
+        const { body, decoded } = await readWithStdinLimit(ctx, stdinBody, limit, { bytes: KiB }, 'data_b64');
+        const data = decodeStdin('data_b64', body.data_b64, limit, decoded);
         const queuedBefore = proc.stdin.queuedBytes;
         const writing = proc.writeStdin(data, body.close ?? false);
         ctx.log.debug(

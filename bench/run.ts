@@ -10,6 +10,7 @@ import { activationBench, liveBench } from './cases/activation.js';
 import { cdpBench } from './cases/cdp.js';
 import { computerBench } from './cases/computer.js';
 import { daemonBench } from './cases/daemon-cost.js';
+import { forwarderChromiumBench } from './cases/forwarder-chromium.js';
 import { forwarderBench } from './cases/forwarder.js';
 import { fsBench } from './cases/fs.js';
 import { guard, progress, type Bench, type Row } from './lib.js';
@@ -23,11 +24,11 @@ import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench,
 ];
 
 function usage(): string {
-  return ['usage: npm run bench [--] [name…] [--write]', ...BENCHES.map((b) => `  ${b.name.padEnd(11)} ${b.what}`), '  --write     write bench/RESULTS.md also for a partial run'].join('\n');
+  return ['usage: npm run bench [--] [name…] [--write]', ...BENCHES.map((b) => `  ${b.name.padEnd(18)} ${b.what}`), '  --write            write bench/RESULTS.md also for a partial run'].join('\n');
 }
 
 async function main(): Promise<number> {

@@ -30,7 +30,7 @@ const PEER = 'straight to tinyproxy';
 const run = promisify(execFile);
 
 /** tinyproxy on a free port, in its own mount namespace with `bench.test` → 127.0.0.1. */
-async function privateTinyproxy(originPort: number): Promise<{ port: number; close: () => Promise<void> }> {
+export async function privateTinyproxy(originPort: number): Promise<{ port: number; close: () => Promise<void> }> {
   const dir = tempDir('browserd-bench-tinyproxy-');
   const port = await freePort();
   const hosts = path.join(dir, 'hosts');

@@ -1,7 +1,7 @@
 // The report: the machine the run was on, the table of medians and ratios (markdown, padded so it
 // reads in a terminal too), and the notes of each row.
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { CHROMIUM, overhead, type Row, type Unit } from './lib.js';
 
@@ -93,11 +93,17 @@ export function notes(rows: Row[]): string {
     .join('\n');
 }
 
-export function markdown(rows: Row[], m: Machine, ran: string[], seconds: number): string {
+/**
+ * The report of a run; `analysis` (bench/ANALYSIS.md, written by hand: where the time goes, from
+ * profiles, and why a row misses its target) is appended as it is, when present.
+ */
+export function markdown(rows: Row[], m: Machine, ran: string[], seconds: number, analysisFile?: string): string {
+  const analysis = analysisFile !== undefined && existsSync(analysisFile) ? readFileSync(analysisFile, 'utf8').trimEnd() : null;
   return [
     '# browserd benchmarks: the last run',
     '',
-    'Written by `npm run bench` (`bash .ci/setup --bench && npm run bench`); do not edit by hand.',
+    'Written by `npm run bench` (`bash .ci/setup --bench && npm run bench`); do not edit by hand (the last',
+    'section, the analysis, comes from bench/ANALYSIS.md).',
     'Every figure of browserd is set against its peer — the same work done the most direct way',
     '(by hand, a bare server, the standard tool) — measured in the same run on the same machine.',
     '`overhead` is browserd\'s extra cost per unit of work: for times and memory browserd/peer − 1,',
@@ -122,5 +128,6 @@ export function markdown(rows: Row[], m: Machine, ran: string[], seconds: number
     '',
     notes(rows),
     '',
+    ...(analysis === null ? [] : [analysis, '']),
   ].join('\n');
 }

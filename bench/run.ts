@@ -58,7 +58,7 @@ async function main(): Promise<number> {
   process.stdout.write(`\n${table(rows)}\n\n`);
   if (names.length === 0 || write) {
     const file = path.join(repoRoot, 'bench', 'RESULTS.md');
-    writeFileSync(file, markdown(rows, machine, chosen.map((b) => b.name), seconds));
+    writeFileSync(file, markdown(rows, machine, chosen.map((b) => b.name), seconds, path.join(repoRoot, 'bench', 'ANALYSIS.md')));
     process.stdout.write(`written to ${path.relative(process.cwd(), file)} (${Math.round(seconds)} s)\n`);
   }
   return 0;

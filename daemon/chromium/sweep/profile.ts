@@ -26,6 +26,8 @@ export function ensureProfileDir(profileDir: string): void {
 export interface ProfileProcess {
   pid: number;
   pgid: number;
+  /** Clock ticks since boot: with the pid, one process across pid reuse. */
+  starttime: number;
   cmdline: string;
 }
 
@@ -49,7 +51,7 @@ export function findProfileProcesses(profileDir: string, identity: ChromiumIdent
     const raw = readCmdline(p.pid);
     if (raw === '' || !namesDir(raw, profileDir)) continue;
     if (!identity.matches({ exe: exeOf(p.pid), argv: argvOf(raw) })) continue;
-    out.push({ pid: p.pid, pgid: p.pgid, cmdline: raw.replaceAll('\0', ' ').slice(0, 300) });
+    out.push({ pid: p.pid, pgid: p.pgid, starttime: p.starttime, cmdline: raw.replaceAll('\0', ' ').slice(0, 300) });
   }
   return out;
 }
@@ -62,7 +64,11 @@ export function findProfileProcesses(profileDir: string, identity: ChromiumIdent
  * SIGKILL.
  */
 export async function endLeftovers(profileDir: string, identity: ChromiumIdentity, graceMs: number, log: Logger): Promise<number[]> {
-  const found = findProfileProcesses(profileDir, identity);
+  return endProfileProcesses(findProfileProcesses(profileDir, identity), profileDir, graceMs, log);
+}
+
+/** endLeftovers for processes already found (findProfileProcesses), the same way. */
+export async function endProfileProcesses(found: ProfileProcess[], profileDir: string, graceMs: number, log: Logger): Promise<number[]> {
   if (found.length === 0) return [];
   const pids = new Set(found.map((p) => p.pid));
   log.warn(

@@ -18,10 +18,10 @@ function pct(a: number, b: number): string {
   return `${p >= 0 ? '+' : '−'}${Math.abs(p).toFixed(0)}%`;
 }
 
-/** The `*_ms` fields of the daemon's chromium_stop_phases and chromium_launch_phases lines (run.ts), each line once. */
+/** The `*_ms` fields of the daemon's chromium_stop_phases, chromium_launch_phases (run.ts) and chromium_ready lines, each line once. */
 function collectPhases(lines: LogLine[], into: Record<string, number[]>, seen: Set<LogLine>): void {
   for (const l of lines) {
-    if ((l.event !== 'chromium_stop_phases' && l.event !== 'chromium_launch_phases') || seen.has(l)) continue;
+    if (!['chromium_stop_phases', 'chromium_launch_phases', 'chromium_ready'].includes(String(l.event)) || seen.has(l)) continue;
     seen.add(l);
     for (const [k, v] of Object.entries(l)) if (k.endsWith('_ms') && typeof v === 'number') (into[k] ??= []).push(v);
   }

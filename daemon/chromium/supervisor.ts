@@ -275,10 +275,13 @@ export class Supervisor {
         this.onExit(started);
       });
       const version = await started.waitReady(deadline);
+      const answered = Date.now();
       for (const hook of this.readyHooks) await deadline.race(hook(started));
+      const hooked = Date.now();
       await this.identity.learnFrom(started.pid);
       const readyMs = Date.now() - started.proc.spawnedAt.getTime();
-      log.info({ event: 'chromium_ready', chromium_pid: started.pid, ms: readyMs, version: version.product }, 'Chromium is ready');
+      const phases = { probe_ms: answered - started.proc.spawnedAt.getTime(), hooks_ms: hooked - answered, learn_ms: Date.now() - hooked };
+      log.info({ event: 'chromium_ready', chromium_pid: started.pid, ms: readyMs, ...phases, version: version.product }, 'Chromium is ready');
       metrics.chromiumReady.set(1);
       this.setState('ready', null);
       return { pid: started.pid, readyMs };

@@ -18,6 +18,15 @@ function pct(a: number, b: number): string {
   return `${p >= 0 ? '+' : '−'}${Math.abs(p).toFixed(0)}%`;
 }
 
+/** The `*_ms` fields of the daemon's chromium_stop_phases, chromium_launch_phases (run.ts) and chromium_ready lines, each line once. */
+function collectPhases(lines: LogLine[], into: Record<string, number[]>, seen: Set<LogLine>): void {
+  for (const l of lines) {
+    if (!['chromium_stop_phases', 'chromium_launch_phases', 'chromium_ready'].includes(String(l.event)) || seen.has(l)) continue;
+    seen.add(l);
+    for (const [k, v] of Object.entries(l)) if (k.endsWith('_ms') && typeof v === 'number') (into[k] ??= []).push(v);
+  }
+}
+
 export async function benchRestart(): Promise<Row[]> {
   const d = await startDaemon({ autostart: true });
   let hand: HandChromium | null = null;
@@ -27,6 +36,8 @@ export async function benchRestart(): Promise<Row[]> {
     const args = daemonFlags(profile);
     hand = await startChromium(args);
 
+    const phases: Record<string, number[]> = {};
+    const phaseSeen = new Set<LogLine>();
     const daemonTotal: number[] = [];
     const daemonLaunch: number[] = [];
     const handTotal: number[] = [];
@@ -61,8 +72,10 @@ export async function benchRestart(): Promise<Row[]> {
         for (const a of [daemonTotal, daemonLaunch, handTotal, handLaunch]) a.length = 0; // warm-up
         continue;
       }
+      collectPhases(d.logs.slice(-60), phases, phaseSeen);
       progress(`restart ${i}/${N}: browserd ${daemonTotal.at(-1)?.toFixed(0)} ms, by hand ${handTotal.at(-1)?.toFixed(0)} ms`);
     }
+    progress(`browserd phases, p50 ms: ${Object.entries(phases).map(([k, v]) => `${k} ${median(v).toFixed(1)}`).join(', ')}; ready ${median(daemonLaunch).toFixed(0)}`);
     return [
       {
         name: '1. restart to ready, p50',

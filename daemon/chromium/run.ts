@@ -5,6 +5,7 @@
 // TMPDIR is emptied.
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Protocol } from 'devtools-protocol';
 import type { Config } from '../core/config.js';
@@ -17,6 +18,8 @@ import { chromiumEnv, chromiumFlags } from './flags.js';
 import type { ChromiumIdentity } from './sweep/identity.js';
 import { launch, type LaunchedProcess } from './launch/launcher.js';
 import { LineRateLimiter } from './launch/output.js';
+import { procInfo } from '../core/process/proc.js';
+import { OldRunSweep } from './sweep/old-run.js';
 import { endLeftovers, ensureProfileDir, findProfileProcesses, removeStaleFiles } from './sweep/profile.js';
 import type { LaunchExtras } from './types.js';
 
@@ -53,6 +56,8 @@ export class ChromiumRun {
     readonly proc: LaunchedProcess,
     readonly mux: CdpMux,
     private readonly deps: RunDeps,
+    /** The leader's start time (clock ticks since boot, /proc): no process of this run started before it. */
+    readonly startTicks: number,
   ) {}
 
   get pid(): number {
@@ -67,15 +72,19 @@ export class ChromiumRun {
    * Ends what an earlier run left on the profile, then launches Chromium with its DevTools pipe.
    * Returns at once (not ready yet); rejects with LaunchError('spawn') when it cannot start.
    */
-  static async launch(deps: RunDeps, extras: LaunchExtras): Promise<ChromiumRun> {
+  static async launch(deps: RunDeps, extras: LaunchExtras, opts: { oldRunSwept: boolean } = { oldRunSwept: false }): Promise<ChromiumRun> {
     const { config, log, profileDir, tmpDir } = deps;
     const c = config.chromium;
+    const t0 = performance.now();
     ensureProfileDir(profileDir);
-    await endLeftovers(profileDir, deps.identity, c.stopGraceMs, log);
+    // After stopAndHandOff the old run's leftovers are the OldRunSweep's, told apart by start time.
+    if (!opts.oldRunSwept) await endLeftovers(profileDir, deps.identity, c.stopGraceMs, log);
+    const t1 = performance.now();
     removeStaleFiles(profileDir);
     emptyDir(tmpDir);
+    const t2 = performance.now();
     const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, isRoot: process.getuid?.() === 0, proxyPort: deps.proxyPort() });
-    const pidRef = { pid: 0 };
+    const pidRef = { pid: 0, starttime: 0 };
     const limiter = new LineRateLimiter(
       STDERR_LINES_PER_SECOND,
       (line) => log.debug({ event: 'chromium_stderr', chromium_pid: pidRef.pid, line }, 'chromium'),
@@ -87,12 +96,20 @@ export class ChromiumRun {
       env: chromiumEnv(process.env, profileDir, tmpDir),
       cwd: profileDir,
       extraPipes: 2,
+      onSpawn: (pid) => {
+        // Read before anything awaits: every process of this run started at or after it.
+        const info = procInfo(pid);
+        if (info === null) throw new Error(`the new Chromium (pid ${pid}) is not in /proc`);
+        pidRef.starttime = info.starttime;
+      },
       onLine: (line) => {
         limiter.push(line);
         deps.onLine?.(line);
       },
     });
     pidRef.pid = proc.pid;
+    const t3 = performance.now();
+    log.info({ event: 'chromium_launch_phases', sweep_ms: t1 - t0, files_ms: t2 - t1, spawn_ms: t3 - t2 }, 'launch phases');
     void proc.exited.then(() => limiter.flush());
     const [toChromium, fromChromium] = proc.child.extra;
     if (toChromium === undefined || fromChromium === undefined) throw new Error('Chromium was started without its DevTools pipes');
@@ -104,7 +121,7 @@ export class ChromiumRun {
         if (run !== null) deps.onBrowserClose(channel);
       },
     });
-    run = new ChromiumRun(proc, mux, deps);
+    run = new ChromiumRun(proc, mux, deps, pidRef.starttime);
     log.info({ event: 'chromium_launched', chromium_pid: proc.pid, binary: c.binary, flags: args }, 'Chromium launched');
     return run;
   }
@@ -129,15 +146,37 @@ export class ChromiumRun {
    * (SIGKILL after `graceMs`; 0: at once), the crashpad handlers get CRASHPAD_EXIT_WAIT_MS to end
    * with it, whatever Chromium process still names the profile is ended, and TMPDIR is emptied.
    */
-  async stop(graceMs: number, end: ChannelEnd): Promise<void> {
+  /**
+   * A restart's stop: the CDP clients hear `end`, the process group is stopped as by stop(), and
+   * the rest (the crashpad handlers outside the group, the old TMPDIR entries) is handed to the
+   * returned OldRunSweep, which the caller starts once the next run is launched (or failed to).
+   */
+  async stopAndHandOff(graceMs: number, end: ChannelEnd): Promise<OldRunSweep> {
     const { profileDir, identity, log, tmpDir } = this.deps;
+    const t0 = performance.now();
     this.mux.closeAll(end);
     if (graceMs <= 0) this.proc.killNow();
     await this.proc.stop(graceMs);
+    const sweep = new OldRunSweep({ profileDir, tmpDir, identity, log, graceMs, exitWaitMs: graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0 });
+    log.info({ event: 'chromium_stop_phases', group_ms: performance.now() - t0 }, 'stop phases');
+    return sweep;
+  }
+
+  async stop(graceMs: number, end: ChannelEnd): Promise<void> {
+    const { profileDir, identity, log, tmpDir } = this.deps;
+    const t0 = performance.now();
+    this.mux.closeAll(end);
+    if (graceMs <= 0) this.proc.killNow();
+    await this.proc.stop(graceMs);
+    const t1 = performance.now();
     const until = Date.now() + (graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0);
     while (findProfileProcesses(profileDir, identity).length > 0 && Date.now() < until) await sleep(25);
+    const t2 = performance.now();
     await endLeftovers(profileDir, identity, graceMs, log);
+    const t3 = performance.now();
     emptyDir(tmpDir);
+    const t4 = performance.now();
+    log.info({ event: 'chromium_stop_phases', group_ms: t1 - t0, crashpad_ms: t2 - t1, leftovers_ms: t3 - t2, tmp_ms: t4 - t3 }, 'stop phases');
   }
 }
 

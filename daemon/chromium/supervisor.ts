@@ -5,11 +5,8 @@
 // installs, shutdown). A run (run.ts) is one Chromium with its DevTools pipe and multiplexer; a
 // caller waits for a ready one through state/wait.ts.
 import path from 'node:path';
-import type { Config } from '../core/config.js';
 import { Deadline } from '../core/deadline.js';
 import { BrowserUnavailableError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import type { CdpClient } from '../cdp/client.js';
 import { CrashLoop } from './state/crash-loop.js';
@@ -19,35 +16,19 @@ import { describeExit, LaunchError } from './launch/launcher.js';
 import { LifecycleLock } from './state/lock.js';
 import { metricReason, notReadyReason } from './state/reasons.js';
 import { CLIENT_CLOSE_OP, waitReady, type ReadyMux, type ReadySource } from './state/wait.js';
+import type { OldRunSweep } from './sweep/old-run.js';
 import { endLeftovers } from './sweep/profile.js';
 import { ChromiumRun, emptyDir } from './run.js';
+import type { SupervisorDeps, SupervisorStatus } from './state/deps.js';
 import type { BrowserState, LastExit, LaunchExtras, RestartResult } from './types.js';
+
+export type { SupervisorDeps, SupervisorStatus };
 
 export { RESTART_OP } from './state/wait.js';
 
 const NO_EXTRAS: LaunchExtras = { extensionPaths: [], allowBackgroundNetworking: false };
 /** Where the executables a wrapper binary runs are kept (identity.ts), in the state dir. */
 const EXECUTABLES_FILE = 'chromium-executables.json';
-
-export interface SupervisorDeps {
-  config: Config;
-  log: Logger;
-  metrics: Metrics;
-  profileDir: string;
-  tmpDir: string;
-  /** Every line Chromium writes (for the log stream). */
-  onChromiumLine?(line: string): void;
-}
-
-export interface SupervisorStatus {
-  state: BrowserState;
-  reason: string | null;
-  pid: number | null;
-  version: string | null;
-  startedAt: string | null;
-  restarts: number;
-  lastExit: LastExit | null;
-}
 
 export class Supervisor {
   readonly lock = new LifecycleLock();
@@ -56,6 +37,8 @@ export class Supervisor {
   private run: ChromiumRun | null = null;
   /** A crashed run's remaining tree being stopped; every launch waits for it. */
   private dying: Promise<void> | null = null;
+  /** The sweeps of restarted runs' leftovers, in the background (OldRunSweep); a shutdown awaits them. */
+  private sweeping: Promise<void> = Promise.resolve();
   private restarts = 0;
   private lastExit: LastExit | null = null;
   private launchedOnce = false;
@@ -159,8 +142,12 @@ export class Supervisor {
     if (fresh) this.crashes.reset();
     this.deps.log.info({ event: 'chromium_restart', reason, backoff_ms: 0, fresh }, 'restarting Chromium');
     this.setState(fresh ? 'starting' : 'restarting', null);
-    await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' });
-    return this.launchLocked(fresh, metricReason(reason));
+    const old = await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' }, undefined, true);
+    try {
+      return await this.launchLocked(fresh, metricReason(reason), old);
+    } finally {
+      old?.start(null); // nothing launched: everything on the profile is old (a no-op once started)
+    }
   }
 
   /**
@@ -244,7 +231,7 @@ export class Supervisor {
   }
 
   /** Launches Chromium and waits until it is ready; the caller holds the lock. */
-  private async launchLocked(fresh: boolean, metric: string): Promise<RestartResult> {
+  private async launchLocked(fresh: boolean, metric: string, old: OldRunSweep | null = null): Promise<RestartResult> {
     const { config, log, metrics, profileDir } = this.deps;
     const c = config.chromium;
     if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
@@ -276,7 +263,9 @@ export class Supervisor {
           proxyPort: this.proxyPort,
         },
         this.extras(),
+        { oldRunSwept: old !== null },
       );
+      old?.start(run.startTicks);
       // A shutdown that gave up waiting for the lock may have begun meanwhile.
       if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
       const started = run;
@@ -286,10 +275,13 @@ export class Supervisor {
         this.onExit(started);
       });
       const version = await started.waitReady(deadline);
+      const answered = Date.now();
       for (const hook of this.readyHooks) await deadline.race(hook(started));
+      const hooked = Date.now();
       await this.identity.learnFrom(started.pid);
       const readyMs = Date.now() - started.proc.spawnedAt.getTime();
-      log.info({ event: 'chromium_ready', chromium_pid: started.pid, ms: readyMs, version: version.product }, 'Chromium is ready');
+      const phases = { probe_ms: answered - started.proc.spawnedAt.getTime(), hooks_ms: hooked - answered, learn_ms: Date.now() - hooked };
+      log.info({ event: 'chromium_ready', chromium_pid: started.pid, ms: readyMs, ...phases, version: version.product }, 'Chromium is ready');
       metrics.chromiumReady.set(1);
       this.setState('ready', null);
       return { pid: started.pid, readyMs };
@@ -361,13 +353,15 @@ export class Supervisor {
   }
 
   /** Stops the current run on purpose and records its exit with `why`; `graceMs` 0 kills it at once. */
-  private async stopRun(why: string, end: ChannelEnd, graceMs = this.deps.config.chromium.stopGraceMs): Promise<void> {
+  private async stopRun(why: string, end: ChannelEnd, graceMs = this.deps.config.chromium.stopGraceMs, handOff = false): Promise<OldRunSweep | null> {
     const run = this.run;
+    let old: OldRunSweep | null = null;
     if (run !== null) {
       run.intentional = true;
       this.run = null;
       this.deps.metrics.chromiumReady.set(0);
-      await run.stop(graceMs, end);
+      if (handOff) old = await run.stopAndHandOff(graceMs, end);
+      else await run.stop(graceMs, end);
       const e = run.proc.exitInfo;
       if (e) this.lastExit = { code: e.code, signal: e.signal, at: e.at.toISOString(), reason: why };
     }
@@ -375,6 +369,10 @@ export class Supervisor {
       await this.dying;
       this.dying = null;
     }
+    // A restart's leftovers are swept in the background (OldRunSweep); any other stop waits for them.
+    if (old !== null) this.sweeping = Promise.all([this.sweeping, old.done]).then(() => undefined);
+    else if (!handOff) await this.sweeping;
+    return old;
   }
 
   private cancelBackoff(): void {

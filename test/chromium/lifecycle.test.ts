@@ -4,7 +4,8 @@
 // ends with it (and a stray Chromium on the profile ended by the next daemon, even one that does
 // not start Chromium), SIGTERM leaving no process
 // behind even while an extension install holds the lifecycle lock, and a caller's own process
-// naming the profile left alone throughout. One state dir, two daemons.
+// naming the profile left alone throughout; a restart sweeping the old run's crashpad handlers in
+// the background without touching the new run's. One state dir, two daemons.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -160,6 +161,28 @@ test('POST /restart queues behind a running restart (each restarts again, in ord
   const secondLaunch = idx((l) => l.event === 'chromium_launched' && l.chromium_pid === s2.chromium.pid);
   assert.ok(firstReady >= 0 && secondLaunch > firstReady, `first ready at ${firstReady}, second launched at ${secondLaunch}`);
   assert.ok(!isAlive(s1.chromium.pid as number));
+});
+
+test("a restart sweeps the old run's crashpad handlers in the background: once swept, nothing of the old run remains, the new run's are untouched, the new Chromium works", async () => {
+  const before = await waitBrowser(d, ready, 'ready');
+  const oldPids = chromiumOnProfile(profileDir(d));
+  const oldCrashpad = oldPids.filter((pid) => pgidOf(pid) !== before.chromium.pid);
+  assert.ok(oldCrashpad.length > 0, 'the old run has crashpad handlers outside its group');
+  const logStart = d.logs.length;
+  const r = await d.fetch('/browsers/local/restart', { method: 'POST' });
+  assert.equal(r.status, 200);
+  const after = (await r.json()) as Snapshot;
+  const swept = await d.waitLog((l) => d.logs.indexOf(l) >= logStart && l.event === 'chromium_old_run_swept');
+  assert.deepEqual(oldPids.filter(isAlive), [], 'no process of the old run remains');
+  const nowOnProfile = chromiumOnProfile(profileDir(d));
+  const newCrashpad = nowOnProfile.filter((pid) => pgidOf(pid) !== after.chromium.pid);
+  assert.ok(newCrashpad.length > 0, "the new run's crashpad handlers run");
+  assert.deepEqual((swept.pids as number[]).filter((pid) => nowOnProfile.includes(pid)), [], 'the sweep named none of the new run');
+  assert.deepEqual(leftoverPids(d).filter((pid) => nowOnProfile.includes(pid)), [], 'never ended as a leftover');
+  const v = await d.fetch('/browsers/local/cdp/json/version');
+  assert.equal(v.status, 200);
+  assert.match(((await v.json()) as { Browser: string }).Browser, /Chrome\//);
+  assert.equal((await waitBrowser(d, ready, 'ready')).chromium.pid, after.chromium.pid, 'the new Chromium still runs');
 });
 
 test("a caller's process naming the profile is no Chromium: restarts neither wait for it nor end it, nor its group", async () => {

@@ -17,6 +17,11 @@ const KILL_WAIT_MS = 10_000;
 const EXIT_SETTLE_MS = 200;
 /** After the leader exits, how long to wait for the rest of its output before reporting. */
 const OUTPUT_SETTLE_MS = 500;
+/**
+ * Once the leader has exited (an exit event, not a poll), how often the rest of the group is
+ * looked for: the members end within milliseconds of it (a restart waits on this).
+ */
+const AFTER_LEADER_POLL_MS = 5;
 
 export type LaunchFailure = 'spawn' | 'exit' | 'timeout' | 'aborted' | 'probe';
 
@@ -117,7 +122,7 @@ export class LaunchedProcess {
   /** SIGTERM to the group, SIGKILL after `graceMs`; resolves once every member is gone. Idempotent. */
   stop(graceMs: number): Promise<void> {
     this.stopping ??= (async () => {
-      if (this.signal('SIGTERM') && !(await waitGroupsGone([this.pid], graceMs))) {
+      if (this.signal('SIGTERM') && !(await this.waitGone(graceMs))) {
         this.signal('SIGKILL');
         if (!(await waitGroupsGone([this.pid], KILL_WAIT_MS))) {
           throw new Error(`process group ${this.pid} still has members ${KILL_WAIT_MS} ms after SIGKILL`);
@@ -127,6 +132,15 @@ export class LaunchedProcess {
       await this.exited;
     })();
     return this.stopping;
+  }
+
+  /** true once the group is gone within `ms`: the leader's exit event first, then a short poll of the rest. */
+  private async waitGone(ms: number): Promise<boolean> {
+    const until = Date.now() + ms;
+    const timer = new AbortController();
+    await Promise.race([this.exited, sleep(ms, undefined, { signal: timer.signal }).catch(() => undefined)]);
+    timer.abort();
+    return waitGroupsGone([this.pid], Math.max(0, until - Date.now()), AFTER_LEADER_POLL_MS);
   }
 
   /** SIGKILL to the group now, without waiting. */

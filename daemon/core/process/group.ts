@@ -44,13 +44,13 @@ export function groupAlive(pgid: number): boolean {
 const POLL_MS = 20;
 
 /** Resolves true once no member of any of `pgids` lives, false after `timeoutMs`. */
-export async function waitGroupsGone(pgids: Iterable<number>, timeoutMs: number): Promise<boolean> {
+export async function waitGroupsGone(pgids: Iterable<number>, timeoutMs: number, pollMs = POLL_MS): Promise<boolean> {
   const groups = [...pgids];
   const until = Date.now() + timeoutMs;
   for (;;) {
     if (livingGroups(groups).size === 0) return true;
     if (Date.now() >= until) return false;
-    await sleep(POLL_MS);
+    await sleep(pollMs);
   }
 }
 

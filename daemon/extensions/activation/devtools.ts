@@ -1,6 +1,7 @@
 // What activation asks Chromium, over the daemon's one CDP client: the Extensions domain (on a
 // browser-level session), service worker targets seen as events (an MV3 worker starts ~10 ms after
-// Extensions.loadUnpacked and may stop again after ~30 s idle, so a sighting is remembered), and
+// Extensions.loadUnpacked and may stop again after ~30 s idle, so a sighting is remembered; each is
+// auto-attached for the verification to ask), and
 // chrome://extensions for policy installs, which Extensions.getExtensions does not list.
 import type { Protocol } from 'devtools-protocol';
 import type { CdpClient } from '../../cdp/client.js';
@@ -11,27 +12,51 @@ export { CdpCallError };
 
 const WORKER_URL_RE = /^chrome-extension:\/\/([a-p]{32})\//;
 
-/** Extension ids whose service worker target has been seen, from the moment the watch began; waits are event-driven. */
+/**
+ * Extension ids whose service worker target has been seen, from the moment the watch began; waits
+ * are event-driven. The watch also auto-attaches (flat, not waiting for the debugger) to every
+ * service worker: a session made this way from the start does not hold a starting worker back,
+ * unlike a Target.attachToTarget to a worker that is still starting (Chromium 156), so the
+ * verification asks the worker there. Chromium attaches to no force-installed extension's worker.
+ */
 export class WorkerWatch {
   private readonly seen = new Set<string>();
   private readonly waiters = new Set<() => void>();
   private readonly offs: (() => void)[];
+  /** Auto-attached worker sessions: sessionId → extension id and target id. */
+  private readonly attached = new Map<string, { id: string; targetId: string }>();
 
-  constructor(cdp: CdpClient) {
+  constructor(private readonly cdp: CdpClient) {
     const note = (t: Protocol.Target.TargetInfo): void => {
       const m = WORKER_URL_RE.exec(t.url);
       if (t.type !== 'service_worker' || m === null) return;
       this.seen.add(m[1] as string);
       for (const w of [...this.waiters]) w();
     };
-    this.offs = [cdp.on('Target.targetCreated', (p) => note(p.targetInfo)), cdp.on('Target.targetInfoChanged', (p) => note(p.targetInfo))];
+    this.offs = [
+      cdp.on('Target.targetCreated', (p) => note(p.targetInfo)),
+      cdp.on('Target.targetInfoChanged', (p) => note(p.targetInfo)),
+      cdp.on('Target.attachedToTarget', (p) => {
+        const m = WORKER_URL_RE.exec(p.targetInfo.url);
+        if (p.targetInfo.type !== 'service_worker' || m === null) return;
+        this.attached.set(p.sessionId, { id: m[1] as string, targetId: p.targetInfo.targetId });
+        note(p.targetInfo);
+      }),
+      cdp.on('Target.detachedFromTarget', (p) => void this.attached.delete(p.sessionId)),
+    ];
   }
 
-  /** Starts discovery on the session (its events then include every existing target). */
+  /** Starts discovery and worker auto-attach on the session (its events then include every existing target). */
   static async start(cdp: CdpClient, deadline: Deadline): Promise<WorkerWatch> {
     const watch = new WorkerWatch(cdp);
     await cdp.send('Target.setDiscoverTargets', { discover: true }, { deadline });
+    await cdp.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true, filter: [{ type: 'service_worker', exclude: false }] }, { deadline });
     return watch;
+  }
+
+  /** The auto-attached sessions of `id`'s workers (a replacement has the old one beside the new one). */
+  sessions(id: string): { sessionId: string; targetId: string }[] {
+    return [...this.attached].filter(([, a]) => a.id === id).map(([sessionId, a]) => ({ sessionId, targetId: a.targetId }));
   }
 
   has(id: string): boolean {
@@ -63,8 +88,13 @@ export class WorkerWatch {
     });
   }
 
+  /** Ends auto-attach and detaches its sessions (not awaited: an old worker may not answer). */
   stop(): void {
     for (const off of this.offs) off();
+    const quiet = { timeoutMs: 5000 };
+    this.cdp.send('Target.setAutoAttach', { autoAttach: false, waitForDebuggerOnStart: false, flatten: true }, quiet).catch(() => undefined);
+    for (const sessionId of this.attached.keys()) this.cdp.send('Target.detachFromTarget', { sessionId }, quiet).catch(() => undefined);
+    this.attached.clear();
   }
 }
 

@@ -2,7 +2,7 @@
 // extension is listed by Extensions.getExtensions (enabled, with its version); a policy install,
 // which getExtensions does not list, is read from chrome://extensions (enabled, with its version);
 // an extension of the current request that has a service worker must also have shown its worker
-// target. Presence is polled (from 5 ms, backing off); the worker is waited for as an event.
+// target and run its script. Presence is polled (from 5 ms, backing off); the worker is waited for as an event.
 import type { CdpClient } from '../../cdp/client.js';
 import type { Deadline } from '../../core/deadline.js';
 import { listExtensions, openExtensionsPage, targets, type ExtensionsPage, type WorkerWatch } from './devtools.js';
@@ -78,7 +78,7 @@ export async function verifyInstalled(cdp: CdpClient, watch: WorkerWatch, expect
   // Chromium allows no DevTools on a force-installed extension (Target.attachToTarget: "Not allowed"):
   // for policy installs, a started worker is as far as the daemon can see.
   for (const e of workers.filter((w) => w.kind === 'unpacked')) {
-    const seen = await workerActivated(cdp, e.id, e.version, deadline);
+    const seen = await workerActivated(cdp, watch, e.id, e.version, deadline);
     if (seen !== true) throw new VerifyError(`the service worker of ${e.name} (${e.id} ${e.version}) did not run its script in time (last seen: ${seen})`);
   }
 }
@@ -92,16 +92,20 @@ function workerId(url: string): string | undefined {
  * script has run, so the listeners it registers there (webRequest, runtime messages) are in place.
  * A target that appears is not yet that: a request made at once could slip past a listener not yet
  * added. A replacement has the old worker beside the new one for a while: the one of the expected
- * version must be past `parsed`. A worker that stopped meanwhile (idle) had run. Polled in the worker
- * (unpacked extensions only: Chromium refuses DevTools on force-installed ones).
+ * version must be past `parsed`. A worker that stopped meanwhile (idle) had run. Asked in the worker's
+ * auto-attached session (awaiting its next state change), else over an attach of its own (unpacked
+ * extensions only: Chromium refuses DevTools on force-installed ones).
  */
-async function workerActivated(cdp: CdpClient, id: string, version: string, deadline: Deadline): Promise<true | string> {
+async function workerActivated(cdp: CdpClient, watch: WorkerWatch, id: string, version: string, deadline: Deadline): Promise<true | string> {
   let poll = POLL_MIN_MS;
   for (;;) {
     // A replacement has two workers for a while: the old one (on its way out) and the new one.
     const workers = (await targets(cdp, deadline)).filter((t) => t.type === 'service_worker' && workerId(t.url) === id);
     if (workers.length === 0) return true; // stopped again (idle): it had run
-    const seen = await firstRan(workers.map((t) => workerState(cdp, t.targetId, deadline)), version);
+    const sessions = watch.sessions(id);
+    const probes = sessions.map((s) => sessionState(cdp, s.sessionId, deadline));
+    for (const t of workers) if (!sessions.some((s) => s.targetId === t.targetId)) probes.push(workerState(cdp, t.targetId, deadline));
+    const seen = await firstRan(probes, version);
     if (seen === true) return true;
     if (deadline.left() <= poll) return seen.join(', ');
     await deadline.sleep(poll);
@@ -137,16 +141,38 @@ interface WorkerState {
  */
 const PROBE_MS = 1000;
 
-/** The worker's state and its extension's version, or why they could not be read (gone meanwhile, no answer). */
+/** The worker's state and its extension's version, at once. */
+const STATE_NOW = '({ state: self.serviceWorker ? self.serviceWorker.state : "activated", version: chrome.runtime.getManifest().version })';
+
+/** The same once past `parsed`, or at its next change (for a session that does not hold the worker back). */
+const STATE_NEXT = `new Promise((resolve) => {
+  const sw = self.serviceWorker;
+  const answer = () => resolve({ state: sw ? sw.state : 'activated', version: chrome.runtime.getManifest().version });
+  if (!sw || sw.state !== 'parsed') answer();
+  else sw.addEventListener('statechange', answer, { once: true });
+})`;
+
+/** Asks in an auto-attached session, bounded to PROBE_MS; what was seen, or why nothing (gone meanwhile, no answer). */
+async function sessionState(cdp: CdpClient, sessionId: string, deadline: Deadline): Promise<WorkerState | string> {
+  const probe = deadline.child(PROBE_MS, 'service worker probe');
+  try {
+    return await evaluateState(cdp, sessionId, STATE_NEXT, probe);
+  } catch (err) {
+    if (deadline.expired) throw err;
+    return `no answer: ${(err as Error).message}`;
+  } finally {
+    probe.dispose();
+  }
+}
+
+/** The same over an attach of its own (a worker without an auto-attached session), detached after. */
 async function workerState(cdp: CdpClient, targetId: string, deadline: Deadline): Promise<WorkerState | string> {
   const probe = deadline.child(PROBE_MS, 'service worker probe');
   try {
     const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline: probe });
     try {
-      const expression = '({ state: self.serviceWorker ? self.serviceWorker.state : "activated", version: chrome.runtime.getManifest().version })';
-      const r = await cdp.send('Runtime.evaluate', { expression, returnByValue: true }, { sessionId, deadline: probe });
-      if (r.exceptionDetails) return `threw: ${r.exceptionDetails.exception?.description ?? r.exceptionDetails.text}`;
-      return r.result.value as WorkerState;
+      // Not awaiting a change: this attach may hold a starting worker back until it detaches.
+      return await evaluateState(cdp, sessionId, STATE_NOW, probe);
     } finally {
       // Not awaited: a worker that did not answer the probe may not answer this either.
       cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
@@ -157,6 +183,12 @@ async function workerState(cdp: CdpClient, targetId: string, deadline: Deadline)
   } finally {
     probe.dispose();
   }
+}
+
+async function evaluateState(cdp: CdpClient, sessionId: string, expression: string, probe: Deadline): Promise<WorkerState | string> {
+  const r = await cdp.send('Runtime.evaluate', { expression, awaitPromise: true, returnByValue: true }, { sessionId, deadline: probe });
+  if (r.exceptionDetails) return `threw: ${r.exceptionDetails.exception?.description ?? r.exceptionDetails.text}`;
+  return r.result.value as WorkerState;
 }
 
 /**

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { setImmediate as yieldNow } from 'node:timers/promises';
 import { test } from 'node:test';
+import { TurnBuffer } from '../../daemon/core/log.js';
 import { FileTail } from '../../daemon/logs/file-tail.js';
 import { Guard } from '../../daemon/fs/paths/guard.js';
 import { readablePath } from '../../daemon/fs/read/send.js';
@@ -209,4 +210,20 @@ test('a path stream reads under the files API rules: the state dir (as given, by
   assert.equal(await code(root), 'is_a_directory');
   assert.equal(await code('ok.log'), 'bad_request');
   assert.equal(await code(path.join(root, 'statefoo')), 'not_found', 'a sibling whose name starts like the state dir is not inside it');
+});
+
+test('stdout lines: access-log lines are written once per turn, every other line at once and after them (order kept)', async () => {
+  const writes: string[] = [];
+  const buf = new TurnBuffer({ write: (s: string) => void writes.push(s) });
+  const access = (n: number): string => `{"level":30,"event":"request","n":${n}}\n`;
+  buf.write(access(1));
+  buf.write(access(2));
+  assert.deepEqual(writes, [], 'access lines wait for the end of the turn');
+  buf.write('{"level":30,"event":"extension_activated"}\n');
+  assert.deepEqual(writes, [access(1) + access(2), '{"level":30,"event":"extension_activated"}\n'], 'written at once, after the pending ones');
+  buf.write(access(3));
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(writes.slice(2), [access(3)]);
+  buf.write('{"level":30,"msg":"the text \\"event\\":\\"request\\" in a string"}\n');
+  assert.equal(writes.length, 4, 'a quoted look-alike inside a string is not an access line');
 });

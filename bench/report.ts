@@ -72,7 +72,8 @@ function fmtOverhead(r: Row): string {
 
 function fmtRatio(r: Row): string {
   if (r.browserd === null || r.peer === null || r.peer === 0) return '–';
-  return `${(r.browserd / r.peer).toFixed(2)}×`;
+  const ratio = r.browserd / r.peer;
+  return `${ratio >= 0.01 ? ratio.toFixed(2) : ratio.toPrecision(2)}×`; // 0.0031×, not 0.00×
 }
 
 export function table(rows: Row[]): string {

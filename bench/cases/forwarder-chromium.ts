@@ -17,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CdpClient } from '../../daemon/cdp/client.js';
+import { sendBytes } from '../../test/helpers/proxies/forwarder.js';
 import { startTinyproxy, type Tinyproxy } from '../../test/helpers/proxies/servers.js';
 import { cdpConnect, cdpUrl } from '../../test/kit/browser.js';
 import { onCleanup, tempDir } from '../../test/kit/cleanup.js';
@@ -34,7 +35,6 @@ const PEER = 'hand Chromium (same flags), --proxy-server straight at tinyproxy';
 
 /** `/page` → HTML with SUBRESOURCES scripts; `/r/<i>.js`; `/bytes/<n>`; `/ip` → 127.0.0.1 (proxy checks). */
 function startOrigin(): Promise<Origin> {
-  const chunk = Buffer.alloc(256 * 1024, 0x61);
   const server = createServer((req, res) => {
     const url = req.url ?? '';
     const bytes = /^\/bytes\/(\d+)/.exec(url);
@@ -44,19 +44,8 @@ function startOrigin(): Promise<Origin> {
       res.writeHead(200, { ...nostore, 'content-type': 'text/html' }).end(`<!doctype html><title>p</title>${scripts}<p>${'x'.repeat(20_000)}</p>`);
     } else if (url.startsWith('/r/')) res.writeHead(200, { ...nostore, 'content-type': 'text/javascript' }).end(`window.n=(window.n||0)+1;/*${'y'.repeat(8000)}*/`);
     else if (url === '/ip') res.writeHead(200, { 'content-type': 'text/plain' }).end('127.0.0.1');
-    else if (bytes) {
-      let left = Number(bytes[1]);
-      res.writeHead(200, { ...nostore, 'content-type': 'application/octet-stream', 'content-length': left });
-      const pump = (): void => {
-        while (left > 0) {
-          const part = left >= chunk.length ? chunk : chunk.subarray(0, left);
-          left -= part.length;
-          if (!res.write(part)) return void res.once('drain', pump);
-        }
-        res.end();
-      };
-      pump();
-    } else res.writeHead(404).end();
+    else if (bytes) sendBytes(res, Number(bytes[1]), nostore, 256 * 1024);
+    else res.writeHead(404).end();
   });
   const origin = { server, port: 0, connections: 0 };
   server.on('connection', () => origin.connections++);

@@ -14,6 +14,17 @@ const CHROMIUM_TMP = 'tmp';
  */
 export const MAX_STATE_DIR_BYTES = 107 - '/org.chromium.Chromium.XXXXXX/SingletonSocket'.length - `/${CHROMIUM_TMP}`.length;
 
+/** `dir` created (0700) when missing, writable, by its real path; else ConfigError naming `setting`. */
+export function writableRealDir(dir: string, setting: string): string {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    accessSync(dir, constants.W_OK | constants.X_OK);
+    return realpathSync(dir);
+  } catch (err) {
+    throw new ConfigError(setting, `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
+  }
+}
+
 export function chromiumTmpDir(stateDir: string): string {
   return path.join(stateDir, CHROMIUM_TMP);
 }
@@ -23,14 +34,7 @@ export function chromiumTmpDir(stateDir: string): string {
  * unpacked extension's id from the real path, so a state dir behind a symlink must not differ.
  */
 export function prepareStateDir(dir: string): string {
-  let real: string;
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    accessSync(dir, constants.W_OK | constants.X_OK);
-    real = realpathSync(dir);
-  } catch (err) {
-    throw new ConfigError('BROWSERD_STATE_DIR', `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
-  }
+  const real = writableRealDir(dir, 'BROWSERD_STATE_DIR');
   const bytes = Buffer.byteLength(real);
   if (bytes > MAX_STATE_DIR_BYTES) {
     throw new ConfigError('BROWSERD_STATE_DIR', `${real} is ${bytes} bytes long; at most ${MAX_STATE_DIR_BYTES}, so that the socket Chromium makes under ${chromiumTmpDir(real)} fits a Unix socket path (107 bytes)`);

@@ -1,9 +1,10 @@
 // The files module: the SDK's `browsers.fs` routes (read, write, list, info, folders, moves,
 // permissions, uploads, zips, watches) on every path but the daemon's own (paths/guard.ts), and the
 // downloads folder Chromium saves to. close() stops every watch.
-import { accessSync, constants, mkdirSync, realpathSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type Config } from '../core/config.js';
+import { writableRealDir } from '../core/state-dir.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
@@ -45,14 +46,7 @@ export function downloadBehavior(downloadsDir: string): DownloadBehavior {
  */
 export function prepareDownloadsDir(config: Config): string {
   const dir = config.fs.downloadsDir;
-  let real: string;
-  try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    accessSync(dir, constants.W_OK | constants.X_OK);
-    real = realpathSync(dir);
-  } catch (err) {
-    throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `cannot use ${dir} as a writable folder: ${(err as Error).message}`);
-  }
+  const real = writableRealDir(dir, 'BROWSERD_DOWNLOADS_DIR');
   if (real === config.stateDir || real.startsWith(`${config.stateDir}/`)) {
     throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} resolves to ${real}, inside the state dir ${config.stateDir}`);
   }

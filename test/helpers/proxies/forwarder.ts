@@ -52,9 +52,10 @@ export async function startViaOrigin(): Promise<ViaOrigin> {
   };
 }
 
-function sendBytes(res: http.ServerResponse, n: number): void {
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': n });
-  const chunk = Buffer.alloc(64 * 1024, 0x61);
+/** `n` bytes of 'a' as the answer, written in chunks of `chunkBytes`, pausing for drain (also the forwarder benchmarks' origin). */
+export function sendBytes(res: http.ServerResponse, n: number, headers: http.OutgoingHttpHeaders = {}, chunkBytes = 64 * 1024): void {
+  res.writeHead(200, { ...headers, 'content-type': 'application/octet-stream', 'content-length': n });
+  const chunk = Buffer.alloc(chunkBytes, 0x61);
   let left = n;
   const pump = (): void => {
     while (left > 0) {

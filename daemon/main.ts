@@ -188,7 +188,7 @@ async function main(): Promise<void> {
     process.exit((err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? EXIT_RETRY : EXIT_BAD_SETTING);
   }
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, state_dir: config.stateDir }, 'listening');
+  log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, node: process.version, state_dir: config.stateDir }, 'listening');
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
   proxies.setApiPort(address.port);

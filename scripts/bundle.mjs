@@ -42,7 +42,7 @@ await build({
   bundle: true,
   platform: 'node',
   format: 'esm',
-  target: 'node20',
+  target: 'node24',
   external: ['@lydell/node-pty', 'esbuild', 'playwright-core'],
   // CommonJS dependencies bundled into an ES module still call require() for Node's own modules.
   banner: { js: "import { createRequire as browserdCreateRequire } from 'node:module'; const require = browserdCreateRequire(import.meta.url);" },

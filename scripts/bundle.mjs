@@ -43,7 +43,7 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node24',
-  external: ['@lydell/node-pty', 'esbuild', 'playwright-core'],
+  external: ['@lydell/node-pty', 'playwright-core'],
   // CommonJS dependencies bundled into an ES module still call require() for Node's own modules.
   banner: { js: "import { createRequire as browserdCreateRequire } from 'node:module'; const require = browserdCreateRequire(import.meta.url);" },
   minifyWhitespace: process.env.BROWSERD_BUNDLE_MINIFY !== '0',

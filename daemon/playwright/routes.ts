@@ -16,7 +16,7 @@ export const executeBody = z.strictObject({
     .min(1)
     .describe(
       'TypeScript or JavaScript: the body of an async function with `page`, `context` and `browser` in scope; `return` a value to get it as `result`. ' +
-        'Types are stripped by esbuild (loader ts). `import` statements are not allowed in a function body: use `await import("node:fs")`.',
+        'Types are stripped by Node (module.stripTypeScriptTypes, strip mode: no enums, namespaces or parameter properties). `import` statements are not allowed in a function body: use `await import("node:fs")`.',
     ),
   timeout_sec: z
     .number()
@@ -70,7 +70,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
           'between executions. After a Chromium restart the runner reconnects by itself (at once, and again at the next execution if that failed). ' +
           `One execution at a time per runner and at most BROWSERD_PLAYWRIGHT_RUNNERS runners (default 2; a second one starts only when two executions overlap): ` +
           'past it 429 limit_exceeded with Retry-After. The first execution (and the first after a runner died) waits for a runner to start (about half a second). ' +
-          'Types are stripped by esbuild (loader ts); a syntax error is success: false with esbuild\'s message and the line in the code. ' +
+          'Types are stripped by Node (strip mode); a syntax error is success: false with Node\'s message and the line in the code. ' +
           'A thrown error is success: false with `error` = "<name>: <message>" and its stack on stderr. The returned value must be JSON: a function, a symbol, ' +
           'a BigInt or a cycle anywhere in it is success: false naming the problem (undefined inside objects is dropped, as JSON.stringify does); ' +
           'over BROWSERD_PLAYWRIGHT_RESULT_LIMIT_BYTES is success: false too. stdout and stderr are what the code wrote while it ran (output of timers ' +

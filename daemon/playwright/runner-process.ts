@@ -121,7 +121,8 @@ export class RunnerProcess {
     try {
       child = await launch({
         command: process.execPath,
-        args: [`--max-old-space-size=${spec.maxHeapMb}`, spec.script],
+        // The type stripping (compile.ts) is marked experimental in Node 24: its warning would land in every execution's stderr.
+        args: [`--max-old-space-size=${spec.maxHeapMb}`, '--disable-warning=ExperimentalWarning', spec.script],
         env: spec.env,
         cwd: spec.cwd,
         stdin: 'pipe',
@@ -187,7 +188,7 @@ export class RunnerProcess {
     });
   }
 
-  /** SIGKILL to the whole group (the code, esbuild's service, whatever the code started). Idempotent. */
+  /** SIGKILL to the whole group (the code, whatever the code started). Idempotent. */
   kill(): void {
     this.killed = true;
     if (this.child.exitInfo === null) {

@@ -1,6 +1,6 @@
 // @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Streaming and atomicity: a 1 GiB file written and read through the API with the daemon's
-// memory flat (peak VmRSS under +64 MiB), concurrent writers to one path (every read is one whole
+// memory flat (peak VmRSS under +128 MiB, an eighth of the file), concurrent writers to one path (every read is one whole
 // version, never a torn file), a write cut off by its client leaves nothing, and the limits (413, 429).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -19,7 +19,10 @@ const scratch = scratchDirs('browserd-fs-stream-');
 const F = '/browsers/local/fs';
 const q = (p: string): string => `?path=${encodeURIComponent(p)}`;
 const GiB = 1024 * MiB;
-const RSS_BUDGET = 64 * MiB;
+// Streaming keeps the growth far below the file's size; what remains is Node's own: a bare node:http
+// server piping the same 1 GiB into a file peaks at +40 MiB on Node 20 and +88 MiB on Node 24 (the
+// socket's read buffers wait longer for the garbage collector), the daemon at +49 and +77 MiB.
+const RSS_BUDGET = 128 * MiB;
 
 describe('1 GiB through the API with flat memory', () => {
   let d: Daemon;

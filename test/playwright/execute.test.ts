@@ -99,10 +99,13 @@ test('a thrown error is success: false with its message, and its stack on stderr
   assert.equal(odd.error, 'thrown value: {"reason":42}');
 });
 
-test('a syntax error is success: false with esbuild\'s message and the line of the code', async () => {
-  const r = await execute('const ok = 1;\nconst x = ;\nreturn x');
+test('a syntax error is success: false with Node\'s message and the line of the code', async () => {
+  const r = await execute('const ok: number = 1;\nconst x = ;\nreturn x');
   assert.equal(r.success, false);
-  assert.match(r.error ?? '', /^SyntaxError: Unexpected ";" \(line 2, column 11: const x = ;\)/);
+  assert.match(r.error ?? '', /^SyntaxError: Expression expected \(line 2, column 11: const x = ;\)/);
+  const cast = await execute('const y = <number>1;\nreturn y');
+  assert.equal(cast.success, false);
+  assert.match(cast.error ?? '', /^SyntaxError: The angle-bracket syntax for type assertions.*\(line 1, column \d+: const y = <number>1;\)/);
   const open = await execute('if (true) {\nreturn 1');
   assert.equal(open.success, false);
   assert.match(open.error ?? '', /SyntaxError/);

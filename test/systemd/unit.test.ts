@@ -64,7 +64,7 @@ test('the unit: Type=notify with NotifyAccess=main, the watchdog, restarts, and 
   };
   assert.equal(one('Type'), 'notify');
   assert.equal(one('NotifyAccess'), 'main');
-  assert.match(one('ExecStart') ?? '', /^\/usr\/bin\/perl \/opt\/browserd\/systemd\/notify-exec\.pl \/usr\/bin\/node \/opt\/browserd\/dist\/daemon\/browserd\.js$/);
+  assert.match(one('ExecStart') ?? '', /^\/usr\/bin\/perl \/opt\/browserd\/systemd\/notify-exec\.pl \/opt\/browserd\/bin\/node \/opt\/browserd\/dist\/daemon\/browserd\.js$/);
   assert.equal(one('Restart'), 'always');
   assert.equal(one('KillMode'), 'mixed');
   assert.equal(one('User'), 'browserd');

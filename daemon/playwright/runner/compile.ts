@@ -1,12 +1,15 @@
 // The caller's TypeScript or JavaScript, as the body of an async function of (page, context,
-// browser). esbuild's `transform` (loader ts) strips the types and lowers what this Node lacks;
-// the result is evaluated in the runner's global scope. The same code compiles once: the last few
-// compiled functions are kept by their source.
-import { transform, type Message } from 'esbuild';
+// browser). Node's own type stripping (`module.stripTypeScriptTypes`, strip mode) blanks the types
+// out in place: every line and column stays where the caller wrote it, so V8's stack frames and
+// the syntax errors below point into the caller's code. Strip mode takes what Node takes in a .ts
+// file: TypeScript that only needs erasing; enums, namespaces, parameter properties and `<T>x`
+// casts are refused with Node's message. The result is evaluated in the runner's global scope.
+// The same code compiles once: the last few compiled functions are kept by their source.
+import { stripTypeScriptTypes } from 'node:module';
 
 export type CodeFunction = (page: unknown, context: unknown, browser: unknown) => Promise<unknown>;
 
-/** The code does not compile; the message is esbuild's (or V8's), with the line in the caller's code. */
+/** The code does not compile; the message is Node's (or V8's), with the line in the caller's code. */
 export class CompileError extends Error {
   constructor(message: string) {
     super(message);
@@ -20,17 +23,18 @@ const PREFIX = '(async (page, context, browser) => {\n';
 const SUFFIX = '\n})';
 /** The lines the wrapper adds before the caller's first line. */
 const PREFIX_LINES = 1;
-const TARGET = `node${process.versions.node}`;
+/** Node's parse errors carry their place only in the stack's head: `:<line>\n<source lines, the last the line's>\n<spaces>^`. */
+const PLACE = /^[^\n]*:(\d+)\n(?:[^\n]*\n)*?([^\n]*)\n( *)\^/;
 
-function describe(m: Message, codeLines: number): string {
-  const loc = m.location;
-  if (loc === null) return m.text;
-  const line = loc.line - PREFIX_LINES;
-  if (line < 1 || line > codeLines) return `${m.text} (at the end of the code: is a bracket or brace left open?)`;
-  return `${m.text} (line ${line}, column ${loc.column + 1}: ${loc.lineText.trim().slice(0, 200)})`;
+function where(err: Error, codeLines: number): string {
+  const m = PLACE.exec(err.stack ?? '');
+  if (m === null) return '';
+  const line = Number(m[1]) - PREFIX_LINES;
+  if (line < 1 || line > codeLines) return ' (at the end of the code: is a bracket or brace left open?)';
+  return ` (line ${line}, column ${(m[3] as string).length + 1}: ${(m[2] as string).trim().slice(0, 200)})`;
 }
 
-export async function compile(code: string): Promise<CodeFunction> {
+export function compile(code: string): CodeFunction {
   const hit = cache.get(code);
   if (hit !== undefined) {
     cache.delete(code);
@@ -39,13 +43,11 @@ export async function compile(code: string): Promise<CodeFunction> {
   }
   let js: string;
   try {
-    js = (await transform(PREFIX + code + SUFFIX, { loader: 'ts', target: TARGET, sourcefile: 'code.ts', logLevel: 'silent' })).code;
+    js = stripTypeScriptTypes(PREFIX + code + SUFFIX, { mode: 'strip' });
   } catch (err) {
-    const errors = (err as { errors?: Message[] }).errors;
-    if (errors === undefined || errors.length === 0) throw new CompileError(`the code does not compile: ${(err as Error).message}`);
-    const lines = code.split('\n').length;
-    const more = errors.length > 1 ? ` (and ${errors.length - 1} more error${errors.length > 2 ? 's' : ''})` : '';
-    throw new CompileError(`SyntaxError: ${describe(errors[0] as Message, lines)}${more}`);
+    const e = err as Error & { code?: string };
+    if (e.code !== 'ERR_INVALID_TYPESCRIPT_SYNTAX' && e.code !== 'ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX') throw new CompileError(`the code does not compile: ${e.message}`);
+    throw new CompileError(`SyntaxError: ${e.message}${where(e, code.split('\n').length)}`);
   }
   let fn: CodeFunction;
   try {
@@ -58,9 +60,4 @@ export async function compile(code: string): Promise<CodeFunction> {
   cache.set(code, fn);
   if (cache.size > CACHE_ENTRIES) cache.delete(cache.keys().next().value as string);
   return fn;
-}
-
-/** Starts esbuild's service before the first execution needs it. */
-export async function warmUp(): Promise<void> {
-  await transform('let a: number = 1', { loader: 'ts' });
 }

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { ANSWER_FD, type ExecuteMessage, type HelloMessage, type OutputMessage, type ResultMessage, type ToRunner } from '../protocol.js';
 import { Capture, ResultError, resultJson, routeProcessOutput } from './capture.js';
-import { CompileError, compile, warmUp } from './compile.js';
+import { CompileError, compile } from './compile.js';
 import { Connection, UnavailableError } from './session.js';
 import { startOrphanWatchdog } from './watchdog.js';
 
@@ -49,8 +49,8 @@ const toCode = (_m: string, line: string, col: string): string => `code:${Math.m
 
 /**
  * The stack without the runner's own frames and Node's internals; the code's frames read
- * `code:<line>:<column>`, in esbuild's output of the code (the same lines as the caller's when
- * each statement has its own line).
+ * `code:<line>:<column>`, the caller's own lines and columns (type stripping blanks the types out in
+ * place).
  */
 function cleanStack(stack: string): string {
   return stack
@@ -70,7 +70,7 @@ async function execute(msg: ExecuteMessage, h: HelloMessage, conn: Connection): 
   const answer: ResultMessage = { type: 'result', id, success: true, stdout_truncated_bytes: 0, stderr_truncated_bytes: 0 };
   let raw: string | undefined;
   try {
-    const fn = await compile(msg.code);
+    const fn = compile(msg.code);
     const { page, context, browser } = await conn.session();
     raw = resultJson(await fn(page, context, browser), h.result_limit_bytes);
   } catch (err) {
@@ -98,7 +98,6 @@ function onMessage(msg: ToRunner): void {
     hello = msg;
     connection = new Connection(msg.cdp_url, msg.token);
     connection.prime();
-    void warmUp().catch(() => {});
     return;
   }
   const h = hello;

@@ -15,6 +15,7 @@ import { createComputer } from './computer/index.js';
 import { createPlaywright } from './playwright/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
+import { createDownloads } from './downloads/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -111,7 +112,6 @@ async function main(): Promise<void> {
     process.exit(EXIT_BAD_SETTING);
   }
   const computer = createComputer({ config, log, metrics, browser });
-  const playwright = createPlaywright({ config, log, metrics, keyring, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   let files: ReturnType<typeof createFs>;
   try {
     files = createFs({ config, log, metrics });
@@ -119,10 +119,9 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
   readable = (file) => files.resolveReadable(file);
-  // Chromium's downloads (of the default browser context) go to the downloads folder, set at every launch
-  // on the daemon's own session (the setting lasts while that session does: the run's life).
-  browser.onLaunch((cdp) => cdp.send('Browser.setDownloadBehavior', files.downloadBehavior()).then(() => undefined));
-  browser.addSnapshotFields(() => ({ downloads_dir: files.downloadBehavior().downloadPath }));
+  // The browser's downloads: the daemon owns the download behaviour, whichever CDP client sets it.
+  const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir });
+  const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, playwright];
 
@@ -144,6 +143,7 @@ async function main(): Promise<void> {
     ...playwright.routes,
     ...logs.routes,
     ...files.routes,
+    ...downloads.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
 

@@ -21,6 +21,21 @@ export interface MuxOptions {
   maxMessageBytes: number;
   /** A channel sent Browser.close (it was answered `{}` already). */
   onBrowserClose(channel: Channel): void;
+  /** Settings of the shared browser that the daemon owns (the download behaviour): see CommandPolicy. */
+  policy?: CommandPolicy;
+}
+
+/**
+ * What the daemon keeps for itself of the one browser every client shares. A client's command
+ * may be rewritten before it reaches Chromium (same method, other params; the client gets
+ * Chromium's answer as usual), and once a client's session is detached the policy hears of it,
+ * so that what that client set can be undone.
+ */
+export interface CommandPolicy {
+  /** Params to send instead of `params`, or undefined to send the command as it is. Synchronous: commands keep their order. */
+  rewrite(channel: Channel, method: string, params: Record<string, unknown>): Record<string, unknown> | undefined;
+  /** The channel's session is detached in Chromium (Chromium has dropped that session's settings). */
+  released(channel: Channel): void;
 }
 
 interface Pending {
@@ -157,9 +172,10 @@ export class CdpMux {
       this.opts.onBrowserClose(channel);
       return true;
     }
+    const params = this.opts.policy?.rewrite(channel, method, (msg.params as Record<string, unknown> | undefined) ?? {});
     const id = this.takeId();
     this.pending.set(id, { channel, clientId, method });
-    return this.pipe.send(JSON.stringify({ ...msg, id, sessionId }));
+    return this.pipe.send(JSON.stringify(params === undefined ? { ...msg, id, sessionId } : { ...msg, params, id, sessionId }));
   }
 
   private fromChromium(data: Buffer): void {
@@ -241,7 +257,12 @@ export class CdpMux {
     for (const sid of channel.owned) if (this.sessions.get(sid) === channel) this.sessions.delete(sid);
     for (const [id, p] of this.pending) if (p.channel === channel) this.pending.delete(id);
     if (detach && this.ended === null) {
-      this.call('Target.detachFromTarget', { sessionId: channel.session }).catch(() => undefined);
+      const policy = this.opts.policy;
+      void this.call('Target.detachFromTarget', { sessionId: channel.session })
+        .catch(() => undefined)
+        .then(() => {
+          if (this.ended === null) policy?.released(channel);
+        });
     }
     channel.end(end ?? { code: 'client_closed', message: 'the client closed the connection' });
   }

@@ -106,6 +106,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     restartLocked: (reason) => sup.restartLocked(reason),
     setLaunchExtras: (provider) => sup.setLaunchExtras(provider),
     setProxyPort: (provider) => sup.setProxyPort(provider),
+    setCdpPolicy: (policy) => sup.setCdpPolicy(policy),
     onLaunch: (hook) =>
       sup.onReady(async (run) => {
         if (run.cdp === null) throw new Error('the run has no session of its own');

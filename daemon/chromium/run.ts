@@ -13,7 +13,7 @@ import type { Deadline } from '../core/deadline.js';
 import type { Logger } from '../core/log.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import { CdpClient } from '../cdp/client.js';
-import { CdpMux } from '../cdp/mux.js';
+import { CdpMux, type CommandPolicy } from '../cdp/mux.js';
 import { chromiumEnv, chromiumFlags } from './flags.js';
 import type { ChromiumIdentity } from './sweep/identity.js';
 import { launch, type LaunchedProcess } from './launch/launcher.js';
@@ -43,6 +43,8 @@ export interface RunDeps {
   onLine?(line: string): void;
   /** The forwarding proxy's port, or null (no --proxy-server). */
   proxyPort(): number | null;
+  /** What the daemon keeps for itself of the shared browser (the multiplexer's CommandPolicy). */
+  cdpPolicy?: CommandPolicy;
 }
 
 export class ChromiumRun {
@@ -120,6 +122,7 @@ export class ChromiumRun {
       onBrowserClose: (channel) => {
         if (run !== null) deps.onBrowserClose(channel);
       },
+      policy: deps.cdpPolicy,
     });
     run = new ChromiumRun(proc, mux, deps, pidRef.starttime);
     log.info({ event: 'chromium_launched', chromium_pid: proc.pid, binary: c.binary, flags: args }, 'Chromium launched');

@@ -9,6 +9,7 @@ import { Deadline } from '../core/deadline.js';
 import { BrowserUnavailableError } from '../core/errors.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import type { CdpClient } from '../cdp/client.js';
+import type { CommandPolicy } from '../cdp/mux.js';
 import { CrashLoop } from './state/crash-loop.js';
 import { explainLaunchFailure, blockingPolicy, stderrGist } from './launch/diagnose.js';
 import { ChromiumIdentity } from './sweep/identity.js';
@@ -49,6 +50,7 @@ export class Supervisor {
   private readonly shutdown = new AbortController();
   private extras: () => LaunchExtras = () => NO_EXTRAS;
   private proxyPort: () => number | null = () => null;
+  private cdpPolicy: CommandPolicy | undefined;
   private readonly listeners = new Set<(state: BrowserState) => void>();
   private readonly readyHooks: ((run: ChromiumRun) => Promise<void>)[] = [];
   private readonly identity: ChromiumIdentity;
@@ -104,6 +106,11 @@ export class Supervisor {
 
   setProxyPort(provider: () => number | null): void {
     this.proxyPort = provider;
+  }
+
+  /** For the runs launched from now on. */
+  setCdpPolicy(policy: CommandPolicy): void {
+    this.cdpPolicy = policy;
   }
 
   start(): void {
@@ -261,6 +268,7 @@ export class Supervisor {
           onBrowserClose: (ch) => this.onBrowserClose(ch),
           onLine: this.deps.onChromiumLine,
           proxyPort: this.proxyPort,
+          cdpPolicy: this.cdpPolicy,
         },
         this.extras(),
         { oldRunSwept: old !== null },

@@ -1,6 +1,7 @@
 // The public face of the Chromium module: what main, the other modules and the systemd
 // integration may use. Everything else in daemon/chromium/ is private to it.
 import type { CdpClient } from '../cdp/client.js';
+import type { CommandPolicy } from '../cdp/mux.js';
 import type { Deadline } from '../core/deadline.js';
 import type { Route } from '../http/router.js';
 
@@ -85,6 +86,8 @@ export interface Browser {
   setLaunchExtras(provider: () => LaunchExtras): void;
   /** Called at every launch for the forwarding proxy's port (--proxy-server), null for none. */
   setProxyPort(provider: () => number | null): void;
+  /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */
+  setCdpPolicy(policy: CommandPolicy): void;
   /**
    * Runs at every launch once Chromium answers and before it counts as ready, with the daemon's own
    * session of that run (kept for the run's life: settings made there, such as the download

@@ -68,6 +68,10 @@ export interface Config {
   fs: {
     /** Where Chromium saves downloads (Browser.setDownloadBehavior); never inside stateDir (the files module creates it). */
     downloadsDir: string;
+    /** Downloads listed (GET …/fs/downloads); past it the oldest finished ones go, with their files in downloadsDir. */
+    downloadsMaxCount: number;
+    /** Bytes of finished downloads kept in downloadsDir; past it the oldest go. */
+    downloadsMaxBytes: number;
     maxFileBytes: number;
     maxUploadBytes: number;
     maxUploadFiles: number;
@@ -221,6 +225,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     },
     fs: {
       downloadsDir: checkDownloadsDir(path.resolve(cwd, get('BROWSERD_DOWNLOADS_DIR') ?? path.join(path.dirname(stateDir), 'browserd-downloads')), stateDir),
+      downloadsMaxCount: int('BROWSERD_DOWNLOADS_MAX_COUNT', 1000, 1, 1_000_000),
+      downloadsMaxBytes: int('BROWSERD_DOWNLOADS_MAX_BYTES', 8 * GiB, 1, 1024 * GiB),
       maxFileBytes: int('BROWSERD_FS_MAX_FILE_BYTES', 4 * GiB, 1, 1024 * GiB),
       maxUploadBytes: int('BROWSERD_FS_MAX_UPLOAD_BYTES', 4 * GiB, 1024, 1024 * GiB),
       maxUploadFiles: int('BROWSERD_FS_MAX_UPLOAD_FILES', 100, 1, 10_000),

@@ -28,7 +28,6 @@ export const permissionsBody = z.strictObject({
 });
 export const watchBody = z.strictObject({ path: pathField('the folder to watch'), recursive: z.boolean().optional().describe('watch every folder below too; default false') });
 export const watchStarted = z.object({ watch_id: z.string() });
-export const downloadsSchema = z.object({ path: z.string().describe("the real path of Chromium's downloads folder (BROWSERD_DOWNLOADS_DIR)") });
 
 export const FS_ERRORS =
   'Errors of every files route (one table): 400 bad_request — a path that is empty, relative, has a NUL or is over 4095 bytes, ' +

@@ -21,23 +21,12 @@ export interface FsDeps {
 
 export interface Files {
   readonly routes: Route[];
-  /** The params of CDP's Browser.setDownloadBehavior for every Chromium launch. */
-  downloadBehavior(): DownloadBehavior;
+  /** The real path of BROWSERD_DOWNLOADS_DIR, where Chromium's downloads go (the downloads module). */
+  readonly downloadsDir: string;
   /** The real path of a file the API may read, under the same rules as read_file (403, 404, 409 otherwise). */
   resolveReadable(input: string): Promise<string>;
   close(): Promise<void>;
   destroy(): void;
-}
-
-export interface DownloadBehavior {
-  behavior: 'allow';
-  downloadPath: string;
-  eventsEnabled: true;
-}
-
-/** Browser.setDownloadBehavior params: downloads saved in `downloadsDir` (BROWSERD_DOWNLOADS_DIR), with download events. */
-export function downloadBehavior(downloadsDir: string): DownloadBehavior {
-  return { behavior: 'allow', downloadPath: downloadsDir, eventsEnabled: true };
 }
 
 /**
@@ -72,8 +61,8 @@ export function createFs(deps: FsDeps): Files {
   );
   log.info({ event: 'fs_ready', downloads_dir: downloadsDir }, 'files API ready');
   return {
-    routes: fsRoutes({ config, metrics, guard, watches, spoolDir, downloadsDir }),
-    downloadBehavior: () => downloadBehavior(downloadsDir),
+    routes: fsRoutes({ config, metrics, guard, watches, spoolDir }),
+    downloadsDir,
     resolveReadable: readablePath(guard),
     async close() {
       watches.closeAll();

@@ -27,8 +27,6 @@ export interface RouteDeps {
   guard: Guard;
   watches: WatchSet;
   spoolDir: string;
-  /** The real path of BROWSERD_DOWNLOADS_DIR. */
-  downloadsDir: string;
 }
 
 const F = '/browsers/{id}/fs';
@@ -72,7 +70,7 @@ function responseSink(res: ServerResponse): ZipSink {
 }
 
 export function fsRoutes(deps: RouteDeps): Route[] {
-  const { config, metrics, guard, watches, spoolDir, downloadsDir } = deps;
+  const { config, metrics, guard, watches, spoolDir } = deps;
   const c = config.fs;
   const text = doc.limitsText(c);
   const readBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'read' }, n);
@@ -322,18 +320,5 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       watches.stop(ctx.params.watch_id ?? '');
       return { status: 204 };
     }),
-    route(
-      'GET',
-      'downloads',
-      'fs:read',
-      {
-        summary: "Where Chromium's downloads go",
-        description:
-          "Chromium saves downloads in this folder (BROWSERD_DOWNLOADS_DIR; Browser.setDownloadBehavior with eventsEnabled at every launch). " +
-          'It is an ordinary path for the files API: list it with list_files, read a download with read_file.',
-        responses: { 200: { description: 'the folder', schema: doc.downloadsSchema } },
-      },
-      async () => ({ status: 200, body: { path: downloadsDir } }),
-    ),
   ];
 }

@@ -21,6 +21,8 @@ export interface PlaywrightDeps {
   keyring: Pick<KeyRing, 'addEphemeral'>;
   /** The runner program: main.ts knows it (tsc's output and the one-file bundle both sit in dist/daemon/). */
   runnerScript: string;
+  /** The real path of the downloads folder. */
+  downloadsDir: string;
 }
 
 export interface Playwright {
@@ -48,6 +50,7 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
     maxHeapMb: config.playwright.maxHeapMb,
     outputLimitBytes: config.playwright.outputLimitBytes,
     resultLimitBytes: config.playwright.resultLimitBytes,
+    downloadsDir: deps.downloadsDir,
     cdpUrl: () => {
       const host = reachable(address.host);
       return `ws://${host.includes(':') ? `[${host}]` : host}:${address.port}/browsers/${encodeURIComponent(config.sessionId)}/cdp`;

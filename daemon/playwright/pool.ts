@@ -24,6 +24,8 @@ export interface PoolDeps {
   resultLimitBytes: number;
   /** ws://<daemon>/browsers/{id}/cdp (the listen address, loopback for a wildcard one). */
   cdpUrl(): string;
+  /** The daemon's downloads folder (the runners' Playwright artifacts folder). */
+  downloadsDir: string;
   /** Registers a token with only the `cdp` scope; returns its revoke function. */
   registerToken(id: string, token: string): () => void;
   /** The runner's environment and working directory (those of the processes API), and what removes its TMPDIR. */
@@ -106,6 +108,7 @@ export class RunnerPool {
       type: 'hello',
       token,
       cdp_url: this.deps.cdpUrl(),
+      downloads_dir: this.deps.downloadsDir,
       output_limit_bytes: this.deps.outputLimitBytes,
       result_limit_bytes: this.deps.resultLimitBytes,
     };

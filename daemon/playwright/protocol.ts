@@ -14,6 +14,8 @@ export interface HelloMessage {
   token: string;
   /** ws://<daemon>/browsers/{id}/cdp */
   cdp_url: string;
+  /** The daemon's downloads folder: Playwright's artifacts folder, so that a download the code makes lands where the daemon serves it. */
+  downloads_dir: string;
   /** stdout and stderr forwarded per execution, each; the rest is only counted. */
   output_limit_bytes: number;
   /** The JSON of a result, at most. */

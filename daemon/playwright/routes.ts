@@ -64,8 +64,9 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
           'The code runs in a Playwright runner: a Node process of its own (its own process group, the minimal environment of the processes API, ' +
           "never the daemon's token or any BROWSERD_* variable; its working directory the daemon user's home, or the temp directory when that home is the state directory), which keeps a playwright-core " +
           'connection to this daemon\'s CDP endpoint between executions (it authenticates with a token of its own that has only the `cdp` scope, ' +
-          'handed over on its stdin and revoked when it exits). The connection attaches with noDefaults: the browser\'s own downloads, focus and media ' +
-          'settings are left as they are. `context` is the browser\'s default context, `page` its first open page (a new page when it has none), ' +
+          'handed over on its stdin and revoked when it exits). The connection is Playwright\'s usual one for a local client: downloads are ' +
+          'delivered to the code (page.waitForEvent("download"), download.saveAs(path)) and listed by GET /browsers/{id}/fs/downloads, and the pages ' +
+          'it attaches get focus emulation (they report focus) while it is attached. `context` is the browser\'s default context, `page` its first open page (a new page when it has none), ' +
           '`browser` the connected Browser. Each execution is a new call of the function (its own local variables); globals of the runner persist ' +
           'between executions. After a Chromium restart the runner reconnects by itself (at once, and again at the next execution if that failed). ' +
           `One execution at a time per runner and at most BROWSERD_PLAYWRIGHT_RUNNERS runners (default 2; a second one starts only when two executions overlap): ` +

@@ -96,7 +96,7 @@ function onMessage(msg: ToRunner): void {
   if (msg.type === 'hello') {
     if (hello !== null) return;
     hello = msg;
-    connection = new Connection(msg.cdp_url, msg.token);
+    connection = new Connection(msg.cdp_url, msg.token, msg.downloads_dir);
     connection.prime();
     return;
   }

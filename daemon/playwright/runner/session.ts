@@ -27,6 +27,8 @@ export class Connection {
   constructor(
     private readonly url: string,
     private readonly token: string,
+    /** Playwright's artifacts folder: the daemon's downloads folder (never cleaned up by Playwright). */
+    private readonly downloadsDir: string,
   ) {}
 
   /** Opens the connection now (its failure is kept for nobody: the next session() tries again). */
@@ -52,10 +54,13 @@ export class Connection {
     const attempt = chromium
       .connectOverCDP(this.url, {
         headers: { authorization: `Bearer ${this.token}` },
-        // Same host: file uploads by path; and the browser's own settings (downloads, focus and
-        // media emulation) are left as the daemon and the other clients made them.
+        // Same host: file uploads by path, and downloads saved by path (download.saveAs). Playwright
+        // sets the download behaviour with its artifacts folder (events on, files named by GUID):
+        // the daemon's downloads folder, so a download the code makes is listed and served, and
+        // outlives the runner. Without noDefaults, which would leave Playwright blind to downloads;
+        // its one other effect is focus emulation on the pages it attaches (they report focus).
         isLocal: true,
-        noDefaults: true,
+        artifactsDir: this.downloadsDir,
         timeout: CONNECT_TIMEOUT_MS,
       })
       .then(

@@ -1,0 +1,85 @@
+// The downloads module: the daemon owns the browser's download behaviour (behavior.ts: clients'
+// settings rewritten so that files land where the daemon can serve them, and undone when a client
+// leaves) and lists every download with its file (tracker.ts), whichever client started it.
+import { accessSync, constants, realpathSync, statSync } from 'node:fs';
+import type { Browser } from '../chromium/types.js';
+import type { CdpClient } from '../cdp/client.js';
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Route } from '../http/router.js';
+import { DownloadBehaviors } from './behavior.js';
+import { downloadRoutes } from './routes.js';
+import { DownloadTracker, type Download } from './tracker.js';
+
+export type { Download } from './tracker.js';
+
+export interface DownloadsDeps {
+  config: Config;
+  log: Logger;
+  browser: Browser;
+  /** The real path of BROWSERD_DOWNLOADS_DIR. */
+  downloadsDir: string;
+  /** A download began or ended. */
+  onChange?(event: 'download_started' | 'download_finished', d: Download): void;
+}
+
+export interface Downloads {
+  readonly routes: Route[];
+  list(): Download[];
+}
+
+/**
+ * Whether a client's download path is a folder the browser may write into on this VM: it exists,
+ * is a folder, is writable and searchable for the browser's user, and is not the daemon's state
+ * dir or in it. One stat and one access(2), synchronous: a client's commands keep their order.
+ */
+export function writableDirFor(stateDir: string): (dir: string) => boolean {
+  return (dir) => {
+    try {
+      const real = realpathSync(dir);
+      if (real === stateDir || real.startsWith(`${stateDir}/`)) return false;
+      if (!statSync(real).isDirectory()) return false;
+      accessSync(real, constants.W_OK | constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+}
+
+export function createDownloads(deps: DownloadsDeps): Downloads {
+  const { config, browser, downloadsDir } = deps;
+  const log = deps.log.child({ module: 'downloads' });
+  const behaviors = new DownloadBehaviors({ downloadsDir, writableDir: writableDirFor(config.stateDir) });
+  const tracker = new DownloadTracker({ log, downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, onChange: deps.onChange });
+  let daemonCdp: CdpClient | null = null;
+
+  browser.setCdpPolicy({
+    rewrite: (channel, method, params) => behaviors.rewrite(channel, method, params),
+    released: (channel) => {
+      const cdp = daemonCdp;
+      for (const params of behaviors.released(channel)) {
+        if (cdp === null || cdp.isClosed) return;
+        cdp.send('Browser.setDownloadBehavior', params).then(
+          () => log.debug({ event: 'download_behavior_restored', behavior: params.behavior, download_path: params.downloadPath, browser_context_id: params.browserContextId }, "a client left: the download behaviour it set is undone"),
+          (err: unknown) => log.warn({ event: 'download_behavior_restore_failed', err }, 'the download behaviour could not be set again after a client left'),
+        );
+      }
+    },
+  });
+  // At every launch, on the daemon's own session (the setting and the events last the run's life).
+  browser.onLaunch(async (cdp) => {
+    tracker.interrupted();
+    behaviors.reset();
+    daemonCdp = cdp;
+    cdp.on('Browser.downloadWillBegin', (p) => tracker.begin(p));
+    cdp.on('Browser.downloadProgress', (p) => tracker.progress(p));
+    await cdp.send('Browser.setDownloadBehavior', behaviors.daemonParams());
+  });
+  browser.addSnapshotFields(() => ({ downloads_dir: downloadsDir }));
+
+  return {
+    routes: downloadRoutes({ downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, list: () => tracker.list() }),
+    list: () => tracker.list(),
+  };
+}

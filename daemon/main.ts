@@ -12,6 +12,7 @@ import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { createComputer } from './computer/index.js';
+import { createReplays } from './replays/index.js';
 import { createPlaywright } from './playwright/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
@@ -112,6 +113,7 @@ async function main(): Promise<void> {
     process.exit(EXIT_BAD_SETTING);
   }
   const computer = createComputer({ config, log, metrics, browser });
+  const replays = createReplays({ config, log, currentPage: (deadline) => computer.shownPage(deadline), notReadyReason: () => browser.notReadyReason() });
   let files: ReturnType<typeof createFs>;
   try {
     files = createFs({ config, log, metrics });
@@ -123,7 +125,7 @@ async function main(): Promise<void> {
   const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir });
   const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, playwright];
+  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, playwright];
 
   // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
   // that neither the start nor an idle daemon pays for.
@@ -144,6 +146,7 @@ async function main(): Promise<void> {
     ...logs.routes,
     ...files.routes,
     ...downloads.routes,
+    ...replays.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
 

@@ -46,12 +46,15 @@ node_ok() {
 }
 command -v npm >/dev/null || die "npm not found (it installs the production node_modules and Node 24): apt-get install nodejs npm"
 [ -x /usr/bin/perl ] || die "/usr/bin/perl not found (perl-base runs systemd/notify-exec.pl)"
-if [ -x /usr/lib/chromium/chromium ]; then
-  say "chromium: present"
+missing=()
+[ -x /usr/lib/chromium/chromium ] || missing+=(chromium)
+command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg) # recordings (replays)
+if [ ${#missing[@]} -eq 0 ]; then
+  say "chromium, ffmpeg: present"
 else
-  say "chromium: installing Debian's package"
+  say "installing Debian's ${missing[*]}"
   apt-get update
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
 # --- user ----------------------------------------------------------------------------------------

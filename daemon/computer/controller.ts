@@ -83,6 +83,15 @@ export class Computer {
     return plannedWaitMs + this.deps.limits.timeoutMs;
   }
 
+  /**
+   * The page a person sees, for those who show it (the screencast of recordings): the daemon's
+   * client of the run and the page. The browser not ready: 503; no page: 409 no_page.
+   */
+  async shownPage(deadline: Deadline): Promise<{ cdp: CdpClient; page: Page }> {
+    const run = await this.ready(deadline);
+    return { cdp: run.cdp, page: await run.tracker.currentPage(deadline) };
+  }
+
   /** The current page of `run` (each action of a batch asks again: a click may have opened a tab). */
   page(run: Run, deadline: Deadline): Promise<Page> {
     return run.tracker.currentPage(deadline);

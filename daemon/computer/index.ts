@@ -6,6 +6,16 @@ import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
+import type { CdpClient } from '../cdp/client.js';
+import type { Deadline } from '../core/deadline.js';
+
+/** The page a person sees: the daemon's client of the run, the page's session and its viewport in CSS pixels. */
+export interface ShownPage {
+  cdp: CdpClient;
+  sessionId: string;
+  width: number;
+  height: number;
+}
 import { Computer } from './controller.js';
 import { computerRoutes } from './routes.js';
 
@@ -18,6 +28,8 @@ export interface ComputerDeps {
 
 export interface ComputerModule {
   readonly routes: Route[];
+  /** The page a person sees (the one the controls act on), with its session and viewport (CSS px). */
+  shownPage(deadline: Deadline): Promise<ShownPage>;
   close(): Promise<void>;
 }
 
@@ -27,6 +39,10 @@ export function createComputer(deps: ComputerDeps): ComputerModule {
   const computer = new Computer({ browser: deps.browser, log, metrics: deps.metrics, limits });
   return {
     routes: computerRoutes({ computer, limits, log }),
+    shownPage: async (deadline) => {
+      const { cdp, page } = await computer.shownPage(deadline);
+      return { cdp, sessionId: page.sessionId, width: Math.round(page.viewport.width), height: Math.round(page.viewport.height) };
+    },
     // Nothing of its own to stop: its sessions end with Chromium's run.
     close: async () => undefined,
   };

@@ -65,6 +65,17 @@ export interface Config {
     maxConcurrentUploads: number;
     activationTimeoutMs: number;
   };
+  replays: {
+    /** The ffmpeg binary (BROWSERD_FFMPEG). */
+    ffmpeg: string;
+    defaultFramerate: number;
+    maxFramerate: number;
+    maxActive: number;
+    maxDurationSec: number;
+    maxBytes: number;
+    minFreeBytes: number;
+    maxKept: number;
+  };
   fs: {
     /** Where Chromium saves downloads (Browser.setDownloadBehavior); never inside stateDir (the files module creates it). */
     downloadsDir: string;
@@ -238,6 +249,16 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       watchQueue: int('BROWSERD_FS_WATCH_QUEUE', 4096, 1, 1_000_000),
       watchMaxDirs: int('BROWSERD_FS_WATCH_MAX_DIRS', 4096, 1, 1_000_000),
       watchIdleMs: int('BROWSERD_FS_WATCH_IDLE_SEC', 300, 1, 86_400) * 1000,
+    },
+    replays: {
+      ffmpeg: get('BROWSERD_FFMPEG') ?? 'ffmpeg',
+      defaultFramerate: int('BROWSERD_REPLAY_FRAMERATE', 10, 1, 30),
+      maxFramerate: int('BROWSERD_REPLAY_MAX_FRAMERATE', 20, 1, 60),
+      maxActive: int('BROWSERD_REPLAY_MAX_ACTIVE', 4, 1, 64),
+      maxDurationSec: int('BROWSERD_REPLAY_MAX_DURATION_SEC', 3600, 1, 86_400),
+      maxBytes: int('BROWSERD_REPLAY_MAX_BYTES', 2 * GiB, MiB, 1024 * GiB),
+      minFreeBytes: int('BROWSERD_REPLAY_MIN_FREE_BYTES', 512 * MiB, 0, 1024 * GiB),
+      maxKept: int('BROWSERD_REPLAY_MAX_KEPT', 100, 1, 100_000),
     },
     proxies: {
       checkUrls: parseCheckUrls(get('BROWSERD_PROXY_CHECK_URLS')),

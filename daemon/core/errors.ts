@@ -39,6 +39,7 @@ export const ERROR_CODES = [
   'directory_not_empty',
   'no_page',
   'clipboard_unavailable',
+  'replay_stopped',
   'payload_too_large',
   'range_not_satisfiable',
   'proxy_check_failed',
@@ -50,6 +51,7 @@ export const ERROR_CODES = [
   'limit_exceeded',
   'internal_error',
   'browser_unavailable',
+  'dependency_missing',
   'timeout',
   'no_space',
 ] as const;
@@ -143,7 +145,7 @@ export class NotFoundError extends BrowserdError {
   }
 }
 
-export type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page' | 'clipboard_unavailable';
+export type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page' | 'clipboard_unavailable' | 'replay_stopped';
 
 /** The resource is in a state that does not allow the operation; `busy` may be retried. */
 export class ConflictError extends BrowserdError {
@@ -205,6 +207,13 @@ export class InternalError extends BrowserdError {
 export class BrowserUnavailableError extends BrowserdError {
   constructor(message = 'Chromium is not ready', opts: { inner?: InnerError; retryable?: boolean; retryAfterMs?: number } = {}) {
     super('browser_unavailable', message, { inner: opts.inner, retryable: opts.retryable, retryAfterMs: opts.retryAfterMs ?? 1000 });
+  }
+}
+
+/** A program the operation needs is not installed on this VM (ffmpeg for recordings); retrying cannot help. */
+export class DependencyMissingError extends BrowserdError {
+  constructor(what: string, message: string) {
+    super('dependency_missing', message, { inner: { code: what, message } });
   }
 }
 

@@ -28,6 +28,7 @@ export const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
   directory_not_empty: { status: 409, retry: false },
   no_page: { status: 409, retry: false },
   clipboard_unavailable: { status: 409, retry: false },
+  replay_stopped: { status: 409, retry: false },
   payload_too_large: { status: 413, retry: false },
   range_not_satisfiable: { status: 416, retry: false },
   proxy_check_failed: { status: 422, retry: false },
@@ -39,6 +40,7 @@ export const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
   limit_exceeded: { status: 429, retry: true },
   internal_error: { status: 500, retry: false },
   browser_unavailable: { status: 503, retry: true },
+  dependency_missing: { status: 503, retry: false },
   timeout: { status: 504, retry: false },
   no_space: { status: 507, retry: false },
 };

@@ -1,0 +1,150 @@
+// One screencast of the page a person would see — the page the computer controls act on — for
+// every consumer at once (recordings now, the live view later). It runs only while someone
+// consumes it: the first subscriber starts it, the last one's leaving stops it. Every
+// FOLLOW_MS it asks which page is current and moves to it when the tab changed, so a tab switch
+// shows in the frames; a Chromium restart is a pause (the last frame stays the latest) until the
+// new run has a page. Frames are JPEG, as Chromium sends them (Page.screencastFrame, acknowledged
+// at once so that Chromium keeps sending); a page that does not change sends no frames, so a
+// consumer that needs a constant rate repeats the latest frame.
+import { Buffer } from 'node:buffer';
+import type { CdpClient } from '../cdp/client.js';
+import type { ShownPage } from '../computer/index.js';
+import { Deadline } from '../core/deadline.js';
+import type { Logger } from '../core/log.js';
+
+/** How often the source checks which page is current. */
+export const FOLLOW_MS = 500;
+/** JPEG quality of the frames (0–100). */
+const QUALITY = 80;
+
+export interface Frame {
+  /** JPEG bytes. */
+  jpeg: Buffer;
+  width: number;
+  height: number;
+  /** When Chromium captured it (epoch ms; its own timestamp), which may be well before it arrives on a busy machine. */
+  at: number;
+}
+
+
+export interface ScreencastDeps {
+  log: Logger;
+  /** The page a person sees (the computer controls' current page); rejects when there is none. */
+  currentPage(deadline: Deadline): Promise<ShownPage>;
+}
+
+/** Width and height of a baseline or progressive JPEG (its first SOF marker); null when it has none. */
+export function jpegSize(b: Buffer): { width: number; height: number } | null {
+  if (b.length < 4 || b[0] !== 0xff || b[1] !== 0xd8) return null;
+  let i = 2;
+  while (i + 9 < b.length) {
+    if (b[i] !== 0xff) return null;
+    const marker = b[i + 1] as number;
+    if (marker === 0xff) {
+      i++;
+      continue;
+    }
+    const len = b.readUInt16BE(i + 2);
+    // SOF0–SOF15 but DHT (c4), JPG (c8) and DAC (cc).
+    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) return { height: b.readUInt16BE(i + 5), width: b.readUInt16BE(i + 7) };
+    i += 2 + len;
+  }
+  return null;
+}
+
+export class Screencast {
+  private readonly consumers = new Set<(frame: Frame) => void>();
+  private latestFrame: Frame | null = null;
+  private shown: { cdp: CdpClient; sessionId: string; off: () => void } | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private following: Promise<void> | null = null;
+
+  constructor(private readonly deps: ScreencastDeps) {}
+
+  /** The newest frame (of this or an earlier page), or null before the first. */
+  latest(): Frame | null {
+    return this.latestFrame;
+  }
+
+  get active(): boolean {
+    return this.consumers.size > 0;
+  }
+
+  /** Frames to `consumer` from now on; the returned function unsubscribes (the last one stops the screencast). */
+  subscribe(consumer: (frame: Frame) => void): () => void {
+    this.consumers.add(consumer);
+    if (this.timer === null) {
+      this.timer = setInterval(() => this.follow(), FOLLOW_MS);
+      this.follow();
+    }
+    return () => {
+      if (!this.consumers.delete(consumer) || this.consumers.size > 0) return;
+      if (this.timer !== null) clearInterval(this.timer);
+      this.timer = null;
+      this.stopShown();
+    };
+  }
+
+  /** Waits for a frame (the current page's first one) within `deadline`; the latest when one exists already. */
+  async firstFrame(deadline: Deadline): Promise<Frame> {
+    if (this.latestFrame !== null) return this.latestFrame;
+    return deadline.race(
+      new Promise<Frame>((resolve) => {
+        const off = this.subscribe((f) => {
+          off();
+          resolve(f);
+        });
+      }),
+    );
+  }
+
+  /** Moves to the current page when it is another one (one check at a time). */
+  private follow(): void {
+    if (this.following !== null || this.consumers.size === 0) return;
+    this.following = this.moveToCurrent()
+      .catch((err: unknown) => this.deps.log.debug({ event: 'screencast_follow_failed', reason: (err as Error).message }, 'no page to show yet'))
+      .finally(() => (this.following = null));
+  }
+
+  private async moveToCurrent(): Promise<void> {
+    const deadline = Deadline.in(FOLLOW_MS * 4, 'the screencast page');
+    try {
+      const page = await this.deps.currentPage(deadline);
+      if (this.consumers.size === 0) return;
+      const s = this.shown;
+      if (s !== null && s.cdp === page.cdp && s.sessionId === page.sessionId && !page.cdp.isClosed) return;
+      this.stopShown();
+      const { cdp, sessionId } = page;
+      const off = cdp.on('Page.screencastFrame', (p, sid) => {
+        if (sid !== sessionId) return;
+        cdp.send('Page.screencastFrameAck', { sessionId: p.sessionId }, { sessionId }).catch(() => undefined);
+        const ts = p.metadata.timestamp;
+        this.emit(Buffer.from(p.data, 'base64'), ts === undefined ? Date.now() : Math.min(Date.now(), ts * 1000));
+      });
+      this.shown = { cdp, sessionId, off };
+      this.deps.log.debug({ event: 'screencast_page', session_id: sessionId }, 'the screencast shows another page');
+      // A frame at once (a page that does not change sends none until it does).
+      const shot = await cdp.send('Page.captureScreenshot', { format: 'jpeg', quality: QUALITY }, { sessionId, deadline });
+      if (this.shown?.sessionId === sessionId) this.emit(Buffer.from(shot.data, 'base64'), Date.now());
+      await cdp.send('Page.startScreencast', { format: 'jpeg', quality: QUALITY, maxWidth: page.width, maxHeight: page.height, everyNthFrame: 1 }, { sessionId, deadline });
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  private emit(jpeg: Buffer, at: number): void {
+    const size = jpegSize(jpeg);
+    if (size === null) return;
+    const frame: Frame = { jpeg, width: size.width, height: size.height, at };
+    this.latestFrame = frame;
+    for (const c of [...this.consumers]) c(frame);
+  }
+
+  private stopShown(): void {
+    const s = this.shown;
+    if (s === null) return;
+    this.shown = null;
+    s.off();
+    if (!s.cdp.isClosed) s.cdp.send('Page.stopScreencast', {}, { sessionId: s.sessionId, timeoutMs: 2000 }).catch(() => undefined);
+  }
+}

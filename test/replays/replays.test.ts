@@ -1,0 +1,250 @@
+// @long: recordings of a few seconds each, encoded by a real ffmpeg.
+// Replays through the SDK (`browsers.replays`): a real Chromium shows a page whose colour changes
+// every second, a real ffmpeg records it, ffprobe and ffmpeg read the video back (codec, size,
+// duration, frame count, the colour of a frame); a daemon killed with SIGKILL while recording
+// leaves a video the next start finalizes and lists as stopped; ten start/stop cycles leave no
+// ffmpeg and no temp file; a tab switch during a recording shows in it.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readdirSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
+import { openTab, sdk, type Tab } from '../helpers/computer.js';
+import { daemonCdp, waitBrowser, type CdpClient } from '../kit/browser.js';
+import { scratchDirs } from '../kit/cleanup.js';
+import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { listProcesses, readCmdline } from '../../daemon/core/process/proc.js';
+import { until } from '../kit/wait.js';
+
+const run = promisify(execFile);
+const scratch = scratchDirs('browserd-replays-');
+const COLOURS: [number, number, number][] = [
+  [255, 0, 0],
+  [0, 160, 0],
+  [0, 0, 255],
+  [255, 255, 0],
+];
+const css = (c: [number, number, number]): string => `rgb(${c.join(',')})`;
+
+// /colours: the colour is COLOURS[floor((now - epoch) / 1000) % 4], epoch set by the test
+// (window.__epoch); /solid?c=i: one colour.
+const PAGE = `<!doctype html><html><head><style>html,body{margin:0;height:100%}</style></head><body><script>
+window.__epoch = Date.now();
+const colours = ${JSON.stringify(COLOURS.map(css))};
+function paint() { const i = Math.floor((Date.now() - window.__epoch) / 1000); document.body.style.background = colours[((i % 4) + 4) % 4]; requestAnimationFrame(paint); }
+paint();
+</script></body></html>`;
+
+let d: Daemon;
+let origin: http.Server;
+let base: string;
+let cdp: CdpClient;
+let tab: Tab;
+
+before(async () => {
+  origin = http.createServer((req, res) => {
+    const solid = /^\/solid\?c=(\d)$/.exec(req.url ?? '');
+    const html = solid !== null ? `<!doctype html><body style="margin:0;background:${css(COLOURS[Number(solid[1])] as [number, number, number])}"></body>` : PAGE;
+    res.writeHead(200, { 'content-type': 'text/html', 'cache-control': 'no-store' }).end(html);
+  });
+  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  d = await startDaemon({ autostart: true });
+  await waitBrowser(d, (s) => s.state === 'ready', 'ready');
+  cdp = await daemonCdp(d);
+  tab = await openTab(cdp, `${base}/colours`, { ready: 'window.__epoch' });
+});
+after(async () => {
+  cdp?.close();
+  await d?.cleanup();
+  await new Promise<void>((resolve) => origin.close(() => resolve()));
+});
+
+interface Probe {
+  codec: string;
+  width: number;
+  height: number;
+  duration: number;
+  frames: number;
+}
+
+async function ffprobe(file: string): Promise<Probe> {
+  const { stdout } = await run('ffprobe', ['-v', 'error', '-count_frames', '-select_streams', 'v:0', '-show_entries', 'stream=codec_name,width,height,nb_read_frames,pix_fmt:format=duration', '-of', 'json', file]);
+  const j = JSON.parse(stdout) as { streams: { codec_name: string; width: number; height: number; nb_read_frames: string; pix_fmt: string }[]; format: { duration: string } };
+  const s = j.streams[0];
+  assert.ok(s !== undefined, 'a video stream');
+  assert.equal(s.pix_fmt, 'yuv420p');
+  return { codec: s.codec_name, width: s.width, height: s.height, duration: Number(j.format.duration), frames: Number(s.nb_read_frames) };
+}
+
+/** The colour of the centre of the frame at `sec`. */
+async function colourAt(file: string, sec: number): Promise<[number, number, number]> {
+  const { stdout } = await run('ffmpeg', ['-v', 'error', '-ss', String(sec), '-i', file, '-frames:v', '1', '-vf', 'crop=8:8:iw/2:ih/2,scale=1:1', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'], { encoding: 'buffer' });
+  return [stdout[0] as number, stdout[1] as number, stdout[2] as number];
+}
+
+function near(a: [number, number, number], b: [number, number, number]): boolean {
+  return a.every((v, i) => Math.abs(v - (b[i] as number)) <= 40);
+}
+
+async function download(id: string): Promise<string> {
+  const res = await sdk(d).browsers.replays.download(id, { id: 'local' });
+  assert.equal(res.headers.get('content-type'), 'video/mp4');
+  const file = path.join(scratch(), `${id}.mp4`);
+  writeFileSync(file, Buffer.from(await res.arrayBuffer()));
+  return file;
+}
+
+/** ffmpeg processes writing into `dir`. */
+function ffmpegsIn(dir: string): number[] {
+  return listProcesses()
+    .filter((p) => readCmdline(p.pid).includes(dir) && readCmdline(p.pid).includes('ffmpeg'))
+    .map((p) => p.pid);
+}
+
+test('start → 3 s of a page changing colour every second → stop → download: H.264 of the viewport, the wall time, framerate × duration frames, the right colour at 2 s', async () => {
+  const kernel = sdk(d);
+  const started = await kernel.browsers.replays.start('local', { framerate: 10 });
+  const t0 = Date.now();
+  assert.match(started.replay_id, /^[0-9a-f-]{36}$/);
+  assert.ok(started.started_at);
+  // The page's colours from half a second after the start: at 2 s the video shows colour 1, mid-way.
+  const epoch = Date.parse(started.started_at as string) + 500;
+  await tab.eval(`window.__epoch = ${epoch}`);
+  const listed = await kernel.browsers.replays.list('local');
+  assert.equal(listed.find((r) => r.replay_id === started.replay_id)?.finished_at, null);
+  const early = await d.fetch(`/browsers/local/replays/${started.replay_id}`);
+  assert.equal(early.status, 202, 'still recording');
+  assert.equal(early.headers.get('retry-after'), '1');
+  await early.text();
+  const marker = await d.fetch(`/browsers/local/replays/${started.replay_id}/markers`, { method: 'POST', json: { label: 'half way' } });
+  assert.equal(marker.status, 201);
+  await until('3 s of recording', () => Date.now() - t0 >= 3000, 5000, 50);
+  // The wall time of the recording: from its start (started_at) to the stop, which the daemon takes
+  // between the request and its answer.
+  const wallMin = (Date.now() - Date.parse(started.started_at as string)) / 1000;
+  await kernel.browsers.replays.stop(started.replay_id, { id: 'local' });
+  const wallMax = (Date.now() - Date.parse(started.started_at as string)) / 1000;
+  const file = await download(started.replay_id);
+  const p = await ffprobe(file);
+  const [w, h] = await tab.eval<[number, number]>('[innerWidth, innerHeight]');
+  assert.equal(p.codec, 'h264');
+  assert.deepEqual([p.width, p.height], [w - (w % 2), h - (h % 2)]);
+  assert.ok(p.duration >= wallMin * 0.9 && p.duration <= wallMax * 1.1, `duration ${p.duration} s within 10% of the wall time, ${wallMin}–${wallMax} s`);
+  assert.ok(Math.abs(p.frames - 10 * p.duration) <= 10 * p.duration * 0.1, `${p.frames} frames ≈ 10 × ${p.duration}`);
+  const c = await colourAt(file, 2);
+  assert.ok(near(c, COLOURS[1] as [number, number, number]), `the frame at 2 s is ${c}, the page showed ${COLOURS[1]}`);
+  const { stdout } = await run('ffprobe', ['-v', 'error', '-show_chapters', '-of', 'json', file]);
+  assert.equal((JSON.parse(stdout) as { chapters: { tags: { title: string } }[] }).chapters[0]?.tags.title, 'half way');
+  const done = (await kernel.browsers.replays.list('local')).find((r) => r.replay_id === started.replay_id) as unknown as Record<string, unknown>;
+  assert.equal(done.state, 'stopped');
+  assert.equal(done.stop_reason, 'requested');
+  assert.equal(typeof done.finished_at, 'string');
+  const late = await d.fetch(`/browsers/local/replays/${started.replay_id}/markers`, { method: 'POST', json: { label: 'late' } });
+  assert.equal(late.status, 409);
+  assert.equal(((await late.json()) as { code: string }).code, 'replay_stopped');
+});
+
+test('bad requests: record_audio is 422 unsupported_field, a framerate out of range and a duration over the limit are 400, an unknown replay 404', async () => {
+  const audio = await d.fetch('/browsers/local/replays', { method: 'POST', json: { record_audio: true } });
+  assert.equal(audio.status, 422);
+  assert.equal(((await audio.json()) as { code: string }).code, 'unsupported_field');
+  for (const body of [{ framerate: 0 }, { framerate: 21 }, { framerate: 2.5 }, { max_duration_in_seconds: 86_401 }, { nope: 1 }]) {
+    const res = await d.fetch('/browsers/local/replays', { method: 'POST', json: body });
+    assert.equal(res.status, 400, JSON.stringify(body));
+    await res.text();
+  }
+  for (const [method, suffix] of [['GET', ''], ['POST', '/stop'], ['DELETE', '']] as const) {
+    const res = await d.fetch(`/browsers/local/replays/00000000-0000-0000-0000-000000000000${suffix}`, { method });
+    assert.equal(res.status, 404, `${method} ${suffix}`);
+    await res.text();
+  }
+});
+
+test('max_duration_in_seconds stops a recording by itself, finalized, saying why', async () => {
+  const r = await sdk(d).browsers.replays.start('local', { max_duration_in_seconds: 1 });
+  let rec: Record<string, unknown> | undefined;
+  await until('stopped at its limit', async () => {
+    rec = (await sdk(d).browsers.replays.list('local')).find((x) => x.replay_id === r.replay_id) as unknown as Record<string, unknown> | undefined;
+    return rec?.state === 'stopped';
+  }, 20_000, 100);
+  assert.equal(rec?.stop_reason, 'max_duration');
+  const p = await ffprobe(await download(r.replay_id));
+  assert.ok(p.duration >= 0.8 && p.duration <= 2.5, `about 1 s: ${p.duration}`);
+});
+
+test('10 start/stop cycles leave no ffmpeg and no temp file; DELETE removes a replay', async () => {
+  const kernel = sdk(d);
+  const dir = path.join(d.stateDir, 'replays');
+  const ids: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    const r = await kernel.browsers.replays.start('local', {});
+    ids.push(r.replay_id);
+    await kernel.browsers.replays.stop(r.replay_id, { id: 'local' });
+  }
+  assert.deepEqual(ffmpegsIn(dir), []);
+  const left = readdirSync(dir).filter((f) => !/^[0-9a-f-]{36}\.(mp4|json)$/.test(f));
+  assert.deepEqual(left, [], 'only finished videos and their records');
+  for (const id of ids) {
+    const res = await d.fetch(`/browsers/local/replays/${id}`, { method: 'DELETE' });
+    assert.equal(res.status, 204);
+  }
+  assert.ok(!readdirSync(dir).some((f) => ids.some((id) => f.startsWith(id))), 'their files are gone');
+});
+
+test('a tab switch during a recording shows the new tab in the video', async () => {
+  const kernel = sdk(d);
+  const red = await openTab(cdp, `${base}/solid?c=0`);
+  const r = await kernel.browsers.replays.start('local', { framerate: 10 });
+  await until('1 s on the red tab', () => Date.now() - Date.parse(r.started_at as string) >= 1000, 5000, 50);
+  const blue = await openTab(cdp, `${base}/solid?c=2`);
+  // The screencast follows the tab a person sees within a moment; the last second is the blue one.
+  await until('2.5 s more', () => Date.now() - Date.parse(r.started_at as string) >= 3500, 6000, 50);
+  await kernel.browsers.replays.stop(r.replay_id, { id: 'local' });
+  const file = await download(r.replay_id);
+  assert.ok(near(await colourAt(file, 0.5), COLOURS[0] as [number, number, number]), 'red first');
+  const p = await ffprobe(file);
+  const end = await colourAt(file, Math.max(0, p.duration - 0.3));
+  assert.ok(near(end, COLOURS[2] as [number, number, number]), `blue at the end, got ${end}`);
+  await blue.close();
+  await red.close();
+});
+
+test('kill -9 of the daemon while recording: the next start finalizes the video and lists it as stopped; it plays whole', async () => {
+  const d2 = await startDaemon({ autostart: true });
+  try {
+    await waitBrowser(d2, (s) => s.state === 'ready', 'ready');
+    const c2 = await daemonCdp(d2);
+    await openTab(c2, `${base}/colours`, { ready: 'window.__epoch' });
+    const r = await sdk(d2).browsers.replays.start('local', { framerate: 10 });
+    // Two keyframe intervals on disk (a fragment every 2 s).
+    await until('4 s recorded', () => Date.now() - Date.parse(r.started_at as string) >= 4500, 8000, 50);
+    c2.close();
+    d2.proc.kill('SIGKILL');
+    await until('the daemon gone', () => d2.proc.exitCode !== null || d2.proc.signalCode !== null, 10_000, 20);
+    const d3 = await startDaemon({ stateDir: d2.stateDir });
+    try {
+      let rec: Record<string, unknown> | undefined;
+      await until('listed as stopped', async () => {
+        rec = (await sdk(d3).browsers.replays.list('local')).find((x) => x.replay_id === r.replay_id) as unknown as Record<string, unknown> | undefined;
+        return rec?.state === 'stopped';
+      }, 20_000, 100);
+      assert.equal(rec?.stop_reason, 'recovered');
+      const res = await sdk(d3).browsers.replays.download(r.replay_id, { id: 'local' });
+      const file = path.join(scratch(), 'recovered.mp4');
+      writeFileSync(file, Buffer.from(await res.arrayBuffer()));
+      const p = await ffprobe(file);
+      assert.equal(p.codec, 'h264');
+      assert.ok(p.duration >= 2, `at least the fragments on disk: ${p.duration} s`);
+      const decode = await run('ffmpeg', ['-v', 'error', '-i', file, '-f', 'null', '-']);
+      assert.equal(decode.stderr, '', 'it decodes whole, without errors');
+    } finally {
+      await d3.cleanup();
+    }
+  } finally {
+    await d2.cleanup();
+  }
+});

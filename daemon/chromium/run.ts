@@ -13,6 +13,7 @@ import type { Deadline } from '../core/deadline.js';
 import type { Logger } from '../core/log.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import { CdpClient } from '../cdp/client.js';
+import type { MalformedReporter } from '../cdp/malformed.js';
 import { CdpMux } from '../cdp/mux.js';
 import { chromiumEnv, chromiumFlags } from './flags.js';
 import type { ChromiumIdentity } from './sweep/identity.js';
@@ -39,6 +40,8 @@ export interface RunDeps {
   identity: ChromiumIdentity;
   /** A CDP client sent Browser.close (already answered). */
   onBrowserClose(channel: Channel): void;
+  /** Where malformed messages from Chromium are reported. */
+  malformed: MalformedReporter;
   /** Every line Chromium writes to stdout or stderr. */
   onLine?(line: string): void;
   /** The forwarding proxy's port, or null (no --proxy-server). */
@@ -120,6 +123,7 @@ export class ChromiumRun {
       onBrowserClose: (channel) => {
         if (run !== null) deps.onBrowserClose(channel);
       },
+      malformed: deps.malformed,
     });
     run = new ChromiumRun(proc, mux, deps, pidRef.starttime);
     log.info({ event: 'chromium_launched', chromium_pid: proc.pid, binary: c.binary, flags: args }, 'Chromium launched');

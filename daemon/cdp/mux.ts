@@ -215,13 +215,15 @@ export class CdpMux {
       if (id < 1 || id > MAX_ID || (!this.wrapped && id >= this.nextId)) this.malformed.report(data, { reason: 'unknown_id', detail: `an answer to id ${id}, never sent` });
       return;
     }
-    const bad = (detail: string): void => {
-      this.malformed.report(data, { reason: 'bad_shape', detail, method: p.method });
+    const bad = (detail: string, reason: 'not_json' | 'bad_shape' = 'bad_shape'): void => {
+      this.malformed.report(data, { reason, detail, method: p.method });
       this.failMalformed(id, p, detail);
     };
     if (p.channel === null) {
+      // (In Chromium's layout, starting `{"id":N,`: when it is not an object, it is not JSON.)
       const msg = parseObject(data) as { result?: Record<string, unknown>; error?: { message?: unknown } } | null;
-      const wrong = msg === null ? 'not a JSON object' : badAnswer(msg);
+      if (msg === null) return bad('not JSON', 'not_json');
+      const wrong = badAnswer(msg);
       if (wrong !== null) return bad(wrong);
       this.pending.delete(id);
       const m = msg as NonNullable<typeof msg>;
@@ -234,13 +236,14 @@ export class CdpMux {
     if (attachKind(p.method)) {
       // The session a client attached by command is its own (the event on its parent may have come first).
       const msg = parseObject(data) as { result?: { sessionId?: unknown }; error?: unknown } | null;
-      const wrong = msg === null ? 'not a JSON object' : badAnswer(msg);
+      if (msg === null) return bad('not JSON', 'not_json');
+      const wrong = badAnswer(msg);
       if (wrong !== null) return bad(wrong);
-      const sid = msg?.result?.sessionId;
+      const sid = msg.result?.sessionId;
       if (typeof sid === 'string') this.own(channel, sid);
     }
     const out = rewrite(data, { id: p.clientId, stripSession: channel.session, reuse: true });
-    if (out === null) return bad('not a JSON object');
+    if (out === null) return bad('not JSON', 'not_json');
     this.pending.delete(id);
     channel.deliver(out);
   }

@@ -1,6 +1,7 @@
 // One client of the multiplexer: its top session, the sessions it owns, where its messages go, and
 // how it ends. A channel ends once; its sink hears why (Chromium gone, its page closed, a message
 // too big, the client itself).
+import type { MalformedReport } from './malformed.js';
 
 export type ChannelKind = { kind: 'browser' } | { kind: 'target'; targetId: string };
 
@@ -20,6 +21,7 @@ export interface ChannelOps {
   send(channel: Channel, data: Buffer | string): boolean;
   close(channel: Channel): void;
   whenWritable(cb: () => void): void;
+  malformed(data: Buffer | string, report: MalformedReport): void;
 }
 
 export class Channel {
@@ -58,6 +60,11 @@ export class Channel {
   /** The client is done: its session is detached in Chromium. Idempotent. */
   close(): void {
     if (this.endedWith === null) this.ops.close(this);
+  }
+
+  /** From the client: a message it received was not a DevTools message (reported with Chromium's). */
+  reportMalformed(data: Buffer | string, report: MalformedReport): void {
+    this.ops.malformed(data, report);
   }
 
   /** From the mux: a message for the client. */

@@ -1,12 +1,17 @@
 // The daemon's one CDP client, typed by devtools-protocol: commands with a deadline, events,
 // flat child sessions. It runs over a multiplexer channel in the daemon (every internal consumer:
 // extension activation, downloads, computer controls) and over a WebSocket for tests and
-// benchmarks (through the daemon's authenticated proxy, or straight to a Chromium's port).
+// benchmarks (through the daemon's authenticated proxy, or straight to a Chromium's port). What it
+// receives is parsed defensively: a message that is not a DevTools message is dropped and reported
+// (over a channel: with the mux's, malformed.ts), and when it starts like the answer to a pending
+// command, that command fails at once (CdpCallError, `malformed`) instead of waiting for its deadline.
 import WebSocket from 'ws';
 import type { ProtocolMapping } from 'devtools-protocol/types/protocol-mapping.js';
 import type { Deadline } from '../core/deadline.js';
 import type { Channel } from './channel.js';
+import type { MalformedReason, MalformedReport } from './malformed.js';
 import { CdpCallError } from './mux.js';
+import { badAnswer, badId, leadingId, MALFORMED_ANSWER_CODE } from './wire.js';
 
 export { CdpCallError };
 
@@ -50,7 +55,10 @@ export class CdpClient {
   private closedWith: Error | null = null;
   private readonly closedWaiters: (() => void)[] = [];
 
-  constructor(private readonly transport: CdpTransport) {}
+  constructor(
+    private readonly transport: CdpTransport,
+    private readonly opts: { onMalformed?: (text: string, report: MalformedReport) => void } = {},
+  ) {}
 
   /** A client on a multiplexer channel (opened with a sink that feeds `receive` and `ended`). */
   static overChannel(open: (sink: { message(data: Buffer): void; ended(end: { message: string }): void }) => Promise<Channel>): Promise<CdpClient> {
@@ -64,7 +72,7 @@ export class CdpClient {
       },
     };
     return open(sink).then((channel) => {
-      client = new CdpClient({ send: (text) => void channel.send(text), close: () => channel.close() });
+      client = new CdpClient({ send: (text) => void channel.send(text), close: () => channel.close() }, { onMalformed: (text, report) => channel.reportMalformed(text, report) });
       if (early !== null) client.fail(early);
       return client;
     });
@@ -163,27 +171,54 @@ export class CdpClient {
   }
 
   private receive(text: string): void {
-    let msg: { id?: number; method?: string; params?: unknown; result?: unknown; error?: { message?: string }; sessionId?: string };
+    let parsed: unknown;
     try {
-      msg = JSON.parse(text) as typeof msg;
-    } catch {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      return this.malformed(text, 'not_json', (err as Error).message, leadingId(text));
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return this.malformed(text, 'bad_shape', 'not a JSON object', leadingId(text));
+    const msg = parsed as { id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: unknown; sessionId?: unknown };
+    if (msg.sessionId !== undefined && typeof msg.sessionId !== 'string') return this.malformed(text, 'bad_shape', 'its sessionId is not a string', leadingId(text));
+    if (msg.id !== undefined) {
+      const wrongId = badId(msg.id);
+      if (wrongId !== null) return this.malformed(text, 'bad_shape', wrongId, null);
+      const id = msg.id as number;
+      const p = this.pending.get(id);
+      if (p === undefined) {
+        // An answer after its caller gave up is expected; one to an id never sent is not.
+        if (id < 1 || id >= this.nextId) this.malformed(text, 'unknown_id', `an answer to id ${id}, never sent`, null);
+        return;
+      }
+      const wrong = badAnswer(msg);
+      if (wrong !== null) return this.malformed(text, 'bad_shape', wrong, id);
+      if (msg.error !== undefined) {
+        const e = msg.error as { code?: unknown; message?: unknown };
+        const replaced = e.code === MALFORMED_ANSWER_CODE; // the mux's stand-in for a malformed answer
+        p.reject(new CdpCallError(p.method, typeof e.message === 'string' ? e.message : 'error', !replaced, replaced));
+      } else {
+        p.resolve(msg.result);
+      }
       return;
     }
-    if (typeof msg.id === 'number') {
-      const p = this.pending.get(msg.id);
-      if (p === undefined) return;
-      if (msg.error !== undefined) p.reject(new CdpCallError(p.method, msg.error.message ?? 'error', true));
-      else p.resolve(msg.result ?? {});
-      return;
+    if (typeof msg.method !== 'string') return this.malformed(text, 'bad_shape', msg.method === undefined ? 'neither an id nor a method' : 'its method is not a string', null);
+    if (msg.params !== undefined && (typeof msg.params !== 'object' || msg.params === null || Array.isArray(msg.params))) {
+      return this.malformed(text, 'bad_shape', `the params of ${msg.method} are not an object`, null);
     }
-    if (typeof msg.method !== 'string') return;
     for (const l of [...(this.listeners.get(msg.method) ?? [])]) {
       try {
-        l(msg.params, msg.sessionId);
+        l(msg.params, msg.sessionId as string | undefined);
       } catch {
         // a listener's bug must not break the connection for the others
       }
     }
+  }
+
+  /** A message that is not a DevTools message: reported; the pending command `id` (when it is one) fails now. */
+  private malformed(text: string, reason: MalformedReason, detail: string, id: number | null): void {
+    const p = id === null ? undefined : this.pending.get(id);
+    this.opts.onMalformed?.(text, { reason, detail, method: p?.method });
+    p?.reject(new CdpCallError(p.method, `Chromium sent a malformed answer (${detail})`, false, true));
   }
 
   private fail(err: Error): void {

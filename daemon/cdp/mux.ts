@@ -10,11 +10,16 @@
 //
 // Messages from Chromium are routed without parsing when they have the shape Chromium writes
 // (`{"id":N,...}` first, `,"sessionId":"…"}` last): large answers (screenshots) are relayed as
-// bytes. Anything else is parsed.
+// bytes. Anything else is parsed, and nothing Chromium sends can throw out of the pipe's reader: a
+// message that is not JSON or not of a DevTools message's shape is dropped and reported (malformed.ts);
+// when it starts like an answer to a pending command, that command fails at once — a mux's own call
+// with a CdpCallError marked `malformed`, a client's with an error answer of code
+// MALFORMED_ANSWER_CODE — instead of waiting for its deadline.
 import type { Logger } from '../core/log.js';
 import { CdpPipe } from './pipe.js';
 import { Channel, type ChannelEnd, type ChannelKind, type ChannelSink } from './channel.js';
-import { attachKind, commandGuard, errorReply, parseHead, parseTail, rewrite } from './wire.js';
+import { MalformedReporter } from './malformed.js';
+import { attachKind, badAnswer, commandGuard, errorReply, leadingId, MALFORMED_ANSWER_CODE, parseHead, parseObject, parseTail, rewrite } from './wire.js';
 
 export interface MuxOptions {
   log: Logger;
@@ -23,6 +28,8 @@ export interface MuxOptions {
   onBrowserClose(channel: Channel): void;
   /** Settings of the shared browser that the daemon owns (the download behaviour): see CommandPolicy. */
   policy?: CommandPolicy;
+  /** Where malformed messages from Chromium are reported (default: logged, not counted). */
+  malformed?: MalformedReporter;
 }
 
 /**
@@ -51,8 +58,10 @@ export class CdpCallError extends Error {
   constructor(
     readonly method: string,
     readonly text: string,
-    /** Chromium answered with an error (else: no answer, the browser went away). */
+    /** Chromium answered with an error (else: no answer, the browser went away, or a malformed answer). */
     readonly answered: boolean,
+    /** Chromium's answer was not a DevTools message (not JSON, or not of an answer's shape). */
+    readonly malformed = false,
   ) {
     super(`${method}: ${text}`);
     this.name = 'CdpCallError';
@@ -69,8 +78,12 @@ export class CdpMux {
   private readonly sessions = new Map<string, Channel>();
   private readonly channels = new Set<Channel>();
   private ended: ChannelEnd | null = null;
+  /** Every id up to MAX_ID has been handed out once (ids start again at 1). */
+  private wrapped = false;
+  private readonly malformed: MalformedReporter;
 
   constructor(out: NodeJS.WritableStream, input: NodeJS.ReadableStream, private readonly opts: MuxOptions) {
+    this.malformed = opts.malformed ?? new MalformedReporter(opts.log);
     this.pipe = new CdpPipe(out as never, input as never, opts.maxMessageBytes, {
       message: (data) => this.fromChromium(data),
       tooBig: (head, bytes) => this.tooBig(head, bytes),
@@ -123,6 +136,7 @@ export class CdpMux {
       send: (c, data) => this.fromClient(c, data),
       close: (c) => this.drop(c, true),
       whenWritable: (cb) => this.pipe.whenDrained(cb),
+      malformed: (data, report) => this.malformed.report(data, report),
     });
     if (this.ended !== null) {
       channel.end(this.ended);
@@ -145,6 +159,7 @@ export class CdpMux {
 
   private takeId(): number {
     const id = this.nextId;
+    if (this.nextId >= MAX_ID) this.wrapped = true;
     this.nextId = this.nextId >= MAX_ID ? 1 : this.nextId + 1;
     return id;
   }
@@ -179,31 +194,74 @@ export class CdpMux {
   }
 
   private fromChromium(data: Buffer): void {
+    try {
+      this.route(data);
+    } catch (err) {
+      // A message that got past the checks and still broke routing: dropped, the pipe goes on.
+      this.malformed.report(data, { reason: 'bad_shape', detail: `routing failed: ${(err as Error).message}` });
+    }
+  }
+
+  private route(data: Buffer): void {
     const head = parseHead(data);
     if (head.kind === 'response') return this.onResponse(head.id, data);
     if (head.kind === 'event') return this.onEvent(head.method, data);
+    if (head.kind === 'malformed') {
+      const p = head.id === null ? undefined : this.pending.get(head.id);
+      this.malformed.report(data, { reason: head.reason, detail: head.detail, method: p?.method });
+      if (p !== undefined) this.failMalformed(head.id as number, p, head.detail);
+      return;
+    }
     // An error without an id: a message of ours Chromium could not parse (never a client's: those are parsed first).
     this.opts.log.warn({ event: 'cdp_unroutable', head: data.subarray(0, 200).toString() }, 'a DevTools message without id or method');
   }
 
+  /** A pending command whose answer was malformed fails now: the mux's own call rejects, a client gets an error answer. */
+  private failMalformed(id: number, p: Pending, detail: string): void {
+    this.pending.delete(id);
+    const text = `Chromium sent a malformed answer (${detail})`;
+    if (p.channel === null) p.reject?.(new CdpCallError(p.method, text, false, true));
+    else if (!p.channel.isEnded) p.channel.deliver(errorReply(p.clientId, MALFORMED_ANSWER_CODE, `browserd: ${text}`));
+  }
+
   private onResponse(id: number, data: Buffer): void {
     const p = this.pending.get(id);
-    if (p === undefined) return; // its channel went away, or a command the mux gave up on
-    this.pending.delete(id);
+    if (p === undefined) {
+      // Its channel went away, or a command the mux gave up on; an id never handed out is Chromium's error.
+      if (id < 1 || id > MAX_ID || (!this.wrapped && id >= this.nextId)) this.malformed.report(data, { reason: 'unknown_id', detail: `an answer to id ${id}, never sent` });
+      return;
+    }
+    const bad = (detail: string, reason: 'not_json' | 'bad_shape' = 'bad_shape'): void => {
+      this.malformed.report(data, { reason, detail, method: p.method });
+      this.failMalformed(id, p, detail);
+    };
     if (p.channel === null) {
-      const msg = JSON.parse(data.toString('utf8')) as { result?: Record<string, unknown>; error?: { message?: string } };
-      if (msg.error !== undefined) p.reject?.(new CdpCallError(p.method, msg.error.message ?? 'error', true));
-      else p.resolve?.(msg.result ?? {});
+      // (In Chromium's layout, starting `{"id":N,`: when it is not an object, it is not JSON.)
+      const msg = parseObject(data) as { result?: Record<string, unknown>; error?: { message?: unknown } } | null;
+      if (msg === null) return bad('not JSON', 'not_json');
+      const wrong = badAnswer(msg);
+      if (wrong !== null) return bad(wrong);
+      this.pending.delete(id);
+      const m = msg as NonNullable<typeof msg>;
+      if (m.error !== undefined) p.reject?.(new CdpCallError(p.method, typeof m.error.message === 'string' ? m.error.message : 'error', true));
+      else p.resolve?.(m.result ?? {});
       return;
     }
     const channel = p.channel;
-    if (channel.isEnded) return;
+    if (channel.isEnded) return void this.pending.delete(id);
     if (attachKind(p.method)) {
       // The session a client attached by command is its own (the event on its parent may have come first).
-      const sid = (JSON.parse(data.toString('utf8')) as { result?: { sessionId?: string } }).result?.sessionId;
+      const msg = parseObject(data) as { result?: { sessionId?: unknown }; error?: unknown } | null;
+      if (msg === null) return bad('not JSON', 'not_json');
+      const wrong = badAnswer(msg);
+      if (wrong !== null) return bad(wrong);
+      const sid = msg.result?.sessionId;
       if (typeof sid === 'string') this.own(channel, sid);
     }
-    channel.deliver(rewrite(data, { id: p.clientId, stripSession: channel.session, reuse: true }));
+    const out = rewrite(data, { id: p.clientId, stripSession: channel.session, reuse: true });
+    if (out === null) return bad('not JSON', 'not_json');
+    this.pending.delete(id);
+    channel.deliver(out);
   }
 
   private onEvent(method: string, data: Buffer): void {
@@ -212,28 +270,37 @@ export class CdpMux {
     const channel = this.sessions.get(sid);
     if (channel === undefined || channel.isEnded) return;
     const attached = method === 'Target.attachedToTarget';
-    const child = attached || method === 'Target.detachedFromTarget' ? (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId : undefined;
+    let child: unknown;
+    if (attached || method === 'Target.detachedFromTarget') {
+      const msg = parseObject(data);
+      if (msg === null) return this.malformed.report(data, { reason: 'not_json', detail: `a ${method} event that is not a JSON object` });
+      child = (msg.params as { sessionId?: unknown } | undefined)?.sessionId;
+    }
     if (attached && typeof child === 'string') this.own(channel, child);
     // `data` is given up here (rewritten in place): read nothing of it afterwards.
-    channel.deliver(sid === channel.session ? rewrite(data, { stripSession: sid, reuse: true }) : data);
+    const out = sid === channel.session ? rewrite(data, { stripSession: sid, reuse: true }) : data;
+    if (out === null) return this.malformed.report(data, { reason: 'not_json', detail: `a ${method} event that is not a JSON object` });
+    channel.deliver(out);
     if (!attached && typeof child === 'string' && child !== channel.session) this.disown(channel, child);
   }
 
   /** Root events: a channel's top session detached (its page closed, or Chromium let it go). */
   private onRootEvent(method: string, data: Buffer): void {
     if (method !== 'Target.detachedFromTarget') return;
-    const sid = (JSON.parse(data.toString('utf8')) as { params?: { sessionId?: string } }).params?.sessionId;
-    const channel = sid === undefined ? undefined : this.sessions.get(sid);
+    const msg = parseObject(data);
+    if (msg === null) return this.malformed.report(data, { reason: 'not_json', detail: `a ${method} event that is not a JSON object` });
+    const sid = (msg.params as { sessionId?: unknown } | undefined)?.sessionId;
+    const channel = typeof sid === 'string' ? this.sessions.get(sid) : undefined;
     if (channel === undefined || channel.session !== sid) return;
     this.drop(channel, false, { code: 'target_closed', message: channel.kind.kind === 'target' ? 'the target closed' : 'the session was detached' });
   }
 
   private tooBig(head: Buffer, bytes: number): void {
-    const parsed = parseHead(head);
-    const p = parsed.kind === 'response' ? this.pending.get(parsed.id) : undefined;
+    const id = leadingId(head);
+    const p = id === null ? undefined : this.pending.get(id);
     this.opts.log.warn({ event: 'cdp_message_too_big', bytes, limit: this.opts.maxMessageBytes, method: p?.method }, 'a DevTools message over BROWSERD_CDP_MAX_MESSAGE_BYTES was dropped');
-    if (parsed.kind !== 'response' || p === undefined) return;
-    this.pending.delete(parsed.id);
+    if (id === null || p === undefined) return;
+    this.pending.delete(id);
     if (p.channel === null) p.reject?.(new CdpCallError(p.method, `the answer is over ${this.opts.maxMessageBytes} bytes`, false));
     else this.drop(p.channel, true, { code: 'too_big', message: `a message from Chromium (${bytes} bytes) is over ${this.opts.maxMessageBytes} bytes` });
   }

@@ -14,6 +14,7 @@ import type { Logger } from '../core/log.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import { CdpClient } from '../cdp/client.js';
 import { CdpMux, type CommandPolicy } from '../cdp/mux.js';
+import type { MalformedReporter } from '../cdp/malformed.js';
 import { chromiumEnv, chromiumFlags } from './flags.js';
 import type { ChromiumIdentity } from './sweep/identity.js';
 import { launch, type LaunchedProcess } from './launch/launcher.js';
@@ -39,6 +40,8 @@ export interface RunDeps {
   identity: ChromiumIdentity;
   /** A CDP client sent Browser.close (already answered). */
   onBrowserClose(channel: Channel): void;
+  /** Where malformed messages from Chromium are reported. */
+  malformed: MalformedReporter;
   /** Every line Chromium writes to stdout or stderr. */
   onLine?(line: string): void;
   /** The forwarding proxy's port, or null (no --proxy-server). */
@@ -123,6 +126,7 @@ export class ChromiumRun {
         if (run !== null) deps.onBrowserClose(channel);
       },
       policy: deps.cdpPolicy,
+      malformed: deps.malformed,
     });
     run = new ChromiumRun(proc, mux, deps, pidRef.starttime);
     log.info({ event: 'chromium_launched', chromium_pid: proc.pid, binary: c.binary, flags: args }, 'Chromium launched');

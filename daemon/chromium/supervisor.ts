@@ -10,6 +10,7 @@ import { BrowserUnavailableError } from '../core/errors.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import type { CdpClient } from '../cdp/client.js';
 import type { CommandPolicy } from '../cdp/mux.js';
+import { MalformedReporter } from '../cdp/malformed.js';
 import { CrashLoop } from './state/crash-loop.js';
 import { explainLaunchFailure, blockingPolicy, stderrGist } from './launch/diagnose.js';
 import { ChromiumIdentity } from './sweep/identity.js';
@@ -54,10 +55,13 @@ export class Supervisor {
   private readonly listeners = new Set<(state: BrowserState) => void>();
   private readonly readyHooks: ((run: ChromiumRun) => Promise<void>)[] = [];
   private readonly identity: ChromiumIdentity;
+  /** Malformed DevTools messages of every run: counted, and logged at a bounded rate. */
+  private readonly malformed: MalformedReporter;
 
   constructor(private readonly deps: SupervisorDeps) {
     const c = deps.config.chromium;
     this.identity = new ChromiumIdentity(c.binary, path.join(deps.config.stateDir, EXECUTABLES_FILE), deps.log);
+    this.malformed = new MalformedReporter(deps.log, deps.metrics.cdpMalformed);
     this.crashes = new CrashLoop({ max: c.crashLoopMax, windowMs: c.crashLoopWindowMs, initialBackoffMs: c.backoffInitialMs, maxBackoffMs: c.backoffMaxMs });
   }
 
@@ -266,6 +270,7 @@ export class Supervisor {
           tmpDir: this.deps.tmpDir,
           identity: this.identity,
           onBrowserClose: (ch) => this.onBrowserClose(ch),
+          malformed: this.malformed,
           onLine: this.deps.onChromiumLine,
           proxyPort: this.proxyPort,
           cdpPolicy: this.cdpPolicy,

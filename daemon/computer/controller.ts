@@ -137,6 +137,8 @@ export class Computer {
     if (timedOut) return new TimeoutError(`the ${action} did not finish within its deadline of ${budget} ms (BROWSERD_COMPUTER_TIMEOUT_MS plus the waits it asked for)`);
     if (deadline.expired) return new BrowserUnavailableError(`the ${action} was abandoned: the client went away or browserd is stopping`);
     if (err instanceof CdpCallError) {
+      // Not known whether the input reached the page: not safe to repeat as is.
+      if (err.malformed) return new BrowserUnavailableError(`Chromium sent a malformed answer to ${err.method} during the ${action}: ${err.text}`, { retryable: false });
       if (!err.answered) return new BrowserUnavailableError(`Chromium went away during the ${action}: ${err.text}`);
       if (/no target|session|not found|closed|detached|crashed/i.test(err.text)) return new ConflictError('no_page', `the page closed during the ${action} (${err.text})`);
     }

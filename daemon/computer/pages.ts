@@ -8,9 +8,16 @@
 // at once (several windows) are ordered by that, then by creation. No visible page: `no_page`.
 //
 // A probe is one Runtime.evaluate per page per action (the first one also attaches and creates the
-// world). Each page has at most one probe in flight; an action waits at most PROBE_WAIT_MS for the
-// probes it started, none for one still running from an earlier action, and a page that did not
-// answer keeps what it said last (a busy or hung page does not stall every action).
+// world); each page has at most one probe in flight. A page that is slow to answer is never taken
+// for a page that is not showing: the action waits for its answer, under the action's own deadline,
+// unless the page cannot be the current one whatever it answers —
+//  - its window (Browser.getWindowForTarget, answered by the browser process even when the page's
+//    renderer is hung) has a page that answered visible in this action: a window shows one tab;
+//  - it was visible when last asked, and a page that answered visible in this action became
+//    visible after it.
+// A page whose probe of an earlier action has not answered yet (a hung renderer) keeps its last
+// known state and is waited for only when no page is known to be visible (a hung tab in the
+// background never stalls the input to the current one; a hung current tab ends in the deadline).
 import type { Protocol } from 'devtools-protocol';
 import { CdpCallError, type CdpClient, type CommandName, type Params, type Result } from '../cdp/client.js';
 import { Deadline } from '../core/deadline.js';
@@ -19,8 +26,6 @@ import type { Logger } from '../core/log.js';
 
 /** The name of the daemon's isolated world in every page. */
 export const WORLD_NAME = 'browserd-computer';
-/** How long an action waits for the pages' visibility answers. */
-export const PROBE_WAIT_MS = 1000;
 /** A probe that has not answered by then is given up (the page keeps its last known state). */
 export const PROBE_TIMEOUT_MS = 10_000;
 
@@ -148,18 +153,7 @@ export class PageTracker {
   async currentPage(deadline: Deadline): Promise<Page> {
     const candidates = [...this.pages.values()].filter(isCandidate);
     if (candidates.length === 0) throw new ConflictError('no_page', 'the browser has no page open (open a tab first, e.g. with Target.createTarget over CDP)');
-    // A page whose probe of an earlier action has not answered yet (a busy or hung renderer) is not
-    // waited for again: it keeps its last state until that probe ends (PROBE_TIMEOUT_MS at most).
-    const probes = candidates.filter((t) => t.probing === null).map((t) => (t.probing = this.probe(t).finally(() => (t.probing = null))));
-    const wait = Deadline.in(Math.min(PROBE_WAIT_MS, deadline.left()), 'the pages\u2019 visibility', deadline.signal);
-    try {
-      await wait.race(Promise.all(probes));
-    } catch {
-      // a page that did not answer keeps its last state; the action's own deadline is checked below
-    } finally {
-      wait.dispose();
-    }
-    deadline.check();
+    await this.settle(candidates, deadline);
     for (const t of candidates.filter((c) => c.becameVisible).sort((a, b) => a.created - b.created)) {
       t.becameVisible = false;
       t.activated = ++this.seq;
@@ -174,6 +168,53 @@ export class PageTracker {
       this.current = best.targetId;
     }
     return new Page(this, best, await (best.session as Promise<string>), best.viewport as Viewport);
+  }
+
+  /**
+   * Waits, under `deadline`, until the current page among `candidates` is known (see the head of
+   * this file): every page probed by this action has answered or cannot be the current one, and,
+   * when no page is known to be visible, every probe still running has answered.
+   */
+  private async settle(candidates: Tracked[], deadline: Deadline): Promise<void> {
+    /** Pages that answered during this action. */
+    const answered = new Set<Tracked>();
+    /** Their windows, as the browser said during this action. */
+    const windows = new Map<Tracked, number>();
+    /** Probes this action started (the others are an earlier action's, still running). */
+    const started = new Set<Tracked>();
+    let wake = (): void => undefined;
+    for (const t of candidates) {
+      if (t.probing === null) {
+        started.add(t);
+        const probing = this.probe(t).finally(() => {
+          if (t.probing === probing) t.probing = null;
+        });
+        t.probing = probing;
+      }
+      void (t.probing as Promise<void>).then(() => {
+        answered.add(t);
+        wake();
+      });
+      this.cdp.send('Browser.getWindowForTarget', { targetId: t.targetId }, { deadline }).then(
+        (r) => {
+          windows.set(t, r.windowId);
+          wake();
+        },
+        () => undefined, // a page gone, or the deadline: it is waited for by its probe alone
+      );
+    }
+    const shows = (t: Tracked): boolean => t.visible === true && t.viewport !== null && t.session !== null;
+    const seenVisible = (): Tracked[] => candidates.filter((o) => answered.has(o) && shows(o));
+    const cannotWin = (t: Tracked): boolean => {
+      const w = windows.get(t);
+      return seenVisible().some((o) => o !== t && ((w !== undefined && windows.get(o) === w) || (t.visible === true && (o.becameVisible || o.activated > t.activated))));
+    };
+    for (;;) {
+      const anyVisible = candidates.some(shows);
+      const waiting = candidates.filter((t) => !answered.has(t) && (started.has(t) || !anyVisible) && !cannotWin(t));
+      if (waiting.length === 0) return;
+      await deadline.race(new Promise<void>((resolve) => (wake = resolve)));
+    }
   }
 
   /** Runs `run` with the world's context id; a context gone with its document is made again, once. */

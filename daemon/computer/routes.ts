@@ -11,7 +11,6 @@ import { readClipboard, writeClipboard } from './clipboard.js';
 import type { Computer } from './controller.js';
 import { KEY_NAME_SUMMARY } from './keys.js';
 import { FRAME_MS, WHEEL_UNIT_PX } from './mouse.js';
-import { PROBE_WAIT_MS } from './pages.js';
 import {
   DEFAULT_STEPS_PER_SEGMENT,
   MAX_CLICKS,
@@ -38,8 +37,8 @@ const PAGE_RULE =
   'It acts on the current page: the tab a person would be looking at, i.e. the page target that most recently became visible ' +
   '(a tab opened in the foreground, a popup, Target.activateTarget, Page.bringToFront by any CDP client, a click on a tab in headful mode). ' +
   'Chromium 156 emits no Target event when a tab becomes the current one, so at each request the daemon reads every page\u2019s ' +
-  `document.visibilityState from an isolated world (the page cannot see or fake it; a page that does not answer within ${PROBE_WAIT_MS} ms ` +
-  'keeps its last state, and is not waited for again while it does not answer) and orders the pages by when they were seen to become visible; with several visible (several windows), the latest wins. ' +
+  `document.visibilityState from an isolated world (the page cannot see or fake it; a page slow to answer is waited for within the request's deadline, ` +
+  'unless another tab of its window answered visible; a page that has not answered an earlier request keeps its last state) and orders the pages by when they were seen to become visible; with several visible (several windows), the latest wins. ' +
   'Known limit: in headless mode, Page.bringToFront on a tab that is already visible in its own window (another window\u2019s tab being current) ' +
   'changes nothing a page or the protocol can see, so it does not make that tab current. No visible page: 409 no_page. ' +
   'Coordinates are CSS pixels of that page\u2019s viewport (innerWidth × innerHeight, scrollbars included), the space of the screenshot; a point ' +

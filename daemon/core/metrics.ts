@@ -21,6 +21,7 @@ export interface Metrics {
   idempotencyBytes: Gauge;
   idempotencyReplays: Counter;
   computerActions: Counter<'action' | 'outcome'>;
+  cdpMalformed: Counter<'reason'>;
   playwrightExecutions: Counter<'outcome'>;
   playwrightDuration: Histogram;
   playwrightRunners: Gauge;
@@ -123,6 +124,12 @@ export function createMetrics(): Metrics {
       name: 'browserd_computer_actions_total',
       help: 'Computer-control requests by action (click_mouse, screenshot, batch, …) and outcome (ok or the error code)',
       labelNames: ['action', 'outcome'],
+      registers: [registry],
+    }),
+    cdpMalformed: new Counter({
+      name: 'browserd_cdp_malformed_messages_total',
+      help: 'Messages from Chromium that were dropped as not DevTools messages, by reason (not_json, bad_shape, unknown_id)',
+      labelNames: ['reason'],
       registers: [registry],
     }),
     playwrightExecutions: new Counter({

@@ -20,8 +20,6 @@ const FINISH_MS = 10_000;
 const SIGINT_MS = 5_000;
 /** How often the size, the free disk space and the duration are checked. */
 const CHECK_MS = 1000;
-/** Frames behind the clock past which the missing ones are dropped rather than written in a burst. */
-const MAX_BEHIND_SEC = 2;
 /** How far behind the clock the video is written: frames arriving up to this late still land in their slot. */
 export const LATENCY_MS = 1000;
 
@@ -87,7 +85,6 @@ export class Recording {
   readonly width: number;
   readonly height: number;
   private written = 0;
-  private dropped = 0;
   private ticker: NodeJS.Timeout | null = null;
   private checker: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
@@ -119,9 +116,9 @@ export class Recording {
     return r;
   }
 
-  /** Frames written to ffmpeg so far, and those dropped because it fell behind. */
-  get frames(): { written: number; dropped: number } {
-    return { written: this.written, dropped: this.dropped };
+  /** Frames written to ffmpeg so far. */
+  get frames(): number {
+    return this.written;
   }
 
   get isStopping(): boolean {
@@ -168,12 +165,9 @@ export class Recording {
     if (stdin === null || stdin.destroyed) return;
     const fps = this.spec.framerate;
     const start = this.startedAt.getTime();
+    // Slots are never skipped (video time stays wall time): after a stall of the event loop or of
+    // ffmpeg, the missing ones are written in a burst, as far as ffmpeg reads.
     const due = until < start ? 0 : Math.floor(((until - start) * fps) / 1000) + 1;
-    if (!flush && due - this.written > fps * MAX_BEHIND_SEC) {
-      const skip = due - this.written - fps;
-      this.dropped += skip;
-      this.written += skip;
-    }
     while (this.written < due) {
       const slot = start + (this.written * 1000) / fps;
       while (this.queue.length > 0 && (this.queue[0] as Frame).at <= slot) this.current = this.queue.shift() as Frame;

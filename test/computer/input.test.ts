@@ -383,3 +383,20 @@ test('scope computer: a key without it is 403 naming it; a key with only it acts
   const noToken = await fetch(`${d.url}/browsers/local/computer/screenshot`, { method: 'POST' });
   await expectError(noToken, 401, 'unauthorized');
 });
+
+test('a current page whose renderer is slow to answer gets the click (not 409 no_page), also beside a hung tab in the background', async () => {
+  const slow = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
+  const { targetId: hung } = await cdp.send('Target.createTarget', { url: 'data:text/html,<script>for (;;) {}</script>', background: true });
+  try {
+    // Its main thread busy for 2 s from now, longer than any fixed wait for its answer would be:
+    // the daemon has never asked this page whether it is showing, and gets no answer until then.
+    assert.equal(await slow.eval('setTimeout(() => { const t = Date.now(); while (Date.now() - t < 2000); }, 0), true'), true);
+    await k.browsers.computer.clickMouse('local', { x: 33, y: 44 });
+    assert.deepEqual((await slow.events()).filter((e) => e.type === 'click').map((e) => [e.x, e.y]), [[33, 44]]);
+    assert.deepEqual(await tab.events(), [], 'nothing reached the tab behind it');
+  } finally {
+    await cdp.send('Target.closeTarget', { targetId: hung });
+    await slow.close();
+    await cdp.send('Page.bringToFront', {}, { sessionId: tab.sessionId });
+  }
+});

@@ -26,9 +26,15 @@ export interface ExecOptions {
   stdin: Buffer | null;
 }
 
-/** Output kept up to a limit; the rest only counted. */
+/** Chunks smaller than this are copied into slabs of CAPTURE_SLAB_BYTES (a Buffer per chunk costs ~380 bytes beside its bytes). */
+const CAPTURE_COPY_BELOW = 16 * 1024;
+const CAPTURE_SLAB_BYTES = 64 * 1024;
+
+/** Output kept up to a limit; the rest only counted. Small chunks are copied together, so memory stays near the bytes kept. */
 class Capture {
   private readonly chunks: Buffer[] = [];
+  private slab: Buffer | null = null;
+  private slabUsed = 0;
   private kept = 0;
   truncated = 0;
 
@@ -36,16 +42,26 @@ class Capture {
 
   add(d: Buffer): void {
     const room = this.limit - this.kept;
-    if (room >= d.length) {
+    const take = Math.max(0, Math.min(room, d.length));
+    if (take > 0) this.keep(take === d.length ? d : d.subarray(0, take));
+    this.truncated += d.length - take;
+  }
+
+  private keep(d: Buffer): void {
+    this.kept += d.length;
+    if (d.length >= CAPTURE_COPY_BELOW) {
       this.chunks.push(d);
-      this.kept += d.length;
+      this.slab = null; // the slab is the last chunk no more
       return;
     }
-    if (room > 0) {
-      this.chunks.push(d.subarray(0, room));
-      this.kept += room;
+    if (this.slab === null || this.slabUsed + d.length > this.slab.length) {
+      this.slab = Buffer.allocUnsafeSlow(Math.min(CAPTURE_SLAB_BYTES, this.limit));
+      this.slabUsed = 0;
+      this.chunks.push(this.slab.subarray(0, 0));
     }
-    this.truncated += d.length - Math.max(room, 0);
+    d.copy(this.slab, this.slabUsed);
+    this.slabUsed += d.length;
+    this.chunks[this.chunks.length - 1] = this.slab.subarray(0, this.slabUsed);
   }
 
   base64(): string {

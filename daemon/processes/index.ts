@@ -48,6 +48,7 @@ export function createProcesses(deps: ProcessesDeps): Processes {
   const journal = new GroupJournal(config.stateDir);
   const attach = new AttachHub({ maxFrameBytes: config.processes.stdinLimitBytes, log });
   let closing: Promise<void> | null = null;
+  metrics.memoryPool('process_output', () => table.outputMemoryBytes);
 
   return {
     routes: processRoutes({ config, log, metrics, table, groups, journal, attach }),

@@ -81,6 +81,13 @@ export class ProcessTable {
     return proc;
   }
 
+  /** Real bytes held by the output buffers of every known process (docs/memory.md, pool process_output). */
+  get outputMemoryBytes(): number {
+    let n = 0;
+    for (const p of this.procs.values()) n += p.output.memoryBytes;
+    return n;
+  }
+
   /** Every known process, oldest first. */
   list(): ManagedProcess[] {
     return [...this.procs.values()].sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime());

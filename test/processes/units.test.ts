@@ -7,11 +7,13 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { after, before, describe, test } from 'node:test';
 import { BrowserdError } from '../../daemon/core/errors.js';
 import { statusOf } from '../../daemon/http/errors.js';
 import { GroupSet } from '../../daemon/processes/groups/groups.js';
-import { ReplayBuffer } from '../../daemon/processes/output/replay-buffer.js';
+import { CHUNK_OVERHEAD_BYTES, ReplayBuffer } from '../../daemon/processes/output/replay-buffer.js';
 import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../../daemon/processes/stdin/stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../../daemon/core/strict-base64.js';
 import { launchPty, loadPty } from '../../daemon/core/process/pty.js';
@@ -20,6 +22,12 @@ import { groupMembers, killGroup, waitGroupGone } from '../kit/procs.js';
 import { until, waitFile } from '../kit/wait.js';
 
 const dir = tempDir('browserd-units-');
+
+/** A full garbage collection on demand (for measuring what a structure holds). */
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
 // The timers of the stdin writer and of the group set are unref'd (in the daemon its server keeps
 // the event loop alive): this one does it here.
 let keepAlive: NodeJS.Timeout;
@@ -76,9 +84,11 @@ describe('strict base64', () => {
 
 describe('replay buffer', () => {
   const text = (chunks: { data: Buffer }[]): string => Buffer.concat(chunks.map((c) => c.data)).toString();
+  /** Offsets and losses in payload bytes, as a buffer counted without overhead or slabs. */
+  const PAYLOAD_ONLY = { chunkOverheadBytes: 0, slabBytes: 0 };
 
   test('keeps both streams interleaved in arrival order with absolute offsets', () => {
-    const b = new ReplayBuffer(1024);
+    const b = new ReplayBuffer(1024, PAYLOAD_ONLY);
     b.append('stdout', Buffer.from('one '));
     b.append('stderr', Buffer.from('two '));
     b.append('stdout', Buffer.from('three'));
@@ -96,7 +106,7 @@ describe('replay buffer', () => {
   });
 
   test('past its capacity it drops the oldest bytes and a reader behind learns how many it lost', () => {
-    const b = new ReplayBuffer(10);
+    const b = new ReplayBuffer(10, PAYLOAD_ONLY);
     b.append('stdout', Buffer.from('0123456789'));
     b.append('stderr', Buffer.from('abcd'));
     assert.equal(b.keptBytes, 10);
@@ -113,7 +123,7 @@ describe('replay buffer', () => {
   });
 
   test('one chunk larger than the capacity keeps its tail', () => {
-    const b = new ReplayBuffer(4);
+    const b = new ReplayBuffer(4, PAYLOAD_ONLY);
     b.append('stdout', Buffer.from('abcdefgh'));
     const r = b.read(0);
     assert.equal(r.lost, 4);
@@ -122,7 +132,7 @@ describe('replay buffer', () => {
   });
 
   test('many small chunks: the count of bytes lost plus bytes read is every byte written', () => {
-    const b = new ReplayBuffer(1000);
+    const b = new ReplayBuffer(1000, PAYLOAD_ONLY);
     let written = 0;
     let offset = 0;
     let got = 0;
@@ -150,8 +160,52 @@ describe('replay buffer', () => {
     assert.ok(lost > 0);
   });
 
+  test('1-byte chunks: the memory held stays within the capacity in real bytes (heap and buffers measured)', () => {
+    const capacity = 1024 * 1024;
+    const gc = collector();
+    gc();
+    const before = process.memoryUsage();
+    const b = new ReplayBuffer(capacity);
+    const one = Buffer.from('x');
+    // Each chunk its own Buffer, as a pipe's reads give them.
+    for (let i = 0; i < 1_200_000; i++) b.append(i % 1000 === 999 ? 'stderr' : 'stdout', Buffer.from(one));
+    gc();
+    const after = process.memoryUsage();
+    const held = after.heapUsed - before.heapUsed + (after.arrayBuffers - before.arrayBuffers);
+    // What the buffer holds, measured: within twice its capacity (the rest is the measurement's noise).
+    assert.ok(held < 2 * capacity, `held ${held} bytes for a capacity of ${capacity}`);
+    assert.ok(b.memoryBytes <= capacity, `accounted ${b.memoryBytes} <= ${capacity}`);
+    // Every byte is still addressed right: the newest ones are readable, the older ones counted as lost.
+    const r = b.read(0);
+    assert.equal(r.lost + r.chunks.reduce((n, c) => n + c.data.length, 0), 1_200_000);
+    assert.equal(r.next, 1_200_000);
+    assert.ok(b.keptBytes > capacity / 2, `most of the capacity holds bytes: ${b.keptBytes}`);
+  });
+
+  test('the accounting counts every chunk\'s overhead, whole slabs while used, and large chunks by their bytes', () => {
+    const b = new ReplayBuffer(64 * 1024, { slabBytes: 1024 });
+    b.append('stdout', Buffer.from('ab'));
+    b.append('stdout', Buffer.from('cd')); // extends the chunk before it (same stream, same slab)
+    assert.equal(b.chunkCount, 1);
+    assert.equal(b.memoryBytes, 1024 + CHUNK_OVERHEAD_BYTES);
+    b.append('stderr', Buffer.from('ef')); // same slab, a chunk of its own
+    assert.equal(b.chunkCount, 2);
+    assert.equal(b.memoryBytes, 1024 + 2 * CHUNK_OVERHEAD_BYTES);
+    b.append('stdout', Buffer.alloc(4096, 1)); // larger than a quarter slab: kept as it is
+    assert.equal(b.memoryBytes, 1024 + 3 * CHUNK_OVERHEAD_BYTES + 4096);
+    assert.deepEqual(b.read(0).chunks.map((c) => [c.stream, c.start, c.data.length]), [
+      ['stdout', 0, 4],
+      ['stderr', 4, 2],
+      ['stdout', 6, 4096],
+    ]);
+    // Past the capacity the oldest chunks go, and the slab with the last of them.
+    for (let i = 0; i < 16; i++) b.append('stdout', Buffer.alloc(4096, 2));
+    assert.ok(b.memoryBytes <= 64 * 1024);
+    assert.equal(b.read(0).chunks[0]?.data[0], 2, 'the slab\'s chunks were dropped first');
+  });
+
   test('wait resolves on new output, on finish and on abort; nothing is appended after finish', async () => {
-    const b = new ReplayBuffer(100);
+    const b = new ReplayBuffer(100, PAYLOAD_ONLY);
     const waiting = b.wait(0);
     b.append('stdout', Buffer.from('x'));
     await waiting;

@@ -55,6 +55,8 @@ export interface Config {
     execOutputLimitBytes: number;
     stdinLimitBytes: number;
     stdinTimeoutMs: number;
+    /** Stdin bytes queued over every process (each process's own cap is 4 × stdinLimitBytes). */
+    stdinQueueTotalBytes: number;
   };
   extensions: {
     maxItems: number;
@@ -146,6 +148,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
     return n;
   };
+  /** A total that must hold at least one of the items it sums (else no request could ever be accepted). */
+  const atLeast = (name: string, value: number, itemSetting: string, item: number): number => {
+    if (value < item) throw new ConfigError(name, `must be at least ${itemSetting} (${item}), got ${value}`);
+    return value;
+  };
   const bool = (name: string, def: boolean): boolean => {
     const raw = get(name);
     if (raw === undefined) return def;
@@ -209,6 +216,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       execOutputLimitBytes: int('BROWSERD_EXEC_OUTPUT_LIMIT_BYTES', 16 * MiB, 1024, 256 * MiB),
       stdinLimitBytes,
       stdinTimeoutMs: int('BROWSERD_STDIN_TIMEOUT_MS', 30_000, 100, 600_000),
+      stdinQueueTotalBytes: atLeast('BROWSERD_STDIN_QUEUE_TOTAL_BYTES', int('BROWSERD_STDIN_QUEUE_TOTAL_BYTES', 64 * MiB, 1024, 4096 * MiB), 'BROWSERD_STDIN_LIMIT_BYTES', stdinLimitBytes),
     },
     extensions: {
       maxItems: int('BROWSERD_EXTENSION_MAX_ITEMS', 20, 1, 1000),

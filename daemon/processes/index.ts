@@ -14,6 +14,7 @@ import { GroupJournal } from './groups/journal.js';
 import { endLeftoverGroups } from './groups/sweep.js';
 import { ProcessTable } from './process-table.js';
 import { AttachHub } from './pty/attach.js';
+import { StdinBudget } from './stdin/stdin-budget.js';
 import { processRoutes } from './routes.js';
 
 /** The minimal environment, user and working directory of a child: also the Playwright runner's. */
@@ -48,10 +49,12 @@ export function createProcesses(deps: ProcessesDeps): Processes {
   const journal = new GroupJournal(config.stateDir);
   const attach = new AttachHub({ maxFrameBytes: config.processes.stdinLimitBytes, log });
   let closing: Promise<void> | null = null;
+  const stdinBudget = new StdinBudget(config.processes.stdinQueueTotalBytes);
   metrics.memoryPool('process_output', () => table.outputMemoryBytes);
+  metrics.memoryPool('stdin_queue', () => stdinBudget.usedBytes);
 
   return {
-    routes: processRoutes({ config, log, metrics, table, groups, journal, attach }),
+    routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget }),
     async start() {
       loadPty(config.testHooks.get('pty_package') ?? PTY_PACKAGE);
       const { entries, malformed } = journal.readLeft();

@@ -31,6 +31,7 @@ import {
   TTY_DEFAULT_ROWS,
 } from './schemas.js';
 import { decodeStdin, readWithStdinLimit, stdinRoutes } from './stdin/routes.js';
+import type { StdinBudget } from './stdin/stdin-budget.js';
 import { STDIN_QUEUE_FACTOR } from './stdin/stdin-writer.js';
 
 export interface RouteDeps {
@@ -41,6 +42,7 @@ export interface RouteDeps {
   groups: GroupSet;
   journal: GroupJournal;
   attach: AttachHub;
+  stdinBudget: StdinBudget;
 }
 
 
@@ -166,6 +168,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
           replayBufferBytes: limits.replayBufferBytes,
           stdinTimeoutMs: limits.stdinTimeoutMs,
           stdinQueueLimitBytes: limits.stdinLimitBytes * STDIN_QUEUE_FACTOR,
+          stdinBudget: deps.stdinBudget,
           timeoutMs: body.timeout_sec == null ? null : body.timeout_sec * 1000,
           metrics: deps.metrics,
           log: deps.log,

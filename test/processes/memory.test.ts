@@ -5,10 +5,15 @@
 // are capped by BROWSERD_STDIN_QUEUE_TOTAL_BYTES (429 limit_exceeded, inner_error stdin_queue_total).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { readOutput, spawnProcess, waitExited } from '../helpers/processes.js';
+import { expectError } from '../helpers/http.js';
+import { kill, readOutput, spawnProcess, waitExited, writeStdin } from '../helpers/processes.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
 
 const REPLAY_BYTES = 2 * 1024;
+const MiB = 1024 * 1024;
+const STDIN_LIMIT = 1 * MiB;
+const STDIN_TOTAL = 2 * MiB;
 const DRIP_BYTES = 6_000;
 
 /**
@@ -30,7 +35,15 @@ for i in range(n):
 let d: Daemon;
 
 before(async () => {
-  d = await startDaemon({ env: { BROWSERD_OUTPUT_BUFFER_BYTES: String(REPLAY_BYTES) } });
+  d = await startDaemon({
+    env: {
+      BROWSERD_OUTPUT_BUFFER_BYTES: String(REPLAY_BYTES),
+      BROWSERD_STDIN_LIMIT_BYTES: String(STDIN_LIMIT),
+      BROWSERD_STDIN_QUEUE_TOTAL_BYTES: String(STDIN_TOTAL),
+      // A request the child does not read is answered 504 soon; its bytes stay queued.
+      BROWSERD_STDIN_TIMEOUT_MS: '500',
+    },
+  });
 });
 after(async () => {
   await d.cleanup();
@@ -57,4 +70,22 @@ test('a child writing 1-byte chunks: its replay buffer stays within its budget i
   const expected = Buffer.from(Array.from({ length: DRIP_BYTES }, (_, i) => 97 + (i % 26))).subarray(out.lost);
   assert.ok(out.stdout.equals(expected), 'the newest bytes, in order');
   assert.ok(out.stdout.length > REPLAY_BYTES / 4, `most of the budget holds bytes: ${out.stdout.length}`);
+});
+
+test('stdin queued over every process passes BROWSERD_STDIN_QUEUE_TOTAL_BYTES: 429 stdin_queue_total, room again once the children are gone', async () => {
+  // Two children that never read their stdin; each holds far less than its own cap (4 × 1 MiB).
+  const [a, b] = await Promise.all([spawnProcess(d, { command: 'sleep', args: ['600'] }), spawnProcess(d, { command: 'sleep', args: ['600'] })]);
+  // 1 MiB each: the socket takes a few hundred KiB, the rest stays queued in the daemon (504, bytes kept).
+  for (const id of [a.process_id, b.process_id]) await expectError(await writeStdin(d, id, Buffer.alloc(STDIN_LIMIT, 1)), 504, 'timeout');
+  const queued = await pool('stdin_queue');
+  assert.ok(queued > STDIN_TOTAL - STDIN_LIMIT, `${queued} bytes queued`);
+  const res = await writeStdin(d, a.process_id, Buffer.alloc(STDIN_LIMIT, 2));
+  const body = await expectError(res, 429, 'limit_exceeded');
+  assert.match(body.message as string, /BROWSERD_STDIN_QUEUE_TOTAL_BYTES/);
+  assert.equal((body.inner_error as { code?: string } | undefined)?.code, 'stdin_queue_total');
+  assert.equal(res.headers.get('x-should-retry'), 'true');
+  assert.equal(await pool('stdin_queue'), queued, 'nothing of the refused request was queued');
+  // The children go: what they did not read leaves the budget.
+  for (const id of [a.process_id, b.process_id]) assert.equal((await kill(d, id, 'KILL')).status, 200);
+  await until('the stdin queue to empty', async () => ((await pool('stdin_queue')) === 0 ? true : undefined));
 });

@@ -14,6 +14,7 @@ import { BrowserdError } from '../../daemon/core/errors.js';
 import { statusOf } from '../../daemon/http/errors.js';
 import { GroupSet } from '../../daemon/processes/groups/groups.js';
 import { CHUNK_OVERHEAD_BYTES, ReplayBuffer } from '../../daemon/processes/output/replay-buffer.js';
+import { StdinBudget } from '../../daemon/processes/stdin/stdin-budget.js';
 import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../../daemon/processes/stdin/stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../../daemon/core/strict-base64.js';
 import { launchPty, loadPty } from '../../daemon/core/process/pty.js';
@@ -320,6 +321,44 @@ describe('stdin writer', () => {
     pipe.release();
     assert.deepEqual(await Promise.all([first, fits]), [600, 400]);
     assert.deepEqual(pipe.received, Buffer.concat([Buffer.alloc(600, 1), Buffer.alloc(400, 3)]));
+  });
+
+  test('the bytes queued over every process are capped: 429 stdin_queue_total, nothing queued, room again once read or failed', async () => {
+    const budget = new StdinBudget(1000);
+    const [pa, pb] = [new FakePipe(), new FakePipe()];
+    pa.holding = true;
+    pb.holding = true;
+    let exitB!: () => void;
+    const a = writer(pa, { processId: 'pa', budget });
+    const b = writer(pb, { processId: 'pb', budget, exited: new Promise<void>((resolve) => (exitB = resolve)) });
+    const first = a.write(Buffer.alloc(600, 1), false);
+    const second = b.write(Buffer.alloc(300, 2), false);
+    assert.equal(budget.usedBytes, 900);
+    // Each process is far below its own cap; together they would pass the shared one.
+    assert.throws(() => a.write(Buffer.alloc(101, 3), false), (err: unknown) => {
+      apiError(429, 'limit_exceeded', /900 bytes accepted .* 101 bytes of this request to process pa would pass the limit of 1000 bytes \(BROWSERD_STDIN_QUEUE_TOTAL_BYTES\)/)(err);
+      assert.equal((err as BrowserdError).inner?.code, 'stdin_queue_total');
+      return true;
+    });
+    assert.equal(budget.usedBytes, 900, 'nothing of the refused request was taken');
+    assert.equal(a.queuedBytes, 600);
+    // The child of a reads: its bytes leave the budget.
+    pa.release();
+    assert.equal(await first, 600);
+    assert.equal(budget.usedBytes, 300);
+    const third = a.write(Buffer.alloc(700, 3), false);
+    assert.equal(budget.usedBytes, 1000);
+    // b exits with its bytes queued: they fail and leave the budget.
+    exitB();
+    b.processExited();
+    await assert.rejects(second, apiError(409, 'process_exited'));
+    assert.equal(budget.usedBytes, 700);
+    assert.equal(await third, 700);
+    assert.equal(budget.usedBytes, 0);
+    // A write callback that comes after the failure gives back nothing twice.
+    pb.release();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(budget.usedBytes, 0);
   });
 
   test('EPIPE from a process that exited: 409 process_exited, no uncaught error', async () => {

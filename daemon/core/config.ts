@@ -45,6 +45,10 @@ export interface Config {
     backoffInitialMs: number;
     backoffMaxMs: number;
     cdpMaxMessageBytes: number;
+    /** Unsent bytes one CDP client may hold before a message; past it the client is closed (1013). */
+    cdpClientQueueBytes: number;
+    /** Unsent bytes over every CDP client before a message; past it the one holding most is closed (1013). */
+    cdpQueueTotalBytes: number;
     /** Chromium's TMPDIR, in the state dir (emptied after every stop). */
     tmpDir: string;
   };
@@ -207,6 +211,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       backoffInitialMs: int('BROWSERD_RESTART_BACKOFF_MS', 250, 0, 600_000),
       backoffMaxMs: int('BROWSERD_RESTART_BACKOFF_MAX_MS', 30_000, 0, 3_600_000),
       cdpMaxMessageBytes: int('BROWSERD_CDP_MAX_MESSAGE_BYTES', 256 * MiB, 1024, 1024 * MiB),
+      cdpClientQueueBytes: int('BROWSERD_CDP_CLIENT_QUEUE_BYTES', 64 * MiB, 1024, 4096 * MiB),
+      cdpQueueTotalBytes: int('BROWSERD_CDP_QUEUE_TOTAL_BYTES', 128 * MiB, 1024, 4096 * MiB),
       tmpDir: chromiumTmpDir(stateDir),
     },
     processes: {

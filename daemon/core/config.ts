@@ -57,6 +57,10 @@ export interface Config {
     retentionMs: number;
     replayBufferBytes: number;
     execOutputLimitBytes: number;
+    /** The output every running exec keeps, together; past it output is counted as truncated. */
+    execOutputTotalBytes: number;
+    /** The output buffers of exited processes kept for reading, together; past it the oldest is forgotten. */
+    outputRetainedBytes: number;
     stdinLimitBytes: number;
     stdinTimeoutMs: number;
     /** Stdin bytes queued over every process (each process's own cap is 4 × stdinLimitBytes). */
@@ -220,6 +224,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       retentionMs: int('BROWSERD_PROCESS_RETENTION_SEC', 300, 0, 86_400) * 1000,
       replayBufferBytes: int('BROWSERD_OUTPUT_BUFFER_BYTES', 1 * MiB, 1024, 256 * MiB),
       execOutputLimitBytes: int('BROWSERD_EXEC_OUTPUT_LIMIT_BYTES', 16 * MiB, 1024, 256 * MiB),
+      execOutputTotalBytes: int('BROWSERD_EXEC_OUTPUT_TOTAL_BYTES', 64 * MiB, 1024, 4096 * MiB),
+      outputRetainedBytes: int('BROWSERD_OUTPUT_RETAINED_BYTES', 64 * MiB, 0, 4096 * MiB),
       stdinLimitBytes,
       stdinTimeoutMs: int('BROWSERD_STDIN_TIMEOUT_MS', 30_000, 100, 600_000),
       stdinQueueTotalBytes: atLeast('BROWSERD_STDIN_QUEUE_TOTAL_BYTES', int('BROWSERD_STDIN_QUEUE_TOTAL_BYTES', 64 * MiB, 1024, 4096 * MiB), 'BROWSERD_STDIN_LIMIT_BYTES', stdinLimitBytes),

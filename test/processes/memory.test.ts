@@ -2,11 +2,12 @@
 // The memory budget of the processes module through the real daemon (docs/memory.md): a child
 // writing 1-byte chunks keeps its replay buffer within BROWSERD_OUTPUT_BUFFER_BYTES in real bytes
 // (browserd_memory_pool_bytes{pool="process_output"}), and the stdin bytes queued over every process
-// are capped by BROWSERD_STDIN_QUEUE_TOTAL_BYTES (429 limit_exceeded, inner_error stdin_queue_total).
+// are capped by BROWSERD_STDIN_QUEUE_TOTAL_BYTES (429 limit_exceeded, inner_error stdin_queue_total),
+// the output every running exec keeps by BROWSERD_EXEC_OUTPUT_TOTAL_BYTES (the rest truncated).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
-import { kill, readOutput, spawnProcess, waitExited, writeStdin } from '../helpers/processes.js';
+import { execProcess, kill, readOutput, spawnProcess, waitExited, writeStdin } from '../helpers/processes.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
 
@@ -14,6 +15,7 @@ const REPLAY_BYTES = 2 * 1024;
 const MiB = 1024 * 1024;
 const STDIN_LIMIT = 1 * MiB;
 const STDIN_TOTAL = 2 * MiB;
+const EXEC_TOTAL = 64 * 1024;
 const DRIP_BYTES = 6_000;
 
 /**
@@ -42,6 +44,7 @@ before(async () => {
       BROWSERD_STDIN_QUEUE_TOTAL_BYTES: String(STDIN_TOTAL),
       // A request the child does not read is answered 504 soon; its bytes stay queued.
       BROWSERD_STDIN_TIMEOUT_MS: '500',
+      BROWSERD_EXEC_OUTPUT_TOTAL_BYTES: String(EXEC_TOTAL),
     },
   });
 });
@@ -88,4 +91,20 @@ test('stdin queued over every process passes BROWSERD_STDIN_QUEUE_TOTAL_BYTES: 4
   // The children go: what they did not read leaves the budget.
   for (const id of [a.process_id, b.process_id]) assert.equal((await kill(d, id, 'KILL')).status, 200);
   await until('the stdin queue to empty', async () => ((await pool('stdin_queue')) === 0 ? true : undefined));
+});
+
+test('exec output over every running exec is held to BROWSERD_EXEC_OUTPUT_TOTAL_BYTES: the rest is counted as truncated, and given back', async () => {
+  // Far below its own limit (16 MiB), past the total.
+  for (let round = 0; round < 2; round++) {
+    const r = await execProcess(d, { command: 'head', args: ['-c', '200000', '/dev/zero'] });
+    assert.equal(r.exit_code, 0);
+    assert.equal(Buffer.from(r.stdout_b64, 'base64').length, EXEC_TOTAL, `round ${round}: the total is kept, and only it`);
+    assert.equal(r.stdout_truncated_bytes, 200_000 - EXEC_TOTAL);
+    assert.equal(await pool('exec_output'), 0, 'the answer gives back what the exec kept');
+  }
+  // 1-byte chunks are kept whole and in order (copied together, not kept one Buffer each).
+  const r = await execProcess(d, { command: 'python3', args: ['-c', DRIP, '3000'] });
+  const expected = Buffer.from(Array.from({ length: 3000 }, (_, i) => 97 + (i % 26)));
+  assert.ok(Buffer.from(r.stdout_b64, 'base64').equals(expected));
+  assert.equal(r.stdout_truncated_bytes, 0);
 });

@@ -14,6 +14,9 @@ import { BrowserdError } from '../../daemon/core/errors.js';
 import { statusOf } from '../../daemon/http/errors.js';
 import { GroupSet } from '../../daemon/processes/groups/groups.js';
 import { CHUNK_OVERHEAD_BYTES, ReplayBuffer } from '../../daemon/processes/output/replay-buffer.js';
+import { createMetrics } from '../../daemon/core/metrics.js';
+import type { ManagedProcess } from '../../daemon/processes/managed-process.js';
+import { ProcessTable } from '../../daemon/processes/process-table.js';
 import { StdinBudget } from '../../daemon/processes/stdin/stdin-budget.js';
 import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../../daemon/processes/stdin/stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../../daemon/core/strict-base64.js';
@@ -222,6 +225,22 @@ describe('replay buffer', () => {
     assert.equal(b.endOffset, 1);
     b.finish({ exit_code: 1, signal: null });
     assert.deepEqual(b.exit, { exit_code: 0, signal: null }, 'finish is idempotent');
+  });
+});
+
+describe('process table', () => {
+  test('finished processes are forgotten oldest first once their output buffers pass BROWSERD_OUTPUT_RETAINED_BYTES together', async () => {
+    const table = new ProcessTable({ maxLive: 10, retentionMs: 600_000, retainedBytes: 2500, metrics: createMetrics() });
+    const proc = (id: string, bytes: number): { id: string; done: Promise<void>; output: { memoryBytes: number } } => ({ id, done: Promise.resolve(), output: { memoryBytes: bytes } });
+    for (const [id, bytes] of [['a', 1000], ['b', 1000], ['c', 400]] as const) table.add(proc(id, bytes) as unknown as ManagedProcess);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(['a', 'b', 'c'].map((id) => table.get(id).id), ['a', 'b', 'c'], '2400 bytes: all kept');
+    table.add(proc('d', 900) as unknown as ManagedProcess);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.throws(() => table.get('a'), apiError(404, 'not_found'));
+    assert.deepEqual(['b', 'c', 'd'].map((id) => table.get(id).id), ['b', 'c', 'd'], '2300 bytes once a is forgotten');
+    assert.equal(table.outputMemoryBytes, 2300);
+    table.close();
   });
 });
 

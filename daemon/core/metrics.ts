@@ -40,7 +40,7 @@ export function createMetrics(): Metrics {
   const pools = new Map<string, () => number>();
   new Gauge({
     name: 'browserd_memory_pool_bytes',
-    help: 'Bytes held by each pool of the memory budget (process_output: replay buffers in real bytes; stdin_queue; cdp_client_queue; idempotency)',
+    help: 'Bytes held by each pool of the memory budget (docs/memory.md): process_output (replay buffers, real bytes), stdin_queue, exec_output, cdp_client_queue',
     labelNames: ['pool'],
     registers: [registry],
     collect() {

@@ -13,8 +13,8 @@ import { until } from '../kit/wait.js';
 
 const REPLAY_BYTES = 2 * 1024;
 const MiB = 1024 * 1024;
-const STDIN_LIMIT = 1 * MiB;
-const STDIN_TOTAL = 2 * MiB;
+const STDIN_LIMIT = 4 * MiB;
+const STDIN_TOTAL = 8 * MiB;
 const EXEC_TOTAL = 64 * 1024;
 const DRIP_BYTES = 6_000;
 
@@ -76,9 +76,9 @@ test('a child writing 1-byte chunks: its replay buffer stays within its budget i
 });
 
 test('stdin queued over every process passes BROWSERD_STDIN_QUEUE_TOTAL_BYTES: 429 stdin_queue_total, room again once the children are gone', async () => {
-  // Two children that never read their stdin; each holds far less than its own cap (4 × 1 MiB).
+  // Two children that never read their stdin; each holds far less than its own cap (4 × 4 MiB).
   const [a, b] = await Promise.all([spawnProcess(d, { command: 'sleep', args: ['600'] }), spawnProcess(d, { command: 'sleep', args: ['600'] })]);
-  // 1 MiB each: the socket takes a few hundred KiB, the rest stays queued in the daemon (504, bytes kept).
+  // 4 MiB each: the socket takes a few hundred KiB, the rest stays queued in the daemon (504, bytes kept).
   for (const id of [a.process_id, b.process_id]) await expectError(await writeStdin(d, id, Buffer.alloc(STDIN_LIMIT, 1)), 504, 'timeout');
   const queued = await pool('stdin_queue');
   assert.ok(queued > STDIN_TOTAL - STDIN_LIMIT, `${queued} bytes queued`);

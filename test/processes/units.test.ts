@@ -176,8 +176,9 @@ describe('replay buffer', () => {
     gc();
     const after = process.memoryUsage();
     const held = after.heapUsed - before.heapUsed + (after.arrayBuffers - before.arrayBuffers);
-    // What the buffer holds, measured: within twice its capacity (the rest is the measurement's noise).
-    assert.ok(held < 2 * capacity, `held ${held} bytes for a capacity of ${capacity}`);
+    // What the buffer holds, measured: near its capacity (the margin is the measurement's noise, up to
+    // a MiB; counted by payload, one Buffer per byte held ~170 times the capacity).
+    assert.ok(held < 4 * capacity, `held ${held} bytes for a capacity of ${capacity}`);
     assert.ok(b.memoryBytes <= capacity, `accounted ${b.memoryBytes} <= ${capacity}`);
     // Every byte is still addressed right: the newest ones are readable, the older ones counted as lost.
     const r = b.read(0);

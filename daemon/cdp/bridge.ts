@@ -3,8 +3,10 @@
 // gets 101 only when Chromium is there; a client arriving while Chromium starts or restarts waits
 // for it, within one deadline. Messages are bounded (ws maxPayload: close 1009); a client whose
 // Chromium went away is closed with 1012 (reconnect to the same URL); a client that reads too
-// slowly is closed with 1013 rather than buffered without bound; a client writing faster than
-// Chromium reads is paused (its socket stops being read, TCP pushes back).
+// slowly is closed with 1013 rather than buffered without bound (send-budget.ts: its own limit, and
+// one over every client; the reason starts with slow_client or cdp_queue_full); one that does not
+// read even its close frame is cut at the next message that finds the total still passed. A client
+// writing faster than Chromium reads is paused (its socket stops being read, TCP pushes back).
 import type { Protocol } from 'devtools-protocol';
 import WebSocket from 'ws';
 import { Deadline, DeadlineError } from '../core/deadline.js';
@@ -13,6 +15,7 @@ import type { Logger } from '../core/log.js';
 import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
 import type { Channel, ChannelEnd, ChannelKind } from './channel.js';
 import { CdpCallError, type CdpMux } from './mux.js';
+import { SendBudget, type QueuedClient } from './send-budget.js';
 
 /** How long a CDP client waits for a starting or restarting Chromium before a 503. */
 export const CDP_READY_WAIT_MS = 15_000;
@@ -39,12 +42,46 @@ const CLOSE_BY_END: Record<ChannelEnd['code'], number> = {
   client_closed: CLOSE.NORMAL,
 };
 
+/** A connected client: its socket and channel, as the send budget sees it. */
+class Client implements QueuedClient {
+  constructor(
+    readonly ws: WebSocket,
+    readonly channel: Channel,
+  ) {}
+
+  get bufferedAmount(): number {
+    return this.ws.bufferedAmount;
+  }
+
+  get closing(): boolean {
+    return this.ws.readyState === WebSocket.CLOSING;
+  }
+}
+
+export interface CdpBridgeOptions {
+  maxMessageBytes: number;
+  /** Unsent bytes one client may hold before a message (BROWSERD_CDP_CLIENT_QUEUE_BYTES). */
+  clientQueueBytes: number;
+  /** Unsent bytes over every client before a message (BROWSERD_CDP_QUEUE_TOTAL_BYTES). */
+  queueTotalBytes: number;
+  log: Logger;
+}
+
 export class CdpBridge extends WebSocketHub {
+  private readonly clients = new Map<WebSocket, Client>();
+  private readonly budget: SendBudget<Client>;
+
   constructor(
     private readonly host: BridgeHost,
-    private readonly opts: { maxMessageBytes: number; log: Logger },
+    private readonly opts: CdpBridgeOptions,
   ) {
     super(opts.maxMessageBytes);
+    this.budget = new SendBudget({ clientBytes: opts.clientQueueBytes, totalBytes: opts.queueTotalBytes });
+  }
+
+  /** Bytes held unsent for every client (browserd_memory_pool_bytes{pool="cdp_client_queue"}). */
+  get queuedBytes(): number {
+    return SendBudget.total(this.clients.values());
   }
 
   /** The upgrade handler: a browser-level client, or a client of one target (`/devtools/page/{id}`). */
@@ -59,7 +96,7 @@ export class CdpBridge extends WebSocketHub {
     const deadline = Deadline.in(CDP_READY_WAIT_MS, 'waiting for Chromium');
     const holder: { ws: WebSocket | null; early: Buffer[]; end: ChannelEnd | null } = { ws: null, early: [], end: null };
     const sink = {
-      message: (data: Buffer) => (holder.ws === null ? holder.early.push(data) : this.toClient(holder.ws, data, channel)),
+      message: (data: Buffer) => (holder.ws === null ? holder.early.push(data) : this.toClient(holder.ws, data)),
       ended: (end: ChannelEnd) => {
         holder.end = end;
         if (holder.ws !== null) this.closeClient(holder.ws, end);
@@ -102,6 +139,7 @@ export class CdpBridge extends WebSocketHub {
     this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
       holder.ws = ws;
       this.live.add(ws);
+      this.clients.set(ws, new Client(ws, ch));
       ctx.log.info({ event: 'cdp_connected', chromium_pid: pid, target: kind.kind === 'target' ? kind.targetId : undefined, connections: this.live.size }, 'CDP client connected');
       ws.on('message', (data: Buffer, isBinary: boolean) => {
         if (isBinary) return this.closeClient(ws, { code: 'client_closed', message: 'binary frames are not CDP' }, 1003);
@@ -113,25 +151,30 @@ export class CdpBridge extends WebSocketHub {
       ws.on('error', (err) => ctx.log.debug({ event: 'cdp_client_error', err: err.message }, 'CDP client socket error'));
       ws.on('close', (code) => {
         this.live.delete(ws);
+        this.clients.delete(ws);
         ch.close();
         ctx.log.info({ event: 'cdp_closed', chromium_pid: pid, code, by: ch.endReason?.code ?? 'client' }, 'CDP connection closed');
       });
-      for (const data of holder.early.splice(0)) this.toClient(ws, data, ch);
+      for (const data of holder.early.splice(0)) this.toClient(ws, data);
     });
   }
 
-  private toClient(ws: WebSocket, data: Buffer, channel: Channel | null): void {
-    if (ws.readyState !== WebSocket.OPEN) return;
+  private toClient(ws: WebSocket, data: Buffer): void {
+    const client = this.clients.get(ws);
+    if (ws.readyState !== WebSocket.OPEN || client === undefined) return;
     ws.send(data, { binary: false });
-    if (ws.bufferedAmount > this.slowClientBytes()) {
-      channel?.close();
-      this.closeClient(ws, { code: 'client_closed', message: `the client reads too slowly (${ws.bufferedAmount} bytes unsent)` }, CLOSE.TRY_AGAIN_LATER);
-    }
-  }
-
-  /** A client may fall this far behind before it is closed (a few of the largest messages). */
-  private slowClientBytes(): number {
-    return Math.max(64 * 1024 * 1024, 2 * this.opts.maxMessageBytes);
+    const verdict = this.budget.check(client, data.length, this.clients.values());
+    if (verdict === null) return;
+    const victim = verdict.client;
+    this.opts.log.warn(
+      { event: 'cdp_client_slow', code: verdict.code, unsent: victim.bufferedAmount, total_unsent: this.queuedBytes, closing: victim.closing },
+      victim.closing ? 'a CDP client closed for reading too slowly still does not read: cut' : 'a CDP client reads too slowly: closed with 1013',
+    );
+    // Closed already and still not reading (its close frame waits behind what it has not read): cut now.
+    // Else the 1013 goes first: the channel's own end would close with 1000.
+    if (victim.closing) victim.ws.terminate();
+    else this.closeClient(victim.ws, { code: 'client_closed', message: verdict.reason }, CLOSE.TRY_AGAIN_LATER);
+    victim.channel.close();
   }
 
   private closeClient(ws: WebSocket, end: ChannelEnd, code = CLOSE_BY_END[end.code]): void {

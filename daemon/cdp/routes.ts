@@ -13,7 +13,9 @@ export interface CdpRoutesHost extends BridgeHost {
 
 const CLOSE_CODES =
   'A Chromium restart or exit closes the socket with 1012 (reconnect to the same URL); daemon shutdown with 1001; a message over ' +
-  'BROWSERD_CDP_MAX_MESSAGE_BYTES (either direction) with 1009; a client that reads too slowly (max(64 MiB, 2 × the message limit) unsent) with 1013.';
+  'BROWSERD_CDP_MAX_MESSAGE_BYTES (either direction) with 1009; a client that reads too slowly with 1013: more than BROWSERD_CDP_CLIENT_QUEUE_BYTES ' +
+  'unsent to it (reason slow_client: …), or the most unsent when every client together holds more than BROWSERD_CDP_QUEUE_TOTAL_BYTES (reason ' +
+  'cdp_queue_full: …); a closed client that still does not read is cut without a close frame.';
 
 const versionSchema = z.object({
   Browser: z.string(),

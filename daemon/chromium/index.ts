@@ -41,7 +41,13 @@ export function createBrowser(deps: BrowserDeps): Browser {
   });
   const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
-  const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, { maxMessageBytes: config.chromium.cdpMaxMessageBytes, log });
+  const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, {
+    maxMessageBytes: config.chromium.cdpMaxMessageBytes,
+    clientQueueBytes: config.chromium.cdpClientQueueBytes,
+    queueTotalBytes: config.chromium.cdpQueueTotalBytes,
+    log,
+  });
+  metrics.memoryPool('cdp_client_queue', () => bridge.queuedBytes);
 
   const snapshot = (): BrowserSnapshot => {
     const s = sup.status();

@@ -45,6 +45,10 @@ export interface Config {
     backoffInitialMs: number;
     backoffMaxMs: number;
     cdpMaxMessageBytes: number;
+    /** Unsent bytes one CDP client may hold before a message; past it the client is closed (1013). */
+    cdpClientQueueBytes: number;
+    /** Unsent bytes over every CDP client before a message; past it the one holding most is closed (1013). */
+    cdpQueueTotalBytes: number;
     /** Chromium's TMPDIR, in the state dir (emptied after every stop). */
     tmpDir: string;
   };
@@ -53,8 +57,14 @@ export interface Config {
     retentionMs: number;
     replayBufferBytes: number;
     execOutputLimitBytes: number;
+    /** The output every running exec keeps, together; past it output is counted as truncated. */
+    execOutputTotalBytes: number;
+    /** The output buffers of exited processes kept for reading, together; past it the oldest is forgotten. */
+    outputRetainedBytes: number;
     stdinLimitBytes: number;
     stdinTimeoutMs: number;
+    /** Stdin bytes queued over every process (each process's own cap is 4 × stdinLimitBytes). */
+    stdinQueueTotalBytes: number;
   };
   extensions: {
     maxItems: number;
@@ -161,6 +171,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
     return n;
   };
+  /** A total that must hold at least one of the items it sums (else no request could ever be accepted). */
+  const atLeast = (name: string, value: number, itemSetting: string, item: number): number => {
+    if (value < item) throw new ConfigError(name, `must be at least ${itemSetting} (${item}), got ${value}`);
+    return value;
+  };
   const bool = (name: string, def: boolean): boolean => {
     const raw = get(name);
     if (raw === undefined) return def;
@@ -215,6 +230,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       backoffInitialMs: int('BROWSERD_RESTART_BACKOFF_MS', 250, 0, 600_000),
       backoffMaxMs: int('BROWSERD_RESTART_BACKOFF_MAX_MS', 30_000, 0, 3_600_000),
       cdpMaxMessageBytes: int('BROWSERD_CDP_MAX_MESSAGE_BYTES', 256 * MiB, 1024, 1024 * MiB),
+      cdpClientQueueBytes: int('BROWSERD_CDP_CLIENT_QUEUE_BYTES', 64 * MiB, 1024, 4096 * MiB),
+      cdpQueueTotalBytes: int('BROWSERD_CDP_QUEUE_TOTAL_BYTES', 128 * MiB, 1024, 4096 * MiB),
       tmpDir: chromiumTmpDir(stateDir),
     },
     processes: {
@@ -222,8 +239,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       retentionMs: int('BROWSERD_PROCESS_RETENTION_SEC', 300, 0, 86_400) * 1000,
       replayBufferBytes: int('BROWSERD_OUTPUT_BUFFER_BYTES', 1 * MiB, 1024, 256 * MiB),
       execOutputLimitBytes: int('BROWSERD_EXEC_OUTPUT_LIMIT_BYTES', 16 * MiB, 1024, 256 * MiB),
+      execOutputTotalBytes: int('BROWSERD_EXEC_OUTPUT_TOTAL_BYTES', 64 * MiB, 1024, 4096 * MiB),
+      outputRetainedBytes: int('BROWSERD_OUTPUT_RETAINED_BYTES', 64 * MiB, 0, 4096 * MiB),
       stdinLimitBytes,
       stdinTimeoutMs: int('BROWSERD_STDIN_TIMEOUT_MS', 30_000, 100, 600_000),
+      stdinQueueTotalBytes: atLeast('BROWSERD_STDIN_QUEUE_TOTAL_BYTES', int('BROWSERD_STDIN_QUEUE_TOTAL_BYTES', 64 * MiB, 1024, 4096 * MiB), 'BROWSERD_STDIN_LIMIT_BYTES', stdinLimitBytes),
     },
     extensions: {
       maxItems: int('BROWSERD_EXTENSION_MAX_ITEMS', 20, 1, 1000),

@@ -192,8 +192,9 @@ export class UnsupportedFieldError extends OperationFailedError {
 
 export class LimitExceededError extends BrowserdError {
   /** `retryable: false` when waiting cannot help (a tree larger than a limit, not a count of things at once). */
-  constructor(what: string, limit: number, opts: { message?: string; retryAfterMs?: number; retryable?: boolean } = {}) {
-    super('limit_exceeded', opts.message ?? `too many ${what} at once (limit ${limit})`, { retryAfterMs: opts.retryAfterMs ?? 1000, retryable: opts.retryable });
+  /** `inner`: which limit, when a resource has more than one (`stdin_queue_total`, `stdin_queue_process`). */
+  constructor(what: string, limit: number, opts: { message?: string; retryAfterMs?: number; retryable?: boolean; inner?: InnerError } = {}) {
+    super('limit_exceeded', opts.message ?? `too many ${what} at once (limit ${limit})`, { retryAfterMs: opts.retryAfterMs ?? 1000, retryable: opts.retryable, inner: opts.inner });
   }
 }
 

@@ -28,12 +28,28 @@ export interface Metrics {
   logStreams: Gauge<'source'>;
   fsBytes: Counter<'direction'>;
   fsWatches: Gauge;
+  /**
+   * Registers a pool of the memory budget (docs/memory.md): `read` gives its bytes held now, read at
+   * every scrape as browserd_memory_pool_bytes{pool}. A later registration of the same pool replaces it.
+   */
+  memoryPool(pool: string, read: () => number): void;
 }
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'browserd_' });
+  const pools = new Map<string, () => number>();
+  new Gauge({
+    name: 'browserd_memory_pool_bytes',
+    help: 'Bytes held by each pool of the memory budget (docs/memory.md): process_output (replay buffers, real bytes), stdin_queue, exec_output, cdp_client_queue',
+    labelNames: ['pool'],
+    registers: [registry],
+    collect() {
+      for (const [pool, read] of pools) this.set({ pool }, read());
+    },
+  });
   return {
+    memoryPool: (pool, read) => void pools.set(pool, read),
     registry,
     httpDuration: new Histogram({
       name: 'browserd_http_request_duration_seconds',

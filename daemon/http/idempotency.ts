@@ -6,7 +6,9 @@
 //
 // Memory is bounded: at most `maxKeys` keys and `maxBytes` of kept answers; a new key that finds the
 // store full is 429 (retry once the oldest expires). An answer admitted is always kept whole, so the
-// store may pass its byte bound by the answers still being produced.
+// store may pass its byte bound by the answers still being produced. Keys expire in the order
+// their answers came in (one TTL for all), so an expiry queue in that order makes the purge before
+// every keyed request amortised O(1), and the oldest expiry (a full store's Retry-After) its head.
 import { createHash, type Hash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { BadRequestError, LimitExceededError, OperationFailedError } from '../core/errors.js';
@@ -72,8 +74,17 @@ export class BodyTap {
   }
 }
 
+/** An answered key in the expiry queue. */
+interface Expiry {
+  id: string;
+  entry: Entry;
+}
+
 export class IdempotencyStore {
   private readonly entries = new Map<string, Entry>();
+  /** Answered keys in the order they expire (answer order; one TTL): the live part starts at `head`. */
+  private expiries: Expiry[] = [];
+  private head = 0;
   private bytes = 0;
 
   constructor(
@@ -117,7 +128,7 @@ export class IdempotencyStore {
       };
     }
     if (this.entries.size >= this.opts.maxKeys || this.bytes >= this.opts.maxBytes) {
-      const oldest = Math.min(...[...this.entries.values()].map((e) => e.expires));
+      const oldest = this.expiries[this.head]?.entry.expires ?? Number.POSITIVE_INFINITY;
       throw new LimitExceededError('idempotency keys', this.opts.maxKeys, {
         message: `too many idempotency keys are kept (${this.entries.size} keys, ${this.bytes} bytes of answers; limits ${this.opts.maxKeys} keys, ${this.opts.maxBytes} bytes): retry later or send the request without Idempotency-Key`,
         retryAfterMs: Number.isFinite(oldest) ? Math.max(1000, oldest - Date.now()) : 1000,
@@ -136,8 +147,10 @@ export class IdempotencyStore {
           entry.answer = answer;
           entry.digest = digest;
           entry.bytes = answer.body.length + 512;
-          entry.expires = Date.now() + this.ttl();
+          // Never before the last one queued: the queue stays in expiry order if the clock steps back.
+          entry.expires = Math.max(Date.now() + this.ttl(), this.expiries[this.expiries.length - 1]?.entry.expires ?? 0);
           this.bytes += entry.bytes;
+          this.expiries.push({ id, entry });
         }
         entry.finish();
         this.gauge();
@@ -149,14 +162,24 @@ export class IdempotencyStore {
     return this.opts.ttlMs ?? IDEMPOTENCY_TTL_MS;
   }
 
+  /** Forgets the keys whose TTL is over: only the expired head of the queue is looked at. */
   private purge(): void {
     const now = Date.now();
-    for (const [id, e] of this.entries) {
-      if (e.expires > now) continue;
-      this.entries.delete(id);
-      this.bytes -= e.bytes;
+    let purged = false;
+    while (this.head < this.expiries.length) {
+      const first = this.expiries[this.head] as Expiry;
+      if (first.entry.expires > now) break;
+      this.expiries[this.head] = undefined as unknown as Expiry;
+      this.head++;
+      if (this.entries.get(first.id) === first.entry) this.entries.delete(first.id);
+      this.bytes -= first.entry.bytes;
+      purged = true;
     }
-    this.gauge();
+    if (this.head > 1024 && this.head * 2 > this.expiries.length) {
+      this.expiries = this.expiries.slice(this.head);
+      this.head = 0;
+    }
+    if (purged) this.gauge();
   }
 
   private gauge(): void {

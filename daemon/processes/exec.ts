@@ -3,6 +3,7 @@
 // deadline the whole group gets SIGKILL and the result says `timed_out: true`. A command runs to
 // completion, so whatever it leaves in its process group (background children) gets SIGKILL when
 // it exits: nothing started by exec outlives its answer.
+import type { ExecOutputPool } from './exec-output-pool.js';
 import type { ProcessGroup } from './groups/groups.js';
 import { OUTPUT_GRACE_MS } from './managed-process.js';
 import { outputSettled, type Launched } from './launch/spawn.js';
@@ -23,29 +24,62 @@ export interface ExecResult {
 export interface ExecOptions {
   timeoutMs: number;
   outputLimitBytes: number;
+  /** The output every running exec keeps together (BROWSERD_EXEC_OUTPUT_TOTAL_BYTES). */
+  pool: ExecOutputPool;
   stdin: Buffer | null;
 }
 
-/** Output kept up to a limit; the rest only counted. */
+/** Chunks smaller than this are copied into slabs of CAPTURE_SLAB_BYTES (a Buffer per chunk costs ~380 bytes beside its bytes). */
+const CAPTURE_COPY_BELOW = 16 * 1024;
+const CAPTURE_SLAB_BYTES = 64 * 1024;
+
+/** Output kept up to a limit; the rest only counted. Small chunks are copied together, so memory stays near the bytes kept. */
 class Capture {
   private readonly chunks: Buffer[] = [];
+  private slab: Buffer | null = null;
+  private slabUsed = 0;
   private kept = 0;
+  private closed = false;
   truncated = 0;
 
-  constructor(private readonly limit: number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly pool: ExecOutputPool,
+  ) {}
+
+  /** Bytes kept (taken from the pool). */
+  get keptBytes(): number {
+    return this.kept;
+  }
+
+  /** Keeps nothing more (the answer was made). */
+  close(): void {
+    this.closed = true;
+  }
 
   add(d: Buffer): void {
+    if (this.closed) return;
     const room = this.limit - this.kept;
-    if (room >= d.length) {
+    const take = this.pool.take(Math.max(0, Math.min(room, d.length)));
+    if (take > 0) this.keep(take === d.length ? d : d.subarray(0, take));
+    this.truncated += d.length - take;
+  }
+
+  private keep(d: Buffer): void {
+    this.kept += d.length;
+    if (d.length >= CAPTURE_COPY_BELOW) {
       this.chunks.push(d);
-      this.kept += d.length;
+      this.slab = null; // the slab is the last chunk no more
       return;
     }
-    if (room > 0) {
-      this.chunks.push(d.subarray(0, room));
-      this.kept += room;
+    if (this.slab === null || this.slabUsed + d.length > this.slab.length) {
+      this.slab = Buffer.allocUnsafeSlow(Math.min(CAPTURE_SLAB_BYTES, this.limit));
+      this.slabUsed = 0;
+      this.chunks.push(this.slab.subarray(0, 0));
     }
-    this.truncated += d.length - Math.max(room, 0);
+    d.copy(this.slab, this.slabUsed);
+    this.slabUsed += d.length;
+    this.chunks[this.chunks.length - 1] = this.slab.subarray(0, this.slabUsed);
   }
 
   base64(): string {
@@ -60,9 +94,20 @@ export interface ExecOutcome {
 }
 
 export async function runExec(launched: Launched, group: ProcessGroup, opts: ExecOptions): Promise<ExecOutcome> {
+  const out = new Capture(opts.outputLimitBytes, opts.pool);
+  const err = new Capture(opts.outputLimitBytes, opts.pool);
+  try {
+    return await run(launched, group, opts, out, err);
+  } finally {
+    // Output that still comes (a grandchild past the grace) is not kept: the pool gets back all it gave.
+    out.close();
+    err.close();
+    opts.pool.release(out.keptBytes + err.keptBytes);
+  }
+}
+
+async function run(launched: Launched, group: ProcessGroup, opts: ExecOptions, out: Capture, err: Capture): Promise<ExecOutcome> {
   const started = process.hrtime.bigint();
-  const out = new Capture(opts.outputLimitBytes);
-  const err = new Capture(opts.outputLimitBytes);
   launched.stdout.on('data', (d: Buffer) => out.add(d));
   launched.stderr?.on('data', (d: Buffer) => err.add(d));
 

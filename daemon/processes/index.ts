@@ -14,6 +14,8 @@ import { GroupJournal } from './groups/journal.js';
 import { endLeftoverGroups } from './groups/sweep.js';
 import { ProcessTable } from './process-table.js';
 import { AttachHub } from './pty/attach.js';
+import { ExecOutputPool } from './exec-output-pool.js';
+import { StdinBudget } from './stdin/stdin-budget.js';
 import { processRoutes } from './routes.js';
 
 /** The minimal environment, user and working directory of a child: also the Playwright runner's. */
@@ -43,14 +45,19 @@ export interface Processes {
 
 export function createProcesses(deps: ProcessesDeps): Processes {
   const { config, log, metrics } = deps;
-  const table = new ProcessTable({ maxLive: config.processes.maxLive, retentionMs: config.processes.retentionMs, metrics });
+  const table = new ProcessTable({ maxLive: config.processes.maxLive, retentionMs: config.processes.retentionMs, retainedBytes: config.processes.outputRetainedBytes, metrics });
   const groups = new GroupSet();
   const journal = new GroupJournal(config.stateDir);
   const attach = new AttachHub({ maxFrameBytes: config.processes.stdinLimitBytes, log });
   let closing: Promise<void> | null = null;
+  const stdinBudget = new StdinBudget(config.processes.stdinQueueTotalBytes);
+  metrics.memoryPool('process_output', () => table.outputMemoryBytes);
+  const execOutputPool = new ExecOutputPool(config.processes.execOutputTotalBytes);
+  metrics.memoryPool('stdin_queue', () => stdinBudget.usedBytes);
+  metrics.memoryPool('exec_output', () => execOutputPool.usedBytes);
 
   return {
-    routes: processRoutes({ config, log, metrics, table, groups, journal, attach }),
+    routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget, execOutputPool }),
     async start() {
       loadPty(config.testHooks.get('pty_package') ?? PTY_PACKAGE);
       const { entries, malformed } = journal.readLeft();

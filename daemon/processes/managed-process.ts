@@ -12,6 +12,7 @@ import type { ProcInfo } from '../core/process/proc.js';
 import type { ProcessGroup } from './groups/groups.js';
 import { outputSettled, type Launched } from './launch/spawn.js';
 import { ReplayBuffer, type ExitInfo } from './output/replay-buffer.js';
+import type { StdinBudget } from './stdin/stdin-budget.js';
 import { StdinWriter } from './stdin/stdin-writer.js';
 
 /** How long output may still arrive after the child's exit (grandchildren holding the pipes). */
@@ -44,6 +45,8 @@ export interface ManagedProcessOptions {
   stdinTimeoutMs: number;
   /** Most stdin bytes accepted and not yet in the pipe at once (429 past it). */
   stdinQueueLimitBytes: number;
+  /** The stdin bytes queued over every process (BROWSERD_STDIN_QUEUE_TOTAL_BYTES). */
+  stdinBudget: StdinBudget;
   /** The spawn deadline in ms (null: none). */
   timeoutMs: number | null;
   metrics: Metrics;
@@ -81,6 +84,7 @@ export class ManagedProcess {
       processId: this.id,
       timeoutMs: opts.stdinTimeoutMs,
       maxQueuedBytes: opts.stdinQueueLimitBytes,
+      budget: opts.stdinBudget,
       exited: launched.exit,
       onWritten: (n) => opts.metrics.stdinBytes.inc(n),
     });

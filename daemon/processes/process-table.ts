@@ -2,8 +2,9 @@
 // exec) against BROWSERD_MAX_PROCESSES: a slot is taken before a child starts and freed once no
 // member of its group lives (not merely when its leader exits). An exited process stays readable
 // while its group lives and then for BROWSERD_PROCESS_RETENTION_SEC, then it is forgotten (404);
-// past MAX_RETAINED_EXITED finished processes the oldest is forgotten early, so that retained output
-// buffers cannot grow without bound under many short processes.
+// past MAX_RETAINED_EXITED finished processes, or past BROWSERD_OUTPUT_RETAINED_BYTES of their
+// output buffers together, the oldest is forgotten early, so that retained output buffers cannot grow
+// without bound under many short processes.
 import type { Metrics } from '../core/metrics.js';
 import { LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { ManagedProcess } from './managed-process.js';
@@ -14,6 +15,8 @@ export const MAX_RETAINED_EXITED = 256;
 export interface ProcessTableOptions {
   maxLive: number;
   retentionMs: number;
+  /** Real bytes of the output buffers of finished processes kept, together (BROWSERD_OUTPUT_RETAINED_BYTES). */
+  retainedBytes: number;
   metrics: Metrics;
 }
 
@@ -60,11 +63,18 @@ export class ProcessTable {
       const timer = setTimeout(() => this.forget(proc.id), this.opts.retentionMs);
       timer.unref();
       this.exited.set(proc.id, timer);
-      while (this.exited.size > MAX_RETAINED_EXITED) {
+      while (this.exited.size > MAX_RETAINED_EXITED || this.retainedOutputBytes() > this.opts.retainedBytes) {
         const oldest = this.exited.keys().next().value as string;
         this.forget(oldest);
       }
     });
+  }
+
+  /** Real bytes of the output buffers of the finished processes kept. */
+  private retainedOutputBytes(): number {
+    let n = 0;
+    for (const id of this.exited.keys()) n += this.procs.get(id)?.output.memoryBytes ?? 0;
+    return n;
   }
 
   private forget(id: string): void {
@@ -79,6 +89,13 @@ export class ProcessTable {
     const proc = this.procs.get(id);
     if (proc === undefined) throw new NotFoundError(`no process ${id} (unknown, or ended longer ago than the retention period)`);
     return proc;
+  }
+
+  /** Real bytes held by the output buffers of every known process (docs/memory.md, pool process_output). */
+  get outputMemoryBytes(): number {
+    let n = 0;
+    for (const p of this.procs.values()) n += p.output.memoryBytes;
+    return n;
   }
 
   /** Every known process, oldest first. */

@@ -7,6 +7,7 @@ import type { Metrics } from '../core/metrics.js';
 import { sessionMembers } from '../core/process/group.js';
 import type { RequestContext, Route } from '../http/router.js';
 import { runExec } from './exec.js';
+import type { ExecOutputPool } from './exec-output-pool.js';
 import { PROCESS_STOP_GRACE_MS, type GroupSet, type ProcessGroup } from './groups/groups.js';
 import type { GroupJournal, JournalToken } from './groups/journal.js';
 import { launch, type LaunchSpec, type Launched } from './launch/spawn.js';
@@ -31,6 +32,7 @@ import {
   TTY_DEFAULT_ROWS,
 } from './schemas.js';
 import { decodeStdin, readWithStdinLimit, stdinRoutes } from './stdin/routes.js';
+import type { StdinBudget } from './stdin/stdin-budget.js';
 import { STDIN_QUEUE_FACTOR } from './stdin/stdin-writer.js';
 
 export interface RouteDeps {
@@ -41,6 +43,8 @@ export interface RouteDeps {
   groups: GroupSet;
   journal: GroupJournal;
   attach: AttachHub;
+  stdinBudget: StdinBudget;
+  execOutputPool: ExecOutputPool;
 }
 
 
@@ -97,8 +101,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
           'exec runs a command to completion: whatever the command leaves in its process group (background children) ' +
           'gets SIGKILL when it exits. ' +
           `timeout_sec defaults to ${EXEC_DEFAULT_TIMEOUT_SEC} s (at most ${EXEC_MAX_TIMEOUT_SEC}); at the deadline the group gets SIGKILL and ` +
-          'timed_out is true. stdout and stderr are kept up to BROWSERD_EXEC_OUTPUT_LIMIT_BYTES each; the rest is counted in ' +
-          '*_truncated_bytes. Output written after the command exits by processes that left its group is collected for at most 1 s. ' +
+          'timed_out is true. stdout and stderr are kept up to BROWSERD_EXEC_OUTPUT_LIMIT_BYTES each, and the output of every running ' +
+          'exec together up to BROWSERD_EXEC_OUTPUT_TOTAL_BYTES; the rest is counted in *_truncated_bytes. Output written after the command exits by processes that left its group is collected for at most 1 s. ' +
           'If the client disconnects before the answer, the group gets SIGKILL. A command that cannot be started is 400 (command: not found, permission denied). ' +
           'No terminal: the SDK declares allocate_tty on spawn only. stdin_b64 past BROWSERD_STDIN_LIMIT_BYTES decoded is 413 naming that setting.',
         body: execBody,
@@ -117,6 +121,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const { result, leftoversKilled } = await runExec(launched, group, {
           timeoutMs: (body.timeout_sec ?? EXEC_DEFAULT_TIMEOUT_SEC) * 1000,
           outputLimitBytes: limits.execOutputLimitBytes,
+          pool: deps.execOutputPool,
           stdin,
         });
         ctx.log.info(
@@ -147,7 +152,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
           'to BROWSERD_MAX_PROCESSES (429 past it); a process counts while any member of its process group lives, also after ' +
           'the process itself has exited (status: state exited, group_alive true; kill still reaches the group). An exited process ' +
           'stays readable while its group lives and then for BROWSERD_PROCESS_RETENTION_SEC, then 404 ' +
-          `(at most ${MAX_RETAINED_EXITED} finished processes are kept; past that the oldest is forgotten first). ` +
+          `(at most ${MAX_RETAINED_EXITED} finished processes, and BROWSERD_OUTPUT_RETAINED_BYTES of their output buffers together, are kept; past that the oldest is forgotten first). ` +
           'timeout_sec: at the deadline the whole group gets SIGKILL (status shows timeout_at and then timed_out true; the exit says SIGKILL). ' +
           `allocate_tty: a pseudo-terminal of rows × cols (default ${TTY_DEFAULT_COLS}×${TTY_DEFAULT_ROWS}), TERM=xterm-256color unless env sets it; ` +
           'the command is looked up on PATH before it starts (400 as for pipes); a terminal for another user (as_user) is entered through setpriv(1). ' +
@@ -166,6 +171,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
           replayBufferBytes: limits.replayBufferBytes,
           stdinTimeoutMs: limits.stdinTimeoutMs,
           stdinQueueLimitBytes: limits.stdinLimitBytes * STDIN_QUEUE_FACTOR,
+          stdinBudget: deps.stdinBudget,
           timeoutMs: body.timeout_sec == null ? null : body.timeout_sec * 1000,
           metrics: deps.metrics,
           log: deps.log,

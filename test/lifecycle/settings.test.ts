@@ -25,6 +25,8 @@ const badSettings: [string, string][] = [
   ['BROWSERD_PROXY_CHECK_URLS', 'ftp://example.com/'],
   ['BROWSERD_STDIN_LIMIT_BYTES', '-5'],
   ['BROWSERD_MAX_PROCESSES', '0'],
+  // A total that could never hold one request of the per-item limit.
+  ['BROWSERD_STDIN_QUEUE_TOTAL_BYTES', '1024'],
 ];
 
 for (const [setting, value] of badSettings) {

@@ -136,10 +136,11 @@ test('a reader that does not read never blocks the child; later it learns how ma
   assert.equal(out.lost + out.stdout.length, total, 'bytes lost + bytes received = every byte written');
   assert.ok(out.events.some((e) => e.event === 'lost'));
   assert.equal(out.events.at(-1)?.event, 'exit');
-  // A reader after the exit gets what the buffer kept: the last REPLAY_BYTES bytes.
+  // A reader after the exit gets what the buffer kept: the last bytes that fit REPLAY_BYTES in real
+  // bytes (the payload less the cost of each chunk kept: docs/memory.md).
   const late = await readOutput(d, process_id);
-  assert.equal(late.stdout.length, REPLAY_BYTES);
-  assert.equal(late.lost, total - REPLAY_BYTES);
+  assert.ok(late.stdout.length <= REPLAY_BYTES && late.stdout.length > REPLAY_BYTES - 4096, `kept ${late.stdout.length} of ${REPLAY_BYTES}`);
+  assert.equal(late.lost, total - late.stdout.length);
 });
 
 test(`more than ${MAX_LIVE} live processes: 429 limit_exceeded naming the limit (spawn and exec)`, async () => {

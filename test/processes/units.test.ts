@@ -7,11 +7,17 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { after, before, describe, test } from 'node:test';
 import { BrowserdError } from '../../daemon/core/errors.js';
 import { statusOf } from '../../daemon/http/errors.js';
 import { GroupSet } from '../../daemon/processes/groups/groups.js';
-import { ReplayBuffer } from '../../daemon/processes/output/replay-buffer.js';
+import { CHUNK_OVERHEAD_BYTES, ReplayBuffer } from '../../daemon/processes/output/replay-buffer.js';
+import { createMetrics } from '../../daemon/core/metrics.js';
+import type { ManagedProcess } from '../../daemon/processes/managed-process.js';
+import { ProcessTable } from '../../daemon/processes/process-table.js';
+import { StdinBudget } from '../../daemon/processes/stdin/stdin-budget.js';
 import { SLICE_BYTES, StdinWriter, type StdinWriterOptions } from '../../daemon/processes/stdin/stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64, decodedLength } from '../../daemon/core/strict-base64.js';
 import { launchPty, loadPty } from '../../daemon/core/process/pty.js';
@@ -20,6 +26,12 @@ import { groupMembers, killGroup, waitGroupGone } from '../kit/procs.js';
 import { until, waitFile } from '../kit/wait.js';
 
 const dir = tempDir('browserd-units-');
+
+/** A full garbage collection on demand (for measuring what a structure holds). */
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
 // The timers of the stdin writer and of the group set are unref'd (in the daemon its server keeps
 // the event loop alive): this one does it here.
 let keepAlive: NodeJS.Timeout;
@@ -76,9 +88,11 @@ describe('strict base64', () => {
 
 describe('replay buffer', () => {
   const text = (chunks: { data: Buffer }[]): string => Buffer.concat(chunks.map((c) => c.data)).toString();
+  /** Offsets and losses in payload bytes, as a buffer counted without overhead or slabs. */
+  const PAYLOAD_ONLY = { chunkOverheadBytes: 0, slabBytes: 0 };
 
   test('keeps both streams interleaved in arrival order with absolute offsets', () => {
-    const b = new ReplayBuffer(1024);
+    const b = new ReplayBuffer(1024, PAYLOAD_ONLY);
     b.append('stdout', Buffer.from('one '));
     b.append('stderr', Buffer.from('two '));
     b.append('stdout', Buffer.from('three'));
@@ -96,7 +110,7 @@ describe('replay buffer', () => {
   });
 
   test('past its capacity it drops the oldest bytes and a reader behind learns how many it lost', () => {
-    const b = new ReplayBuffer(10);
+    const b = new ReplayBuffer(10, PAYLOAD_ONLY);
     b.append('stdout', Buffer.from('0123456789'));
     b.append('stderr', Buffer.from('abcd'));
     assert.equal(b.keptBytes, 10);
@@ -113,7 +127,7 @@ describe('replay buffer', () => {
   });
 
   test('one chunk larger than the capacity keeps its tail', () => {
-    const b = new ReplayBuffer(4);
+    const b = new ReplayBuffer(4, PAYLOAD_ONLY);
     b.append('stdout', Buffer.from('abcdefgh'));
     const r = b.read(0);
     assert.equal(r.lost, 4);
@@ -122,7 +136,7 @@ describe('replay buffer', () => {
   });
 
   test('many small chunks: the count of bytes lost plus bytes read is every byte written', () => {
-    const b = new ReplayBuffer(1000);
+    const b = new ReplayBuffer(1000, PAYLOAD_ONLY);
     let written = 0;
     let offset = 0;
     let got = 0;
@@ -150,8 +164,53 @@ describe('replay buffer', () => {
     assert.ok(lost > 0);
   });
 
+  test('1-byte chunks: the memory held stays within the capacity in real bytes (heap and buffers measured)', () => {
+    const capacity = 1024 * 1024;
+    const gc = collector();
+    gc();
+    const before = process.memoryUsage();
+    const b = new ReplayBuffer(capacity);
+    const one = Buffer.from('x');
+    // Each chunk its own Buffer, as a pipe's reads give them.
+    for (let i = 0; i < 1_200_000; i++) b.append(i % 1000 === 999 ? 'stderr' : 'stdout', Buffer.from(one));
+    gc();
+    const after = process.memoryUsage();
+    const held = after.heapUsed - before.heapUsed + (after.arrayBuffers - before.arrayBuffers);
+    // What the buffer holds, measured: near its capacity (the margin is the measurement's noise, up to
+    // a MiB; counted by payload, one Buffer per byte held ~170 times the capacity).
+    assert.ok(held < 4 * capacity, `held ${held} bytes for a capacity of ${capacity}`);
+    assert.ok(b.memoryBytes <= capacity, `accounted ${b.memoryBytes} <= ${capacity}`);
+    // Every byte is still addressed right: the newest ones are readable, the older ones counted as lost.
+    const r = b.read(0);
+    assert.equal(r.lost + r.chunks.reduce((n, c) => n + c.data.length, 0), 1_200_000);
+    assert.equal(r.next, 1_200_000);
+    assert.ok(b.keptBytes > capacity / 2, `most of the capacity holds bytes: ${b.keptBytes}`);
+  });
+
+  test('the accounting counts every chunk\'s overhead, whole slabs while used, and large chunks by their bytes', () => {
+    const b = new ReplayBuffer(64 * 1024, { slabBytes: 1024 });
+    b.append('stdout', Buffer.from('ab'));
+    b.append('stdout', Buffer.from('cd')); // extends the chunk before it (same stream, same slab)
+    assert.equal(b.chunkCount, 1);
+    assert.equal(b.memoryBytes, 1024 + CHUNK_OVERHEAD_BYTES);
+    b.append('stderr', Buffer.from('ef')); // same slab, a chunk of its own
+    assert.equal(b.chunkCount, 2);
+    assert.equal(b.memoryBytes, 1024 + 2 * CHUNK_OVERHEAD_BYTES);
+    b.append('stdout', Buffer.alloc(4096, 1)); // larger than a quarter slab: kept as it is
+    assert.equal(b.memoryBytes, 1024 + 3 * CHUNK_OVERHEAD_BYTES + 4096);
+    assert.deepEqual(b.read(0).chunks.map((c) => [c.stream, c.start, c.data.length]), [
+      ['stdout', 0, 4],
+      ['stderr', 4, 2],
+      ['stdout', 6, 4096],
+    ]);
+    // Past the capacity the oldest chunks go, and the slab with the last of them.
+    for (let i = 0; i < 16; i++) b.append('stdout', Buffer.alloc(4096, 2));
+    assert.ok(b.memoryBytes <= 64 * 1024);
+    assert.equal(b.read(0).chunks[0]?.data[0], 2, 'the slab\'s chunks were dropped first');
+  });
+
   test('wait resolves on new output, on finish and on abort; nothing is appended after finish', async () => {
-    const b = new ReplayBuffer(100);
+    const b = new ReplayBuffer(100, PAYLOAD_ONLY);
     const waiting = b.wait(0);
     b.append('stdout', Buffer.from('x'));
     await waiting;
@@ -167,6 +226,22 @@ describe('replay buffer', () => {
     assert.equal(b.endOffset, 1);
     b.finish({ exit_code: 1, signal: null });
     assert.deepEqual(b.exit, { exit_code: 0, signal: null }, 'finish is idempotent');
+  });
+});
+
+describe('process table', () => {
+  test('finished processes are forgotten oldest first once their output buffers pass BROWSERD_OUTPUT_RETAINED_BYTES together', async () => {
+    const table = new ProcessTable({ maxLive: 10, retentionMs: 600_000, retainedBytes: 2500, metrics: createMetrics() });
+    const proc = (id: string, bytes: number): { id: string; done: Promise<void>; output: { memoryBytes: number } } => ({ id, done: Promise.resolve(), output: { memoryBytes: bytes } });
+    for (const [id, bytes] of [['a', 1000], ['b', 1000], ['c', 400]] as const) table.add(proc(id, bytes) as unknown as ManagedProcess);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(['a', 'b', 'c'].map((id) => table.get(id).id), ['a', 'b', 'c'], '2400 bytes: all kept');
+    table.add(proc('d', 900) as unknown as ManagedProcess);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.throws(() => table.get('a'), apiError(404, 'not_found'));
+    assert.deepEqual(['b', 'c', 'd'].map((id) => table.get(id).id), ['b', 'c', 'd'], '2300 bytes once a is forgotten');
+    assert.equal(table.outputMemoryBytes, 2300);
+    table.close();
   });
 });
 
@@ -266,6 +341,44 @@ describe('stdin writer', () => {
     pipe.release();
     assert.deepEqual(await Promise.all([first, fits]), [600, 400]);
     assert.deepEqual(pipe.received, Buffer.concat([Buffer.alloc(600, 1), Buffer.alloc(400, 3)]));
+  });
+
+  test('the bytes queued over every process are capped: 429 stdin_queue_total, nothing queued, room again once read or failed', async () => {
+    const budget = new StdinBudget(1000);
+    const [pa, pb] = [new FakePipe(), new FakePipe()];
+    pa.holding = true;
+    pb.holding = true;
+    let exitB!: () => void;
+    const a = writer(pa, { processId: 'pa', budget });
+    const b = writer(pb, { processId: 'pb', budget, exited: new Promise<void>((resolve) => (exitB = resolve)) });
+    const first = a.write(Buffer.alloc(600, 1), false);
+    const second = b.write(Buffer.alloc(300, 2), false);
+    assert.equal(budget.usedBytes, 900);
+    // Each process is far below its own cap; together they would pass the shared one.
+    assert.throws(() => a.write(Buffer.alloc(101, 3), false), (err: unknown) => {
+      apiError(429, 'limit_exceeded', /900 bytes accepted .* 101 bytes of this request to process pa would pass the limit of 1000 bytes \(BROWSERD_STDIN_QUEUE_TOTAL_BYTES\)/)(err);
+      assert.equal((err as BrowserdError).inner?.code, 'stdin_queue_total');
+      return true;
+    });
+    assert.equal(budget.usedBytes, 900, 'nothing of the refused request was taken');
+    assert.equal(a.queuedBytes, 600);
+    // The child of a reads: its bytes leave the budget.
+    pa.release();
+    assert.equal(await first, 600);
+    assert.equal(budget.usedBytes, 300);
+    const third = a.write(Buffer.alloc(700, 3), false);
+    assert.equal(budget.usedBytes, 1000);
+    // b exits with its bytes queued: they fail and leave the budget.
+    exitB();
+    b.processExited();
+    await assert.rejects(second, apiError(409, 'process_exited'));
+    assert.equal(budget.usedBytes, 700);
+    assert.equal(await third, 700);
+    assert.equal(budget.usedBytes, 0);
+    // A write callback that comes after the failure gives back nothing twice.
+    pb.release();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(budget.usedBytes, 0);
   });
 
   test('EPIPE from a process that exited: 409 process_exited, no uncaught error', async () => {

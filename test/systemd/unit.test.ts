@@ -81,6 +81,22 @@ test('the unit: Type=notify with NotifyAccess=main, the watchdog, restarts, and 
   assert.ok(!(s.get('MemoryDenyWriteExecute') ?? []).includes('yes'));
 });
 
+test('the unit bounds the memory of its cgroup (the daemon, Chromium, commands): MemoryHigh below MemoryMax, both shares of the RAM with room left', () => {
+  const s = directives('Service');
+  const percent = (k: string): number => {
+    const v = s.get(k);
+    assert.equal(v?.length, 1, `${k} once`);
+    const m = /^(\d+)%$/.exec(v?.[0] ?? '');
+    assert.ok(m, `${k} is a share of the RAM, got ${v?.[0]}`);
+    return Number(m[1]);
+  };
+  const high = percent('MemoryHigh');
+  const max = percent('MemoryMax');
+  assert.ok(high < max, 'throttling starts before the OOM killer');
+  assert.ok(max < 100, 'the kernel and the system keep some memory');
+  assert.match(unit, /Chromium[\s\S]{0,200}cgroup|cgroup[\s\S]{0,200}Chromium/, 'the comment says Chromium shares the cgroup');
+});
+
 test('browserd.env.example names every setting of config.ts, each with its default', () => {
   const example = readFileSync(path.join(repoRoot, 'systemd', 'browserd.env.example'), 'utf8');
   const source = readFileSync(path.join(repoRoot, 'daemon', 'core', 'config.ts'), 'utf8');

@@ -73,7 +73,10 @@ function serve(ws: WebSocket, proc: ManagedProcess, replay: boolean, log: Logger
     try {
       writing = proc.writeStdin(data, false);
     } catch (err) {
-      if (err instanceof BrowserdError && err.code === 'limit_exceeded') return close(CLOSE.TRY_AGAIN_LATER, 'too much input queued: the process is not reading');
+      if (err instanceof BrowserdError && err.code === 'limit_exceeded') {
+        const total = err.inner?.code === 'stdin_queue_total';
+        return close(CLOSE.TRY_AGAIN_LATER, total ? 'stdin_queue_total: too much input queued over every process' : 'too much input queued: the process is not reading');
+      }
       return; // process_exited: the exit close follows once its output is sent
     }
     // 504 (the bytes stay queued and arrive when the child reads) and 409 (exited) need no answer here.

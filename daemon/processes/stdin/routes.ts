@@ -6,6 +6,7 @@ import { BadRequestError, BrowserdError, PayloadTooLargeError } from '../../core
 import type { RequestContext, Route } from '../../http/router.js';
 import type { ProcessRouteDeps } from '../routes.js';
 import { PROCESS_BASE as P, stdinBody, stdinResult } from '../schemas.js';
+import { STDIN_QUEUE_TOTAL_SETTING } from './stdin-budget.js';
 import { STDIN_QUEUE_FACTOR } from './stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64 } from '../../core/strict-base64.js';
 
@@ -73,7 +74,9 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
           'reads. 409 process_exited when the process has exited (also for bytes still queued when it exits), 409 stdin_closed ' +
           'after close: true or when the child closed its stdin (a terminal: close writes ^D and stdin stays open). A client that disconnects does not withdraw accepted bytes. ' +
           `The bytes queued for one process (accepted, not yet in the kernel) are limited to ${STDIN_QUEUE_FACTOR} × ` +
-          `${SETTING}: a request that would pass it is 429 limit_exceeded and nothing of it is queued. data_b64 past ${SETTING} decoded ` +
+          `${SETTING} (429 limit_exceeded, inner_error stdin_queue_process), and the bytes queued over every process to ` +
+          `${STDIN_QUEUE_TOTAL_SETTING} (429 limit_exceeded, inner_error stdin_queue_total): nothing of a refused request is queued, ` +
+          `and a retry may succeed once the children read. data_b64 past ${SETTING} decoded ` +
           `(or a body past its base64 plus 1 KiB) is 413 naming ${SETTING}.`,
         body: stdinBody,
         responses: { 200: { description: 'every byte is in the kernel', schema: stdinResult } },

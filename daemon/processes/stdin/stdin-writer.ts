@@ -5,10 +5,12 @@
 // of its bytes are still queued; those bytes stay queued, in order, and reach the child once it
 // reads. `close: true` ends stdin after the request's data. A child that closes its stdin or
 // exits fails what is still queued with a 409; EPIPE never reaches the daemon as an uncaught error.
-// The bytes a process holds queued (accepted, not yet in the pipe) are capped: a request that would
-// pass the cap is refused with 429 and nothing of it is queued.
+// The bytes a process holds queued (accepted, not yet in the pipe) are capped, and so are those of
+// every process together (StdinBudget): a request that would pass either cap is refused with 429
+// (inner_error stdin_queue_process or stdin_queue_total) and nothing of it is queued.
 import type { Writable } from 'node:stream';
 import { ConflictError, LimitExceededError, TimeoutError, type BrowserdError } from '../../core/errors.js';
+import type { StdinBudget } from './stdin-budget.js';
 
 /** Bytes per write call: progress (and the 504's count) is tracked per slice. */
 export const SLICE_BYTES = 64 * 1024;
@@ -24,6 +26,8 @@ interface Job {
   written: number;
   /** Length of the slice handed to the stream and not yet acknowledged. */
   inFlight: number;
+  /** Bytes of this job still taken from the shared budget (not yet acknowledged by the stream). */
+  reserved: number;
   settled: boolean;
   timer: NodeJS.Timeout | null;
   resolve(written: number): void;
@@ -37,6 +41,8 @@ export interface StdinWriterOptions {
   timeoutMs: number;
   /** Most bytes accepted and not yet in the pipe at once, over every queued request. */
   maxQueuedBytes: number;
+  /** The bytes queued over every process (BROWSERD_STDIN_QUEUE_TOTAL_BYTES); none: no shared cap. */
+  budget?: StdinBudget;
   /** Resolves when the process has exited. */
   exited: Promise<unknown>;
   /** Called with every count of bytes that reached the pipe. */
@@ -76,15 +82,16 @@ export class StdinWriter {
     this.assertWritable();
     const queued = this.queuedBytes;
     if (queued + data.length > this.opts.maxQueuedBytes) {
-      throw new LimitExceededError('stdin bytes queued', this.opts.maxQueuedBytes, {
-        message: `too many stdin bytes queued for process ${this.opts.processId}: ${queued} bytes of earlier requests are not yet in the pipe ` +
-          `(the child is not reading) and the ${data.length} bytes of this request would pass the limit of ${this.opts.maxQueuedBytes} ` +
-          `bytes queued per process (${STDIN_QUEUE_FACTOR} × BROWSERD_STDIN_LIMIT_BYTES); nothing of this request was queued`,
-      });
+      const message =
+        `too many stdin bytes queued for process ${this.opts.processId}: ${queued} bytes of earlier requests are not yet in the pipe ` +
+        `(the child is not reading) and the ${data.length} bytes of this request would pass the limit of ${this.opts.maxQueuedBytes} ` +
+        `bytes queued per process (${STDIN_QUEUE_FACTOR} × BROWSERD_STDIN_LIMIT_BYTES); nothing of this request was queued`;
+      throw new LimitExceededError('stdin bytes queued', this.opts.maxQueuedBytes, { message, inner: { code: 'stdin_queue_process', message } });
     }
+    this.opts.budget?.take(data.length, this.opts.processId);
     if (close) this.state = 'closing';
     return new Promise<number>((resolve, reject) => {
-      const job: Job = { data, close, written: 0, inFlight: 0, settled: false, timer: null, resolve, reject };
+      const job: Job = { data, close, written: 0, inFlight: 0, reserved: data.length, settled: false, timer: null, resolve, reject };
       job.timer = setTimeout(() => this.onDeadline(job), this.opts.timeoutMs);
       job.timer.unref();
       this.queue.push(job);
@@ -163,6 +170,7 @@ export class StdinWriter {
         this.pumping = false;
         if (err) return this.onBroken(err);
         job.written += slice.length;
+        this.release(job, slice.length);
         this.opts.onWritten(slice.length);
         this.pump();
       });
@@ -180,8 +188,16 @@ export class StdinWriter {
     this.finishJob(job);
   }
 
+  /** Gives back up to `bytes` of what `job` took from the shared budget (never more than it took). */
+  private release(job: Job, bytes: number): void {
+    const n = Math.min(bytes, job.reserved);
+    job.reserved -= n;
+    this.opts.budget?.release(n);
+  }
+
   private finishJob(job: Job): void {
     this.queue.shift();
+    this.release(job, job.reserved);
     this.settle(job, job.data.length);
     this.pump();
   }
@@ -208,6 +224,7 @@ export class StdinWriter {
   private failAll(code: 'process_exited' | 'stdin_closed'): void {
     const jobs = this.queue.splice(0);
     for (const job of jobs) {
+      this.release(job, job.reserved);
       const left = job.data.length - job.written;
       const why = code === 'process_exited' ? `process ${this.opts.processId} exited` : `process ${this.opts.processId} closed its stdin`;
       this.settle(job, new ConflictError(code, `${why} before reading ${left} of the ${job.data.length} bytes of this request`));

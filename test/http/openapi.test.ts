@@ -70,6 +70,12 @@ const CONTRACT_ROUTES = [
   'GET /browsers/{id}/fs/watch/{watch_id}/events',
   'DELETE /browsers/{id}/fs/watch/{watch_id}',
   'GET /browsers/{id}/fs/downloads',
+  'POST /browsers/{id}/replays',
+  'GET /browsers/{id}/replays',
+  'GET /browsers/{id}/replays/{replay_id}',
+  'DELETE /browsers/{id}/replays/{replay_id}',
+  'POST /browsers/{id}/replays/{replay_id}/stop',
+  'POST /browsers/{id}/replays/{replay_id}/markers',
 ].sort();
 
 let d: Daemon;

@@ -89,13 +89,14 @@ async function main(): Promise<void> {
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
   try {
-    proxies = createProxies({ config, log, metrics, browserBody: () => ({ ...browser.snapshot() }) });
+    proxies = createProxies({ config, log, metrics });
   } catch (err) {
     exitBadSetting(log, err);
   }
   // The browser's forwarding proxy listens before Chromium can launch (its --proxy-server port: proxies.forwarderPort()).
   await proxies.start();
   browser.setProxyPort(() => proxies.forwarderPort());
+  browser.addUpdateFields(proxies.updatePart); // PATCH /browsers/{id} proxy_id
   browser.addSnapshotFields(() => {
     const active = proxies.active();
     return active === null ? { proxy: null } : { proxy_id: active.id, proxy: active };

@@ -8,11 +8,18 @@ import { CdpBridge } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
-import { browserRoutes } from './routes.js';
+import { removeStaleTemps } from '../core/fs-atomic.js';
+import type { z } from 'zod';
+import { browserRoutes, browserUpdateRoute, snapshotSchema, unsupportedUpdatePart } from './routes.js';
+import { Configurator } from './settings/configurator.js';
+import { POLICIES_FILE } from './settings/policies.js';
+import { settingsRoutes } from './settings/routes.js';
+import { SettingsStore } from './settings/store.js';
+import { fitNewWindows, viewportSchema } from './settings/viewport.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
-import type { Browser, BrowserSnapshot } from './types.js';
+import type { Browser, BrowserSnapshot, BrowserUpdatePart, LaunchExtras } from './types.js';
 
-export type { Browser, BrowserSnapshot } from './types.js';
+export type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
 
 export interface BrowserDeps {
   config: Config;
@@ -39,6 +46,35 @@ export function createBrowser(deps: BrowserDeps): Browser {
     tmpDir: config.chromium.tmpDir,
     onChromiumLine: deps.onChromiumLine,
   });
+  // The browser's configuration through the API (viewport, policies, flags), kept in the state dir.
+  const store = SettingsStore.open(config.stateDir, log);
+  for (const name of removeStaleTemps(config.chromium.policyDir, POLICIES_FILE)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished policy write');
+  let extras: () => LaunchExtras = () => ({ extensionPaths: [], allowBackgroundNetworking: false });
+  sup.setLaunchExtras(() => ({ ...extras(), settings: configurator.launchSettings() }));
+  const configurator: Configurator = new Configurator({
+    store,
+    headless: config.chromium.headless,
+    defaultViewport: config.chromium.viewport,
+    policyDir: config.chromium.policyDir,
+    log,
+    withLock: (name, fn, opts) => withLock(name, fn, opts),
+    restartLocked: (reason) => sup.restartLocked(reason),
+    runCdp: () => sup.runCdp(),
+  });
+  // Windows opened later get the viewport too (on the daemon's own session of each run).
+  sup.onReady(async (run) => {
+    if (run.cdp !== null) await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
+  });
+  const viewportPart: BrowserUpdatePart = {
+    fields: { viewport: viewportSchema.optional().meta({ description: 'The size every tab renders at, changed live (scope browser:configure)' }) },
+    scope: 'browser:configure',
+    apply: async (body, ctx) => {
+      const viewport = body.viewport as z.output<typeof viewportSchema>;
+      await configurator.apply({ viewport }, { wait: true, signal: ctx.signal, log: ctx.log });
+    },
+  };
+  const updateParts: BrowserUpdatePart[] = [unsupportedUpdatePart, viewportPart];
+
   const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
   const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, { maxMessageBytes: config.chromium.cdpMaxMessageBytes, log });
@@ -60,6 +96,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
       stealth: false,
       timeout_seconds: 0,
       extensions: [],
+      viewport: configurator.viewport(),
     };
     for (const f of snapshotFields) Object.assign(base, f());
     return base;
@@ -85,6 +122,8 @@ export function createBrowser(deps: BrowserDeps): Browser {
           { wait, signal },
         ),
     }),
+    browserUpdateRoute(updateParts, snapshot, snapshotSchema.extend({ viewport: viewportSchema })),
+    ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags }),
     ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];
 
@@ -104,7 +143,10 @@ export function createBrowser(deps: BrowserDeps): Browser {
     },
     withLock,
     restartLocked: (reason) => sup.restartLocked(reason),
-    setLaunchExtras: (provider) => sup.setLaunchExtras(provider),
+    setLaunchExtras: (provider) => {
+      extras = provider;
+    },
+    addUpdateFields: (part) => void updateParts.splice(updateParts.length - 1, 0, part),
     setProxyPort: (provider) => sup.setProxyPort(provider),
     onLaunch: (hook) =>
       sup.onReady(async (run) => {
@@ -121,7 +163,11 @@ export function createBrowser(deps: BrowserDeps): Browser {
     onStateChange: (listener) => {
       sup.onState((state) => listener(state, snapshot()));
     },
-    sweep: () => sup.sweep(),
+    // At start, before listening: also the daemon's policy file as the settings store has it.
+    sweep: async () => {
+      await sup.sweep();
+      await configurator.restore();
+    },
     beginShutdown: () => {
       shutdownAt ??= Date.now();
       bridge.close();

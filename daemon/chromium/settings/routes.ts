@@ -1,7 +1,8 @@
 // The routes of the browser's configuration: …/chromium/policies, …/chromium/flags and …/configure
 // (scope browser:configure; reading: browser:read). What each needs (a restart or not) is in
 // docs/browser-configuration.md.
-import { z } from 'zod';
+import { z, type ZodType } from 'zod';
+import { issuesToProblems } from '../../http/body.js';
 import { waitQuery } from '../../http/query.js';
 import type { Route } from '../../http/router.js';
 import { VIEWPORT_LIMITS } from '../../core/viewport.js';
@@ -54,6 +55,18 @@ const configureBody = z
     profile: z.unknown().optional().meta({ description: 'Not supported: there are no profiles yet (422 setting_refused)' }),
   })
   .meta({ description: 'Every part is optional; all are checked before anything changes' });
+/** What configure reads first: the fields only, each checked on its own after (so every problem of every part is listed). */
+const configureEnvelope = z.strictObject(Object.fromEntries(Object.keys(configureBody.shape).map((k) => [k, z.unknown().optional()])));
+
+/** A part of configure checked against its schema; its problems (prefixed with the field) go to `invalid`. */
+function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: string[]): T | undefined {
+  if (value === undefined) return undefined;
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  invalid.push(...issuesToProblems(r.error.issues).map((p) => (p.startsWith('(body)') ? `${field}${p.slice('(body)'.length)}` : `${field}.${p}`)));
+  return undefined;
+}
+
 const configureAnswer = z.object({
   viewport: viewportSchema,
   policies: z.record(z.string(), z.unknown()),
@@ -144,17 +157,22 @@ export function settingsRoutes({ configurator: c, operatorFlags }: SettingsRoute
         errors: [400, 409, 422, 503],
       },
       handler: async (ctx) => {
-        const body = await ctx.json(configureBody);
+        const raw = (await ctx.json(configureEnvelope)) as Record<string, unknown>;
+        const invalid: string[] = [];
         const refused: string[] = [];
-        if (body.extensions !== undefined) refused.push('extensions: not supported here, install with POST /browsers/{id}/extensions');
-        if (body.profile !== undefined) refused.push('profile: not supported, there are no profiles yet');
+        if (raw.extensions !== undefined) refused.push('extensions: not supported here, install with POST /browsers/{id}/extensions');
+        if (raw.profile !== undefined) refused.push('profile: not supported, there are no profiles yet');
+        const policies = part(policiesMap, raw.policies, 'policies', invalid);
+        const flags = part(flagList, raw.flags, 'flags', invalid);
+        const viewport = part(viewportSchema, raw.viewport, 'viewport', invalid);
+        const start = part(startUrl, raw.start_url, 'start_url', invalid);
         const change = {
-          ...(body.policies !== undefined ? { policies: body.policies } : {}),
-          ...(body.flags !== undefined ? { flags: body.flags } : {}),
-          ...(body.viewport !== undefined ? { viewport: body.viewport } : {}),
-          ...(body.start_url !== undefined ? { startUrl: body.start_url } : {}),
+          ...(policies !== undefined ? { policies } : {}),
+          ...(flags !== undefined ? { flags } : {}),
+          ...(viewport !== undefined ? { viewport } : {}),
+          ...(start !== undefined ? { startUrl: start } : {}),
         };
-        c.check(change, [], refused);
+        c.check(change, invalid, refused);
         const o = await c.apply(change, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log, restart: true });
         const s = c.settings;
         return { status: 200, body: { viewport: c.viewport(), policies: s.policies, flags: s.flags, chromium: chromiumOf(o) } };

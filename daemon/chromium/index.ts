@@ -9,7 +9,7 @@ import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
 import { removeStaleTemps } from '../core/fs-atomic.js';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { browserRoutes, browserUpdateRoute, snapshotSchema, unsupportedUpdatePart } from './routes.js';
 import { Configurator } from './settings/configurator.js';
 import { POLICIES_FILE } from './settings/policies.js';
@@ -66,10 +66,15 @@ export function createBrowser(deps: BrowserDeps): Browser {
     if (run.cdp !== null) await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
   });
   const viewportPart: BrowserUpdatePart = {
-    fields: { viewport: viewportSchema.optional().meta({ description: 'The size every tab renders at, changed live (scope browser:configure)' }) },
+    fields: {
+      viewport: viewportSchema
+        .extend({ force: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'accepted: this daemon has no live view or recording that would refuse a resize' }) })
+        .optional()
+        .meta({ description: 'The size every tab renders at, changed live (scope browser:configure)' }),
+    },
     scope: 'browser:configure',
     apply: async (body, ctx) => {
-      const viewport = body.viewport as z.output<typeof viewportSchema>;
+      const { force: _force, ...viewport } = body.viewport as z.output<typeof viewportSchema> & { force?: boolean };
       await configurator.apply({ viewport }, { wait: true, signal: ctx.signal, log: ctx.log });
     },
   };
@@ -97,6 +102,8 @@ export function createBrowser(deps: BrowserDeps): Browser {
       timeout_seconds: 0,
       extensions: [],
       viewport: configurator.viewport(),
+      // The SDK's name for the policies applied to the session (echoed back for verification).
+      chrome_policy: configurator.settings.policies,
     };
     for (const f of snapshotFields) Object.assign(base, f());
     return base;
@@ -122,7 +129,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
           { wait, signal },
         ),
     }),
-    browserUpdateRoute(updateParts, snapshot, snapshotSchema.extend({ viewport: viewportSchema })),
+    browserUpdateRoute(updateParts, snapshot, snapshotSchema),
     ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags }),
     ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];

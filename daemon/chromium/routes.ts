@@ -37,6 +37,10 @@ export const snapshotSchema = z.looseObject({
   stealth: z.boolean().describe('always false'),
   timeout_seconds: z.number().int().describe('always 0: the VM has no inactivity timeout'),
   extensions: z.array(z.unknown()),
+  viewport: z
+    .object({ width: z.number().int(), height: z.number().int(), refresh_rate: z.number().int().optional() })
+    .describe('the size every tab renders at (BROWSERD_VIEWPORT until PATCH /browsers/{id} changes it)'),
+  chrome_policy: z.record(z.string(), z.unknown()).describe("the SDK's name for the daemon's own policies (GET /browsers/{id}/chromium/policies)"),
 });
 
 export interface BrowserRouteDeps {

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser as PwBrowser, type Page } from 'playwright-core';
+import { sdk } from '../helpers/computer.js';
 import { decodePng } from '../helpers/png.js';
 import { expectError } from '../helpers/http.js';
 import { browser, waitBrowser } from '../kit/browser.js';
@@ -51,13 +52,14 @@ test('out of the box: a CDP client\'s new tab and computer/screenshot are 1920×
   }
 });
 
-test('PATCH viewport: live in an open tab and a new one, same pid; kept across a Chromium restart', async () => {
+test('PATCH viewport (SDK): live in an open tab and a new one, same pid; kept across a Chromium restart', async () => {
   const pid = await pidOf();
   const pw = await connect();
   try {
     const ctx = pw.contexts()[0]!;
     const open = await ctx.newPage();
-    const body = await d.call<{ viewport: unknown; chromium: { pid: number } }>('/browsers/local', { method: 'PATCH', json: { viewport: { width: 1280, height: 720, refresh_rate: 30 } } });
+    // Through the SDK (browsers.update), with its `force` (accepted: nothing here refuses a resize).
+    const body = (await sdk(d).browsers.update('local', { viewport: { width: 1280, height: 720, refresh_rate: 30, force: true } })) as unknown as { viewport: unknown; chromium: { pid: number } };
     assert.deepEqual(body.viewport, { width: 1280, height: 720, refresh_rate: 30 });
     assert.equal(body.chromium.pid, pid, 'no restart');
     assert.deepEqual(await size(open), [1280, 720]);

@@ -9,7 +9,8 @@ import { chromium, type Browser as PwBrowser, type Page } from 'playwright-core'
 import { sdk } from '../helpers/computer.js';
 import { decodePng } from '../helpers/png.js';
 import { expectError } from '../helpers/http.js';
-import { browser, waitBrowser } from '../kit/browser.js';
+import { browser, daemonCdp, waitBrowser } from '../kit/browser.js';
+import { until } from '../kit/wait.js';
 import { tempDir } from '../kit/cleanup.js';
 import { keysFile, startDaemon, TEST_TOKEN, type Daemon } from '../kit/daemon.js';
 
@@ -65,6 +66,18 @@ test('PATCH viewport (SDK): live in an open tab and a new one, same pid; kept ac
     assert.deepEqual(await size(open), [1280, 720]);
     const fresh = await ctx.newPage();
     assert.deepEqual(await size(fresh), [1280, 720]);
+    // A new window (not a tab of the open one) is fitted when its target appears.
+    const cdp = await daemonCdp(d);
+    try {
+      const { targetId } = await cdp.send('Target.createTarget', { url: 'about:blank', newWindow: true });
+      const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true });
+      const inner = async (): Promise<string> =>
+        String((await cdp.send('Runtime.evaluate', { expression: '`${innerWidth}x${innerHeight}`', returnByValue: true }, { sessionId })).result.value);
+      await until('the new window at the viewport', async () => (await inner()) === '1280x720');
+      await cdp.send('Target.closeTarget', { targetId });
+    } finally {
+      cdp.close();
+    }
     assert.equal(await pidOf(), pid);
   } finally {
     await pw.close();

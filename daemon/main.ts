@@ -7,7 +7,7 @@ import { createMetrics, type Metrics } from './core/metrics.js';
 import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
-import { createBrowser } from './chromium/index.js';
+import { createBrowser, type Browser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
@@ -84,7 +84,12 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
 
-  const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
+  let browser: Browser;
+  try {
+    browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;

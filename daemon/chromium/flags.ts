@@ -1,6 +1,8 @@
 // Every flag browserd passes to Chromium, each with the reason it is there. The daemon owns the
-// profile, the DevTools endpoint, headless mode and extension loading; BROWSERD_CHROMIUM_FLAGS
-// (checked in core/config.ts) may add others, and they go last.
+// profile, the DevTools endpoint, headless mode and extension loading; the browser's settings add
+// the viewport's flags (settings/viewport.ts, each with its reason there) and a start URL;
+// BROWSERD_CHROMIUM_FLAGS (checked in core/config.ts) may add others, then the flags set through the
+// API (settings/api-flags.ts), and they go last.
 import { viewportFlags } from './settings/viewport.js';
 import type { LaunchExtras } from './types.js';
 

@@ -1,7 +1,7 @@
 // The Chromium module: the supervisor, the CDP endpoint over the pipe multiplexer and their
 // routes, behind the `Browser` interface of ./types.ts (what main, the other modules and the
 // systemd integration use).
-import type { Config } from '../core/config.js';
+import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { CdpBridge } from '../cdp/bridge.js';
@@ -29,6 +29,7 @@ export interface BrowserDeps {
   onChromiumLine?(line: string): void;
 }
 
+/** Opens `<stateDir>/browser-settings.json` synchronously; one that cannot be read or set aside is a ConfigError naming BROWSERD_STATE_DIR. */
 export function createBrowser(deps: BrowserDeps): Browser {
   const { config, log: baseLog, metrics } = deps;
   const log = baseLog.child({ module: 'chromium' });
@@ -47,7 +48,12 @@ export function createBrowser(deps: BrowserDeps): Browser {
     onChromiumLine: deps.onChromiumLine,
   });
   // The browser's configuration through the API (viewport, policies, flags), kept in the state dir.
-  const store = SettingsStore.open(config.stateDir, log);
+  let store: SettingsStore;
+  try {
+    store = SettingsStore.open(config.stateDir, log);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the browser settings: ${(err as Error).message}`);
+  }
   for (const name of removeStaleTemps(config.chromium.policyDir, POLICIES_FILE)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished policy write');
   let extras: () => LaunchExtras = () => ({ extensionPaths: [], allowBackgroundNetworking: false });
   sup.setLaunchExtras(() => ({ ...extras(), settings: configurator.launchSettings() }));

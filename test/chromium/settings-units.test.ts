@@ -2,7 +2,11 @@
 // policy names and types and the refused ones, flag shapes and the refused ones, the merges, and
 // the launch flags a viewport gives.
 import assert from 'node:assert/strict';
+import { readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
+import { createLogger } from '../../daemon/core/log.js';
+import { SETTINGS_FILE, SettingsStore } from '../../daemon/chromium/settings/store.js';
 import { loadConfig } from '../../daemon/core/config.js';
 import { parseViewport } from '../../daemon/core/viewport.js';
 import { settingsError } from '../../daemon/core/errors.js';
@@ -59,4 +63,16 @@ test('settings errors: any invalid part is 400 bad_request, only refusals 422 se
   const refused = settingsError([], ['ProxyMode: refused, x', '--no-sandbox: refused, y']).toBody();
   assert.equal(refused.code, 'setting_refused');
   assert.match(refused.message, /^ProxyMode: refused, x \(and 1 more problem\)$/);
+});
+
+test('settings store: written atomically and read back; a broken file is set aside, never overwritten', async () => {
+  const dir = tempDir('browserd-settings-');
+  const log = createLogger('silent');
+  const s = SettingsStore.open(dir, log);
+  assert.deepEqual(s.get(), { viewport: null, policies: {}, flags: [] });
+  await s.set({ viewport: { width: 800, height: 600 }, policies: { BookmarkBarEnabled: true }, flags: ['--lang=de'] });
+  assert.deepEqual(SettingsStore.open(dir, log).get(), { viewport: { width: 800, height: 600 }, policies: { BookmarkBarEnabled: true }, flags: ['--lang=de'] });
+  writeFileSync(path.join(dir, SETTINGS_FILE), '{"version": 1, "viewport": ');
+  assert.deepEqual(SettingsStore.open(dir, log).get(), { viewport: null, policies: {}, flags: [] });
+  assert.equal(readdirSync(dir).filter((n) => n.startsWith(`${SETTINGS_FILE}.broken-`)).length, 1);
 });

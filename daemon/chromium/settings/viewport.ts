@@ -91,7 +91,14 @@ export async function applyViewport(cdp: CdpClient, v: Viewport, headless: boole
     if (primary === undefined) throw new Error('headless Chromium reported no screen');
     await cdp.send('Emulation.updateScreen', { screenId: primary.id, width: v.width, height: v.height });
   }
-  for (const id of await windowIds(cdp)) await fitWindow(cdp, id, v, headless, true);
+  for (const id of await windowIds(cdp)) {
+    try {
+      await fitWindow(cdp, id, v, headless, true);
+    } catch (err) {
+      // A window closed meanwhile is no failure; one that is still there is.
+      if ((await windowIds(cdp)).includes(id)) throw err;
+    }
+  }
 }
 
 /**

@@ -66,6 +66,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     withLock: (name, fn, opts) => withLock(name, fn, opts),
     restartLocked: (reason) => sup.restartLocked(reason),
     runCdp: () => sup.runCdp(),
+    pid: () => sup.status().pid,
   });
   // Windows opened later get the viewport too (on the daemon's own session of each run).
   sup.onReady(async (run) => {

@@ -23,6 +23,8 @@ export interface ConfiguratorDeps {
   restartLocked(reason: string): Promise<RestartResult>;
   /** The daemon's own session of the ready run; null when not ready. */
   runCdp(): CdpClient | null;
+  /** The current Chromium's pid (null while none runs). */
+  pid(): number | null;
 }
 
 /** A whole change: what each field leaves unchanged when absent. */
@@ -39,7 +41,9 @@ export interface SettingsChange {
 
 export interface ApplyOutcome {
   restarted: boolean;
+  /** The Chromium that has the settings (the new one after a restart), null while none runs. */
   pid: number | null;
+  /** ms from spawn until ready, when it restarted. */
   ready_ms: number | null;
   /** true when the viewport changed in the running Chromium (no restart). */
   live: boolean;
@@ -121,7 +125,10 @@ export class Configurator {
         await this.deps.store.set(next);
         if (policiesChanged) await this.writePolicies(next.policies, prev);
         opts.log.info({ event: 'browser_configured', viewport: next.viewport, policies: Object.keys(next.policies), flags: next.flags, restart }, 'browser settings changed');
-        if (!restart) return { restarted: false, pid: null, ready_ms: null, live: await this.applyLive(opts.log) };
+        if (!restart) {
+          const live = await this.applyLive(opts.log);
+          return { restarted: false, pid: this.deps.pid(), ready_ms: null, live };
+        }
         this.startUrl = change.startUrl ?? null;
         try {
           const r = await this.deps.restartLocked('configure');

@@ -7,7 +7,7 @@ import { createMetrics, type Metrics } from './core/metrics.js';
 import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
-import { createBrowser } from './chromium/index.js';
+import { createBrowser, type Browser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
@@ -86,18 +86,24 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
 
-  const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
+  let browser: Browser;
+  try {
+    browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
   try {
-    proxies = createProxies({ config, log, metrics, browserBody: () => ({ ...browser.snapshot() }) });
+    proxies = createProxies({ config, log, metrics });
   } catch (err) {
     exitBadSetting(log, err);
   }
   // The browser's forwarding proxy listens before Chromium can launch (its --proxy-server port: proxies.forwarderPort()).
   await proxies.start();
   browser.setProxyPort(() => proxies.forwarderPort());
+  browser.addUpdateFields(proxies.updatePart); // PATCH /browsers/{id} proxy_id
   browser.addSnapshotFields(() => {
     const active = proxies.active();
     return active === null ? { proxy: null } : { proxy_id: active.id, proxy: active };

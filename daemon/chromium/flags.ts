@@ -1,6 +1,9 @@
 // Every flag browserd passes to Chromium, each with the reason it is there. The daemon owns the
-// profile, the DevTools endpoint, headless mode and extension loading; BROWSERD_CHROMIUM_FLAGS
-// (checked in core/config.ts) may add others, and they go last.
+// profile, the DevTools endpoint, headless mode and extension loading; the browser's settings add
+// the viewport's flags (settings/viewport.ts, each with its reason there) and a start URL;
+// BROWSERD_CHROMIUM_FLAGS (checked in core/config.ts) may add others, then the flags set through the
+// API (settings/api-flags.ts), and they go last.
+import { viewportFlags } from './settings/viewport.js';
 import type { LaunchExtras } from './types.js';
 
 export interface FlagInputs {
@@ -74,8 +77,11 @@ export function chromiumFlags(i: FlagInputs): string[] {
     // Extensions installed through the API, applied at every launch (a crash restart included).
     flags.push(`--load-extension=${i.extras.extensionPaths.join(',')}`);
   }
+  const settings = i.extras.settings;
+  if (settings !== undefined) flags.push(...viewportFlags(settings.viewport, i.headless));
   // Never --disable-extensions: installed and policy extensions must load.
-  flags.push(START_URL, ...i.extraFlags);
+  // The operator's flags (BROWSERD_CHROMIUM_FLAGS), then those set through the API: the last of a switch wins.
+  flags.push(settings?.startUrl ?? START_URL, ...i.extraFlags, ...(settings?.flags ?? []));
   return flags;
 }
 

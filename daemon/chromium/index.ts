@@ -1,18 +1,25 @@
 // The Chromium module: the supervisor, the CDP endpoint over the pipe multiplexer and their
 // routes, behind the `Browser` interface of ./types.ts (what main, the other modules and the
 // systemd integration use).
-import type { Config } from '../core/config.js';
+import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { CdpBridge } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
-import { browserRoutes } from './routes.js';
+import { removeStaleTemps } from '../core/fs-atomic.js';
+import { z } from 'zod';
+import { browserRoutes, browserUpdateRoute, snapshotSchema, unsupportedUpdatePart } from './routes.js';
+import { Configurator } from './settings/configurator.js';
+import { POLICIES_FILE } from './settings/policies.js';
+import { settingsRoutes } from './settings/routes.js';
+import { SettingsStore } from './settings/store.js';
+import { fitNewWindows, viewportSchema } from './settings/viewport.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
-import type { Browser, BrowserSnapshot } from './types.js';
+import type { Browser, BrowserSnapshot, BrowserUpdatePart, LaunchExtras } from './types.js';
 
-export type { Browser, BrowserSnapshot } from './types.js';
+export type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
 
 export interface BrowserDeps {
   config: Config;
@@ -22,6 +29,7 @@ export interface BrowserDeps {
   onChromiumLine?(line: string): void;
 }
 
+/** Opens `<stateDir>/browser-settings.json` synchronously; one that cannot be read or set aside is a ConfigError naming BROWSERD_STATE_DIR. */
 export function createBrowser(deps: BrowserDeps): Browser {
   const { config, log: baseLog, metrics } = deps;
   const log = baseLog.child({ module: 'chromium' });
@@ -39,6 +47,46 @@ export function createBrowser(deps: BrowserDeps): Browser {
     tmpDir: config.chromium.tmpDir,
     onChromiumLine: deps.onChromiumLine,
   });
+  // The browser's configuration through the API (viewport, policies, flags), kept in the state dir.
+  let store: SettingsStore;
+  try {
+    store = SettingsStore.open(config.stateDir, log);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the browser settings: ${(err as Error).message}`);
+  }
+  for (const name of removeStaleTemps(config.chromium.policyDir, POLICIES_FILE)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished policy write');
+  let extras: () => LaunchExtras = () => ({ extensionPaths: [], allowBackgroundNetworking: false });
+  sup.setLaunchExtras(() => ({ ...extras(), settings: configurator.launchSettings() }));
+  const configurator: Configurator = new Configurator({
+    store,
+    headless: config.chromium.headless,
+    defaultViewport: config.chromium.viewport,
+    policyDir: config.chromium.policyDir,
+    log,
+    withLock: (name, fn, opts) => withLock(name, fn, opts),
+    restartLocked: (reason) => sup.restartLocked(reason),
+    runCdp: () => sup.runCdp(),
+    pid: () => sup.status().pid,
+  });
+  // Windows opened later get the viewport too (on the daemon's own session of each run).
+  sup.onReady(async (run) => {
+    if (run.cdp !== null) await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
+  });
+  const viewportPart: BrowserUpdatePart = {
+    fields: {
+      viewport: viewportSchema
+        .extend({ force: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'accepted: this daemon has no live view or recording that would refuse a resize' }) })
+        .optional()
+        .meta({ description: 'The size every tab renders at, changed live (scope browser:configure)' }),
+    },
+    scope: 'browser:configure',
+    apply: async (body, ctx) => {
+      const { force: _force, ...viewport } = body.viewport as z.output<typeof viewportSchema> & { force?: boolean };
+      await configurator.apply({ viewport }, { wait: true, signal: ctx.signal, log: ctx.log });
+    },
+  };
+  const updateParts: BrowserUpdatePart[] = [unsupportedUpdatePart, viewportPart];
+
   const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
   const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, {
@@ -66,6 +114,9 @@ export function createBrowser(deps: BrowserDeps): Browser {
       stealth: false,
       timeout_seconds: 0,
       extensions: [],
+      viewport: configurator.viewport(),
+      // The SDK's name for the policies applied to the session (echoed back for verification).
+      chrome_policy: configurator.settings.policies,
     };
     for (const f of snapshotFields) Object.assign(base, f());
     return base;
@@ -91,6 +142,8 @@ export function createBrowser(deps: BrowserDeps): Browser {
           { wait, signal },
         ),
     }),
+    browserUpdateRoute(updateParts, snapshot, snapshotSchema),
+    ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags }),
     ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];
 
@@ -110,7 +163,10 @@ export function createBrowser(deps: BrowserDeps): Browser {
     },
     withLock,
     restartLocked: (reason) => sup.restartLocked(reason),
-    setLaunchExtras: (provider) => sup.setLaunchExtras(provider),
+    setLaunchExtras: (provider) => {
+      extras = provider;
+    },
+    addUpdateFields: (part) => void updateParts.splice(updateParts.length - 1, 0, part),
     setProxyPort: (provider) => sup.setProxyPort(provider),
     setCdpPolicy: (policy) => sup.setCdpPolicy(policy),
     onLaunch: (hook) =>
@@ -128,7 +184,11 @@ export function createBrowser(deps: BrowserDeps): Browser {
     onStateChange: (listener) => {
       sup.onState((state) => listener(state, snapshot()));
     },
-    sweep: () => sup.sweep(),
+    // At start, before listening: also the daemon's policy file as the settings store has it.
+    sweep: async () => {
+      await sup.sweep();
+      await configurator.restore();
+    },
     beginShutdown: () => {
       shutdownAt ??= Date.now();
       bridge.close();

@@ -1,9 +1,14 @@
-// The browser routes: GET /browsers/{id} (the session, a superset of the SDK's BrowserRetrieveResponse)
-// and POST /browsers/{id}/restart.
-import { z } from 'zod';
+// The browser routes: GET /browsers/{id} (the session, a superset of the SDK's BrowserRetrieveResponse),
+// POST /browsers/{id}/restart, and PATCH /browsers/{id} (the SDK's BrowserUpdateParams). The browser
+// module owns PATCH and its own fields (viewport; the ones this daemon cannot honour); other modules
+// add theirs with addUpdateFields (the proxy module: proxy_id, disable_default_proxy; profiles
+// later). The body is checked whole (every part's schema and check) before any part applies; parts
+// apply in the order they were added, the browser's own last.
+import { z, type ZodType } from 'zod';
+import { ForbiddenError, UnsupportedFieldError } from '../core/errors.js';
 import { waitQuery } from '../http/query.js';
-import type { Route } from '../http/router.js';
-import type { BrowserSnapshot, RestartResult } from './types.js';
+import type { Route, RouteDoc } from '../http/router.js';
+import type { BrowserSnapshot, BrowserUpdatePart, RestartResult } from './types.js';
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
 const lastExitSchema = z.object({
@@ -32,6 +37,10 @@ export const snapshotSchema = z.looseObject({
   stealth: z.boolean().describe('always false'),
   timeout_seconds: z.number().int().describe('always 0: the VM has no inactivity timeout'),
   extensions: z.array(z.unknown()),
+  viewport: z
+    .object({ width: z.number().int(), height: z.number().int(), refresh_rate: z.number().int().optional() })
+    .describe('the size every tab renders at (BROWSERD_VIEWPORT until PATCH /browsers/{id} changes it)'),
+  chrome_policy: z.record(z.string(), z.unknown()).describe("the SDK's name for the daemon's own policies (GET /browsers/{id}/chromium/policies)"),
 });
 
 export interface BrowserRouteDeps {
@@ -77,4 +86,68 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
       },
     },
   ];
+}
+
+export const UPDATE_DOC = [
+  "The SDK's browsers.update. Each field is owned by one module of the daemon: `proxy_id` (and `disable_default_proxy`) sets the browser's proxy, live (see the proxies docs); `viewport` {width, height, refresh_rate?} changes the size every tab renders at, live, without a restart (same Chromium pid, open tabs included), and is kept across Chromium and daemon restarts (scope browser:configure besides browser:write).",
+  'The whole body is checked before anything changes (unknown fields: 400). Fields this daemon cannot honour are 422 unsupported_field naming the field: `name`, `profile`, `tags`, `telemetry` other than null or {}. An empty body changes nothing and returns the browser.',
+].join('\n\n');
+
+/** The fields of BrowserUpdateParams this daemon cannot honour (422 unsupported_field). */
+export const unsupportedUpdatePart: BrowserUpdatePart = {
+  fields: {
+    name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
+    profile: z.unknown().optional().meta({ description: 'Not supported (no profiles yet): 422 unsupported_field' }),
+    tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
+    telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
+  },
+  check(body) {
+    for (const field of ['name', 'profile', 'tags'] as const) {
+      if (body[field] !== undefined) throw new UnsupportedFieldError(field, 'is not supported by this daemon');
+    }
+    const t = body.telemetry;
+    if (t !== undefined && t !== null && !(typeof t === 'object' && !Array.isArray(t) && Object.keys(t).length === 0)) {
+      throw new UnsupportedFieldError('telemetry', 'is not supported by this daemon (null or {} leave it unchanged)');
+    }
+  },
+  apply: async () => {},
+};
+
+export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot: () => BrowserSnapshot, responseSchema: ZodType): Route {
+  let schema: ZodType | null = null;
+  let built = 0;
+  const bodySchema = (): ZodType => {
+    if (schema === null || built !== parts.length) {
+      const shape: Record<string, ZodType> = {};
+      for (const p of parts) Object.assign(shape, p.fields);
+      schema = z.strictObject(shape).meta({ description: "The SDK's BrowserUpdateParams" });
+      built = parts.length;
+    }
+    return schema;
+  };
+  const doc: RouteDoc = {
+    summary: "Update the browser: its proxy and its viewport, live",
+    description: UPDATE_DOC,
+    get body() {
+      return bodySchema();
+    },
+    responses: { 200: { description: 'the browser (as GET /browsers/{id}) once every change is in effect', schema: responseSchema } },
+    errors: [400, 409, 422, 503],
+  };
+  return {
+    method: 'PATCH',
+    path: '/browsers/{id}',
+    scope: 'browser:write',
+    doc,
+    handler: async (ctx) => {
+      const body = (await ctx.json(bodySchema())) as Record<string, unknown>;
+      const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields).some((f) => body[f] !== undefined);
+      for (const p of parts) {
+        if (p.scope !== undefined && present(p) && ctx.identity !== null && !ctx.identity.scopes.has(p.scope)) throw new ForbiddenError(p.scope);
+      }
+      for (const p of parts) p.check?.(body, ctx);
+      for (const p of parts) if (present(p)) await p.apply(body, ctx);
+      return { status: 200, body: snapshot() };
+    },
+  };
 }

@@ -3,7 +3,9 @@
 import type { CdpClient } from '../cdp/client.js';
 import type { CommandPolicy } from '../cdp/mux.js';
 import type { Deadline } from '../core/deadline.js';
-import type { Route } from '../http/router.js';
+import type { ZodType } from 'zod';
+import type { Scope } from '../http/auth.js';
+import type { RequestContext, Route } from '../http/router.js';
 
 export type BrowserState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
@@ -41,6 +43,8 @@ export interface BrowserSnapshot {
   /** No inactivity timeout on the VM: 0. */
   timeout_seconds: number;
   extensions: unknown[];
+  /** The size every tab renders at (BROWSERD_VIEWPORT until PATCH /browsers/{id} changes it). */
+  viewport: { width: number; height: number; refresh_rate?: number };
   [extra: string]: unknown;
 }
 
@@ -50,6 +54,17 @@ export interface LaunchExtras {
   extensionPaths: string[];
   /** true when policy force-installs need Chromium's background networking (component updater). */
   allowBackgroundNetworking: boolean;
+  /** The browser module's own settings (the viewport, flags set through the API, a start URL); set by createBrowser. */
+  settings?: LaunchSettings;
+}
+
+/** What the browser's configuration (PATCH /browsers/{id}, …/chromium/flags, …/configure) adds to a launch. */
+export interface LaunchSettings {
+  viewport: { width: number; height: number };
+  /** Flags set through the API (checked: never one the daemon owns); after BROWSERD_CHROMIUM_FLAGS. */
+  flags: readonly string[];
+  /** The page Chromium opens at start instead of about:blank (configure's start_url), or null. */
+  startUrl: string | null;
 }
 
 export interface RestartResult {
@@ -96,6 +111,8 @@ export interface Browser {
   onLaunch(hook: (cdp: CdpClient, pid: number) => Promise<void>): void;
   /** The daemon's own session of the ready Chromium (waited for within the deadline). */
   daemonCdp(deadline: Deadline): Promise<{ cdp: CdpClient; pid: number }>;
+  /** Adds a module's fields to PATCH /browsers/{id} (the proxy module: proxy_id); they apply before the browser's own (viewport). */
+  addUpdateFields(part: BrowserUpdatePart): void;
   /** Adds fields to GET /browsers/{id} (extensions, the active proxy, the downloads folder). */
   addSnapshotFields(provider: () => Record<string, unknown>): void;
   /** Every state change (for sd_notify STATUS= and READY=1). */
@@ -120,4 +137,16 @@ export interface Browser {
   destroy(): void;
   /** The address the HTTP server listens on (known after listen()), for `cdp_url`. */
   setPublicAddress(host: string, port: number): void;
+}
+
+/** A module's fields of PATCH /browsers/{id}. */
+export interface BrowserUpdatePart {
+  /** The body fields it owns, with their schemas (validation and the OpenAPI document). */
+  fields: Record<string, ZodType>;
+  /** A scope needed, besides browser:write, when one of its fields is present. */
+  scope?: Scope;
+  /** Refuses (throws) before anything applies: called for every part first. */
+  check?(body: Record<string, unknown>, ctx: RequestContext): void;
+  /** Applies its fields of the checked body (called when at least one of them is present). */
+  apply(body: Record<string, unknown>, ctx: RequestContext): Promise<void>;
 }

@@ -4,7 +4,8 @@ import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
-import { splitFlags } from './flags-parse.js';
+import { ownedBy, OWNED_FLAGS, splitFlags } from './flags-parse.js';
+import { DEFAULT_VIEWPORT, parseViewport, type Viewport } from './viewport.js';
 import { chromiumTmpDir, checkDownloadsDir, prepareStateDir } from './state-dir.js';
 
 export { ConfigError } from './config-error.js';
@@ -36,6 +37,8 @@ export interface Config {
     binary: string | null;
     extraFlags: string[];
     headless: boolean;
+    /** The viewport every window and tab gets until PATCH /browsers/{id} changes it (BROWSERD_VIEWPORT). */
+    viewport: Viewport;
     policyDir: string;
     autostart: boolean;
     readyTimeoutMs: number;
@@ -155,8 +158,6 @@ const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 const SESSION_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const DEFAULT_CHECK_URLS = ['https://api.ipify.org?format=json', 'https://ifconfig.me/ip'];
-/** Flags the daemon owns; BROWSERD_CHROMIUM_FLAGS may not set them. */
-const OWNED_FLAGS = ['--user-data-dir', '--remote-debugging-', '--disable-extensions', '--load-extension', '--headless'];
 
 export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
   const get = (name: string): string | undefined => {
@@ -221,6 +222,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       binary: resolveChromium(get('BROWSERD_CHROMIUM'), env),
       extraFlags,
       headless: bool('BROWSERD_HEADLESS', true),
+      viewport: viewportSetting(get('BROWSERD_VIEWPORT')),
       policyDir: path.resolve(cwd, get('BROWSERD_POLICY_DIR') ?? '/etc/chromium/policies/managed'),
       autostart: bool('BROWSERD_BROWSER_AUTOSTART', true),
       readyTimeoutMs: int('BROWSERD_READY_TIMEOUT_MS', 30_000, 1000, 600_000),
@@ -329,12 +331,21 @@ function parseExtraFlags(raw: string | undefined): string[] {
   }
   for (const flag of flags) {
     if (!flag.startsWith('--')) throw new ConfigError('BROWSERD_CHROMIUM_FLAGS', `"${flag}" is not a --flag`);
-    const owned = OWNED_FLAGS.find((o) => flag === o || flag.startsWith(o.endsWith('-') ? o : `${o}=`));
+    const owned = ownedBy(flag, OWNED_FLAGS);
     if (owned) {
       throw new ConfigError('BROWSERD_CHROMIUM_FLAGS', `${flag.split('=')[0]} is owned by the daemon and may not be set here`);
     }
   }
   return flags;
+}
+
+function viewportSetting(raw: string | undefined): Viewport {
+  if (raw === undefined) return DEFAULT_VIEWPORT;
+  try {
+    return parseViewport(raw);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_VIEWPORT', (err as Error).message);
+  }
 }
 
 function isExecutable(file: string): boolean {

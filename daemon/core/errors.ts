@@ -47,6 +47,7 @@ export const ERROR_CODES = [
   'activation_failed',
   'archive_rejected',
   'unsupported_field',
+  'setting_refused',
   'idempotency_key_reused',
   'limit_exceeded',
   'internal_error',
@@ -174,7 +175,7 @@ export class NoSpaceError extends BrowserdError {
   }
 }
 
-export type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'archive_rejected' | 'unsupported_field' | 'idempotency_key_reused';
+export type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'archive_rejected' | 'unsupported_field' | 'setting_refused' | 'idempotency_key_reused';
 
 /** The request was valid but the operation failed (or cannot be done); `inner` carries the cause. */
 export class OperationFailedError extends BrowserdError {
@@ -188,6 +189,19 @@ export class UnsupportedFieldError extends OperationFailedError {
   constructor(field: string, why: string) {
     super('unsupported_field', `${field}: ${why}`, { code: field, message: why });
   }
+}
+
+/**
+ * Browser settings that cannot be applied: `refused` ones the daemon relies on (a policy, a flag),
+ * `invalid` ones that fail validation. Any invalid one makes it a 400 bad_request, else a 422
+ * setting_refused; `details` lists every problem either way (`invalid_input` / `refused`).
+ */
+export function settingsError(invalid: string[], refused: string[]): BrowserdError {
+  const details = [...invalid.map((m) => ({ code: 'invalid_input', message: m })), ...refused.map((m) => ({ code: 'refused', message: m }))];
+  const all = [...invalid, ...refused];
+  const message = `${all[0] ?? 'invalid settings'}${all.length > 1 ? ` (and ${all.length - 1} more problem${all.length > 2 ? 's' : ''})` : ''}`;
+  if (invalid.length > 0) return new BrowserdError('bad_request', message, { details });
+  return new OperationFailedError('setting_refused', message, undefined, details);
 }
 
 export class LimitExceededError extends BrowserdError {

@@ -32,3 +32,29 @@ export function splitFlags(raw: string): string[] {
   if (inWord) out.push(cur);
   return out;
 }
+
+/** Flags the daemon owns (the profile, DevTools, extension loading, headless mode): BROWSERD_CHROMIUM_FLAGS may not set them. */
+export const OWNED_FLAGS: readonly string[] = ['--user-data-dir', '--remote-debugging-', '--disable-extensions', '--load-extension', '--headless'];
+
+/** The longest flag accepted (name and value). */
+export const MAX_FLAG_CHARS = 4096;
+const FLAG_RE = /^--[a-z0-9][a-z0-9-]*[a-z0-9](?:=[^\0\r\n]*)?$/;
+
+/** The flag's name (`--lang` of `--lang=de`). */
+export function flagName(flag: string): string {
+  const eq = flag.indexOf('=');
+  return eq < 0 ? flag : flag.slice(0, eq);
+}
+
+/** The entry of `owned` that `flag` falls under (a prefix when it ends in `-`), or undefined. */
+export function ownedBy(flag: string, owned: readonly string[]): string | undefined {
+  return owned.find((o) => (o.endsWith('-') ? flag.startsWith(o) : flag === o || flag.startsWith(`${o}=`)));
+}
+
+/** Why `flag` is not shaped as a Chromium switch (`--name` or `--name=value`), or null. */
+export function flagShapeProblem(flag: string): string | null {
+  if (flag.length > MAX_FLAG_CHARS) return `is longer than ${MAX_FLAG_CHARS} characters`;
+  if (!flag.startsWith('--')) return 'is not a --flag';
+  if (!FLAG_RE.test(flag)) return 'is not --name or --name=value (name: lowercase letters, digits and dashes; value: no line breaks or NUL)';
+  return null;
+}

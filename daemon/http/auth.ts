@@ -11,6 +11,7 @@ import { ForbiddenError, UnauthorizedError } from '../core/errors.js';
 export const SCOPES = [
   'browser:read',
   'browser:write',
+  'browser:configure',
   'processes:exec',
   'processes:write',
   'extensions:write',

@@ -1,7 +1,7 @@
 // The proxies concern: a store that loses nothing, health checks through the proxy with an SSRF
 // guard, and the browser's way out: the forwarding proxy (forwarder/) that Chromium sends all its
 // traffic to, routed through the active proxy (PATCH /browsers/{id}) or directly.
-// Public face: createProxies() → { routes, start(), forwarderPort(), active(), setApiPort(), close(), destroy() }.
+// Public face: createProxies() → { routes, updatePart, start(), forwarderPort(), active(), setApiPort(), close(), destroy() }.
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -11,7 +11,8 @@ import { ProxyChecker } from './check/check.js';
 import { Forwarder } from './forwarder/forwarder.js';
 import { createLookup } from './forwarder/route.js';
 import type { ForwarderStatus } from './forwarder/stats.js';
-import { proxyRoutes } from './routes.js';
+import { browserUpdatePart, proxyRoutes } from './routes.js';
+import type { BrowserUpdatePart } from '../chromium/types.js';
 import { createResolver, hookTable, type Resolver } from './check/resolve.js';
 import { ProxyStore } from './store/store.js';
 
@@ -23,12 +24,12 @@ export interface ProxiesDeps {
   metrics: Metrics;
   /** How check URLs' hosts are resolved; default: DNS under the check's deadline (or BROWSERD_TEST_HOOKS `resolve`, `dns`). */
   resolver?: Resolver;
-  /** The body of GET /browsers/{id}, answered by PATCH /browsers/{id} too (with `proxy_id` and `proxy` set here); default {}. */
-  browserBody?: () => Record<string, unknown>;
 }
 
 export interface Proxies {
   readonly routes: Route[];
+  /** The proxy's fields of PATCH /browsers/{id} (proxy_id), for the browser module's addUpdateFields. */
+  readonly updatePart: BrowserUpdatePart;
   /** Starts the forwarding proxy on 127.0.0.1 (an ephemeral port). Call once, before Chromium launches. */
   start(): Promise<void>;
   /** The forwarding proxy's port on 127.0.0.1, for Chromium's `--proxy-server=http://127.0.0.1:<port>`; null before start(). */
@@ -74,7 +75,8 @@ export function createProxies(deps: ProxiesDeps): Proxies {
   active.restore();
   let closing: Promise<void> | null = null;
   return {
-    routes: proxyRoutes({ store, checker, active, browserBody: deps.browserBody ?? (() => ({})) }),
+    routes: proxyRoutes({ store, checker, active }),
+    updatePart: browserUpdatePart({ active }),
     async start() {
       await forwarder.listen();
     },

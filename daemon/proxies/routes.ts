@@ -1,4 +1,5 @@
-// The routes of /proxies, and PATCH /browsers/{id} (the browser's active proxy: this module owns it).
+// The routes of /proxies, and the proxy's fields of PATCH /browsers/{id} (the browser's active proxy;
+// the browser module owns the route: browserUpdatePart).
 // A key with a project sees only the proxies its project created (any other is 404, and lists leave
 // them out); a key without a project sees every proxy. The limit on stored proxies is per project:
 // MAX_PROXIES for each project, and MAX_PROXIES for the proxies created by keys without a project
@@ -9,6 +10,7 @@ import type { Identity } from '../http/auth.js';
 import { LimitExceededError, NotFoundError, UnsupportedFieldError } from '../core/errors.js';
 import { qInt, qString } from '../http/query.js';
 import type { RequestContext, Route } from '../http/router.js';
+import type { BrowserUpdatePart } from '../chromium/types.js';
 import type { ActiveControl } from './active.js';
 import type { ProxyChecker } from './check/check.js';
 import { BROWSER_UPDATE_DOC, CHECK_DOC, CREATE_DOC, DELETE_DOC, LIST_DOC, MAX_PROXIES, UPDATE_DOC } from './docs.js';
@@ -23,8 +25,6 @@ export interface RouteDeps {
   store: ProxyStore;
   checker: ProxyChecker;
   active: ActiveControl;
-  /** The body of GET /browsers/{id}, which PATCH /browsers/{id} answers too. */
-  browserBody: () => Record<string, unknown>;
 }
 
 const listQuery = z.strictObject({
@@ -34,44 +34,34 @@ const listQuery = z.strictObject({
   query: qString('Case-insensitive substring of the name, host or exit IP; or the whole id', 255),
 });
 
-const lastErrorSchema = z.object({ code: z.string(), message: z.string(), at: z.string().meta({ description: 'ISO time of the failure' }) });
-const browserUpdateSchema = z
-  .strictObject({
-    proxy_id: z
-      .string({ error: 'must be a string or null' })
-      .max(255, 'must be at most 255 characters')
-      .nullable()
-      .optional()
-      .meta({ description: 'The stored proxy the browser goes through; "" or null: none (direct); omitted: unchanged' }),
-    disable_default_proxy: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'true is accepted (there is no default proxy); false is 422 unsupported_field' }),
-    name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
-    profile: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
-    tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
-    telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
-    viewport: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
-  })
-  .meta({ description: "The SDK's BrowserUpdateParams; this daemon honours proxy_id" });
-const browserUpdatedSchema = z.looseObject({
-  proxy_id: z.string().optional().meta({ description: 'The active proxy; absent when the browser goes direct' }),
-  proxy: z.object({ id: z.string(), last_error: lastErrorSchema.nullable() }).nullable().meta({ description: 'The active proxy and the last failure of a connection to it since it became active; null when direct' }),
-});
-
 function identityOf(ctx: RequestContext): Identity {
   if (ctx.identity === null) throw new Error('proxy routes need an identity');
   return ctx.identity;
 }
 
-/** The first field of a browser update that this daemon cannot honour, with why; null when none. */
-function unsupported(body: z.output<typeof browserUpdateSchema>): [string, string] | null {
-  for (const field of ['name', 'profile', 'tags', 'viewport'] as const) {
-    if (body[field] !== undefined) return [field, 'is not supported by this daemon (only proxy_id is)'];
-  }
-  if (body.disable_default_proxy === false) return ['disable_default_proxy', 'false is not supported: this daemon has no default proxy'];
-  const t = body.telemetry;
-  if (t !== undefined && t !== null && !(typeof t === 'object' && !Array.isArray(t) && Object.keys(t).length === 0)) {
-    return ['telemetry', 'is not supported by this daemon (null or {} leave it unchanged)'];
-  }
-  return null;
+/**
+ * The proxy's fields of PATCH /browsers/{id} (the browser module owns the route): `proxy_id` sets
+ * the active proxy, live; `disable_default_proxy: true` is a no-op, false is 422.
+ */
+export function browserUpdatePart(deps: { active: ActiveControl }): BrowserUpdatePart {
+  return {
+    fields: {
+      proxy_id: z
+        .string({ error: 'must be a string or null' })
+        .max(255, 'must be at most 255 characters')
+        .nullable()
+        .optional()
+        .meta({ description: `The stored proxy the browser goes through; "" or null: none (direct); omitted: unchanged.\n\n${BROWSER_UPDATE_DOC}` }),
+      disable_default_proxy: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'true is accepted (there is no default proxy); false is 422 unsupported_field' }),
+    },
+    check(body) {
+      if (body.disable_default_proxy === false) throw new UnsupportedFieldError('disable_default_proxy', 'false is not supported: this daemon has no default proxy');
+    },
+    async apply(body, ctx) {
+      const id = body.proxy_id as string | null | undefined;
+      if (id !== undefined) await deps.active.set(id, identityOf(ctx).project, ctx.log);
+    },
+  };
 }
 
 export function proxyRoutes(deps: RouteDeps): Route[] {
@@ -81,11 +71,6 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
     const p = store.get(id);
     if (p === undefined || !visibleTo(identityOf(ctx).project, p)) throw new NotFoundError(`no proxy ${id}`);
     return p;
-  };
-  const browserBody = (): Record<string, unknown> => {
-    const status = active.status();
-    const { proxy_id: _old, proxy: _oldProxy, ...rest } = deps.browserBody();
-    return { ...rest, ...(status !== null ? { proxy_id: status.id } : {}), proxy: status };
   };
 
   return [
@@ -221,25 +206,6 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         const target = parseCheckUrl(body.url);
         await checker.shared(`${proxy.id}\n${target.url.href}`, ctx.log, () => checker.checkUrl(proxy, upstream, target, ctx.log));
         return { status: 200, body: toPublic(find(ctx)) };
-      },
-    },
-    {
-      method: 'PATCH',
-      path: '/browsers/{id}',
-      scope: 'browser:write',
-      doc: {
-        summary: "Set the browser's proxy, live",
-        description: BROWSER_UPDATE_DOC,
-        body: browserUpdateSchema,
-        responses: { 200: { description: 'the browser (as GET /browsers/{id}) once new connections use the new proxy', schema: browserUpdatedSchema } },
-        errors: [422],
-      },
-      handler: async (ctx) => {
-        const body = await ctx.json(browserUpdateSchema);
-        const refused = unsupported(body);
-        if (refused !== null) throw new UnsupportedFieldError(refused[0], refused[1]);
-        if (body.proxy_id !== undefined) await active.set(body.proxy_id, identityOf(ctx).project, ctx.log);
-        return { status: 200, body: browserBody() };
       },
     },
   ];

@@ -160,14 +160,15 @@ test('an https proxy that speaks plain HTTP: the cause suggests protocol: http',
 
 test('PATCH /browsers/{id}: unsupported fields 422, unknown 400, scope browser:write, proxies of other projects 404', async () => {
   const mine = await createProxy(d, custom(authed.tiny.port));
-  for (const field of ['name', 'viewport', 'tags', 'profile']) {
+  for (const field of ['name', 'tags', 'profile']) {
     const err = await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { [field]: field === 'name' ? 'x' : {} } }), 422, 'unsupported_field');
     assert.match(String(err.message), new RegExp(`^${field}: `));
     assert.equal((err.inner_error as { code: string }).code, field);
   }
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { disable_default_proxy: false } }), 422, 'unsupported_field');
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { telemetry: { enabled: true } } }), 422, 'unsupported_field');
-  await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: mine, viewport: {} } }), 422, 'unsupported_field');
+  await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: mine, tags: {} } }), 422, 'unsupported_field');
+  await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: mine, viewport: {} } }), 400, 'bad_request');
   assert.equal((await patchBrowser(d, {})).json.proxy, null, 'a refused request changed nothing');
   assert.equal((await patchBrowser(d, { telemetry: {}, disable_default_proxy: true })).status, 200, 'the no-ops are accepted');
   const unknown = await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy: mine } }), 400, 'bad_request');

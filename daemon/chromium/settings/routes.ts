@@ -1,0 +1,182 @@
+// The routes of the browser's configuration: …/chromium/policies, …/chromium/flags and …/configure
+// (scope browser:configure; reading: browser:read). What each needs (a restart or not) is in
+// docs/browser-configuration.md.
+import { z, type ZodType } from 'zod';
+import { issuesToProblems } from '../../http/body.js';
+import { waitQuery } from '../../http/query.js';
+import type { Route } from '../../http/router.js';
+import { VIEWPORT_LIMITS } from '../../core/viewport.js';
+import { MAX_API_FLAGS } from './api-flags.js';
+import type { ApplyOutcome, Configurator } from './configurator.js';
+import { POLICY_LIMITS } from './policies.js';
+import { viewportSchema } from './viewport.js';
+
+/** The longest start URL accepted. */
+export const MAX_START_URL_CHARS = 8192;
+
+const policiesMap = z.record(z.string().max(200, 'a policy name has at most 200 characters'), z.unknown()).meta({
+  description: 'Chrome enterprise policies by name; null removes one. Only the names of the daemon\'s list, with their JSON types; the ones the daemon relies on are refused (422 setting_refused)',
+});
+const flagList = z
+  .array(z.string({ error: 'must be a string' }), { error: 'must be a list of strings' })
+  .max(MAX_API_FLAGS, `at most ${MAX_API_FLAGS} flags`)
+  .meta({ description: '--name or --name=value; a flag replaces the one of the same name' });
+
+const policiesBody = z.strictObject({ policies: policiesMap });
+const policiesAnswer = z.object({
+  policies: z.record(z.string(), z.unknown()).meta({ description: "the daemon's own policies (its file in the policy folder)" }),
+  file: z.string().meta({ description: "the daemon's policy file" }),
+  chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }).optional(),
+});
+const flagsBody = z.strictObject({ flags: flagList.optional(), remove: flagList.optional().meta({ description: 'names of flags to drop (--name)' }) });
+const flagsAnswer = z.object({
+  flags: z.array(z.string()).meta({ description: 'the flags set through the API (after BROWSERD_CHROMIUM_FLAGS)' }),
+  operator_flags: z.array(z.string()).meta({ description: 'BROWSERD_CHROMIUM_FLAGS (read-only)' }),
+  chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }).optional(),
+});
+const startUrl = z
+  .string()
+  .max(MAX_START_URL_CHARS, `must be at most ${MAX_START_URL_CHARS} characters`)
+  .refine((s) => {
+    try {
+      const u = new URL(s);
+      return u.protocol === 'http:' || u.protocol === 'https:' || s === 'about:blank';
+    } catch {
+      return false;
+    }
+  }, 'must be an http or https URL (or about:blank)');
+const configureBody = z
+  .strictObject({
+    policies: policiesMap.optional(),
+    flags: flagList.optional(),
+    viewport: viewportSchema.optional(),
+    start_url: startUrl.optional().meta({ description: 'the page Chromium opens after this restart' }),
+    extensions: z.unknown().optional().meta({ description: 'Not supported here: install with POST /browsers/{id}/extensions (422 setting_refused)' }),
+    profile: z.unknown().optional().meta({ description: 'Not supported: there are no profiles yet (422 setting_refused)' }),
+  })
+  .meta({ description: 'Every part is optional; all are checked before anything changes' });
+/** What configure reads first: the fields only, each checked on its own after (so every problem of every part is listed). */
+const configureEnvelope = z.strictObject(Object.fromEntries(Object.keys(configureBody.shape).map((k) => [k, z.unknown().optional()])));
+
+/** A part of configure checked against its schema; its problems (prefixed with the field) go to `invalid`. */
+function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: string[]): T | undefined {
+  if (value === undefined) return undefined;
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  invalid.push(...issuesToProblems(r.error.issues).map((p) => (p.startsWith('(body)') ? `${field}${p.slice('(body)'.length)}` : `${field}.${p}`)));
+  return undefined;
+}
+
+const configureAnswer = z.object({
+  viewport: viewportSchema,
+  policies: z.record(z.string(), z.unknown()),
+  flags: z.array(z.string()),
+  chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }),
+});
+
+const chromiumOf = (o: ApplyOutcome) => ({ restarted: o.restarted, pid: o.pid, ready_ms: o.ready_ms });
+
+export interface SettingsRouteDeps {
+  configurator: Configurator;
+  operatorFlags: readonly string[];
+}
+
+export function settingsRoutes({ configurator: c, operatorFlags }: SettingsRouteDeps): Route[] {
+  const policiesNow = () => ({ policies: c.settings.policies, file: c.policyFile() });
+  const flagsNow = () => ({ flags: c.settings.flags, operator_flags: [...operatorFlags] });
+  return [
+    {
+      method: 'GET',
+      path: '/browsers/{id}/chromium/policies',
+      scope: 'browser:read',
+      doc: { summary: "The daemon's own Chrome enterprise policies", responses: { 200: { description: 'the policies', schema: policiesAnswer } } },
+      handler: async () => ({ status: 200, body: policiesNow() }),
+    },
+    {
+      method: 'PATCH',
+      path: '/browsers/{id}/chromium/policies',
+      scope: 'browser:configure',
+      doc: {
+        summary: 'Merge Chrome enterprise policies; Chromium restarts to apply them',
+        description:
+          `Merges into the daemon's own file in the policy folder (BROWSERD_POLICY_DIR; other files there are never written): a value sets a policy, null removes it. ` +
+          `Names and JSON types are checked against the daemon's policy list (400 naming each unknown name or wrong type); the policies the daemon relies on are refused with 422 setting_refused naming each. ` +
+          `At most ${POLICY_LIMITS.maxPolicies} policies. Kept across daemon restarts. Chromium reads policies at start: a change restarts it once (under the lifecycle lock; ?wait=false: 409 busy instead of queueing); a merge that changes nothing does not.`,
+        query: waitQuery,
+        body: policiesBody,
+        responses: { 200: { description: 'the policies once Chromium is ready with them', schema: policiesAnswer } },
+        errors: [400, 409, 422, 503],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(policiesBody);
+        const o = await c.apply({ policies: body.policies }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
+        return { status: 200, body: { ...policiesNow(), chromium: chromiumOf(o) } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/browsers/{id}/chromium/flags',
+      scope: 'browser:read',
+      doc: { summary: 'The Chromium flags set through the API, and the operator\'s', responses: { 200: { description: 'the flags', schema: flagsAnswer } } },
+      handler: async () => ({ status: 200, body: flagsNow() }),
+    },
+    {
+      method: 'PATCH',
+      path: '/browsers/{id}/chromium/flags',
+      scope: 'browser:configure',
+      doc: {
+        summary: 'Merge Chromium flags; Chromium restarts to apply them',
+        description:
+          `Each flag must be --name or --name=value; a flag replaces the one of the same name, \`remove\` drops names. The flags the daemon owns are refused with 422 setting_refused naming each (the profile, DevTools, extension loading, headless mode, the proxy, the viewport, the sandbox). ` +
+          `At most ${MAX_API_FLAGS} flags. They come after BROWSERD_CHROMIUM_FLAGS (the last of a switch wins). Kept across daemon restarts. A change restarts Chromium once; a merge that changes nothing does not.`,
+        query: waitQuery,
+        body: flagsBody,
+        responses: { 200: { description: 'the flags once Chromium is ready with them', schema: flagsAnswer } },
+        errors: [400, 409, 422, 503],
+      },
+      handler: async (ctx) => {
+        const body = await ctx.json(flagsBody);
+        const o = await c.apply({ flags: body.flags ?? [], removeFlags: body.remove ?? [] }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
+        return { status: 200, body: { ...flagsNow(), chromium: chromiumOf(o) } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/browsers/{id}/configure',
+      scope: 'browser:configure',
+      doc: {
+        summary: 'Policies, flags, viewport and a start URL together, with one restart; all or nothing',
+        description:
+          'Every part is checked before anything changes: any bad part and nothing changes, every problem listed in `details` (400 bad_request when any is invalid, else 422 setting_refused). ' +
+          'Then the settings are written and Chromium restarts once with all of them (a viewport alone also restarts here: use PATCH /browsers/{id} for a live change), opening `start_url` instead of about:blank. ' +
+          'When Chromium does not become ready with them, the previous settings are put back and it restarts with those (503). ' +
+          `\`extensions\` and \`profile\` are refused (422 setting_refused, listed in details with every other problem; extensions: POST /browsers/{id}/extensions; profiles do not exist yet). Viewport limits: ${VIEWPORT_LIMITS.minWidth}–${VIEWPORT_LIMITS.maxWidth} × ${VIEWPORT_LIMITS.minHeight}–${VIEWPORT_LIMITS.maxHeight}.`,
+        query: waitQuery,
+        body: configureBody,
+        responses: { 200: { description: 'the settings once Chromium is ready with them', schema: configureAnswer } },
+        errors: [400, 409, 422, 503],
+      },
+      handler: async (ctx) => {
+        const raw = (await ctx.json(configureEnvelope)) as Record<string, unknown>;
+        const invalid: string[] = [];
+        const refused: string[] = [];
+        if (raw.extensions !== undefined) refused.push('extensions: not supported here, install with POST /browsers/{id}/extensions');
+        if (raw.profile !== undefined) refused.push('profile: not supported, there are no profiles yet');
+        const policies = part(policiesMap, raw.policies, 'policies', invalid);
+        const flags = part(flagList, raw.flags, 'flags', invalid);
+        const viewport = part(viewportSchema, raw.viewport, 'viewport', invalid);
+        const start = part(startUrl, raw.start_url, 'start_url', invalid);
+        const change = {
+          ...(policies !== undefined ? { policies } : {}),
+          ...(flags !== undefined ? { flags } : {}),
+          ...(viewport !== undefined ? { viewport } : {}),
+          ...(start !== undefined ? { startUrl: start } : {}),
+        };
+        c.check(change, invalid, refused);
+        const o = await c.apply(change, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log, restart: true });
+        const s = c.settings;
+        return { status: 200, body: { viewport: c.viewport(), policies: s.policies, flags: s.flags, chromium: chromiumOf(o) } };
+      },
+    },
+  ];
+}

@@ -1,0 +1,72 @@
+// Chromium flags through the HTTP API: a flag with an effect a page sees (--user-agent) takes
+// effect after the one restart PATCH does, shows in GET, survives a daemon restart and is removed
+// again; flags the daemon owns are 422 naming each, a malformed one 400; neither changes anything.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { expectError } from '../helpers/http.js';
+import { evalInTab } from '../helpers/settings.js';
+import { browser, waitBrowser } from '../kit/browser.js';
+import { tempDir } from '../kit/cleanup.js';
+import { startDaemon, type Daemon } from '../kit/daemon.js';
+
+const stateDir = tempDir('browserd-flags-');
+const UA = 'browserd-flags-test/1.0';
+let d: Daemon;
+let origin: http.Server;
+let site: string;
+
+interface FlagsAnswer {
+  flags: string[];
+  operator_flags: string[];
+  chromium?: { restarted: boolean; pid: number | null };
+}
+
+before(async () => {
+  origin = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<title>ok</title>'));
+  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+  site = `http://127.0.0.1:${(origin.address() as AddressInfo).port}/`;
+  d = await startDaemon({ autostart: true, stateDir });
+  await waitBrowser(d, (s) => s.state === 'ready');
+});
+after(async () => {
+  await d.cleanup();
+  await new Promise<void>((resolve) => origin.close(() => resolve()));
+});
+
+const patch = (json: unknown): Promise<Response> => d.fetch('/browsers/local/chromium/flags', { method: 'PATCH', json });
+const userAgent = (): Promise<string> => evalInTab<string>(d, site, 'navigator.userAgent');
+
+test('a flag: in effect after one restart, in GET, kept across a daemon restart, removed again', async () => {
+  const pid = (await browser(d)).chromium.pid;
+  const body = (await (await patch({ flags: [`--user-agent=${UA}`] })).json()) as FlagsAnswer;
+  assert.deepEqual(body.flags, [`--user-agent=${UA}`]);
+  assert.equal(body.chromium?.restarted, true);
+  assert.notEqual(body.chromium?.pid, pid);
+  assert.equal(await userAgent(), UA);
+
+  await d.stop();
+  d = await startDaemon({ autostart: true, stateDir });
+  await waitBrowser(d, (s) => s.state === 'ready');
+  assert.deepEqual((await d.call<FlagsAnswer>('/browsers/local/chromium/flags')).flags, [`--user-agent=${UA}`]);
+  assert.equal(await userAgent(), UA);
+
+  const removed = (await (await patch({ remove: ['--user-agent'] })).json()) as FlagsAnswer;
+  assert.deepEqual(removed.flags, []);
+  assert.notEqual(await userAgent(), UA);
+});
+
+test('flags the daemon owns are 422 naming each, a malformed one 400; nothing changes', async () => {
+  const before = await browser(d);
+  const refused = await expectError(await patch({ flags: ['--remote-debugging-port=9222', '--proxy-server=http://10.0.0.1:8080', '--lang=de'] }), 422, 'setting_refused');
+  assert.deepEqual(
+    (refused.details as { message: string }[]).map((x) => x.message.split(':')[0]),
+    ['--remote-debugging-port', '--proxy-server'],
+  );
+  const malformed = await expectError(await patch({ flags: ['lang=de'] }), 400, 'bad_request');
+  assert.match(String(malformed.message), /flags\[0\]: "lang=de" is not a --flag/);
+  assert.deepEqual((await d.call<FlagsAnswer>('/browsers/local/chromium/flags')).flags, []);
+  const now = await browser(d);
+  assert.equal(now.chromium.pid, before.chromium.pid, 'no restart');
+});

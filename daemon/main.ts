@@ -84,7 +84,7 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
 
-  const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
+  const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine, issueToken: (identity, scopes) => keyring.issueFor(identity, scopes) });
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;

@@ -15,6 +15,7 @@ import { createComputer } from './computer/index.js';
 import { createPlaywright } from './playwright/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
+import { createCurl } from './curl/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -123,6 +124,9 @@ async function main(): Promise<void> {
   // on the daemon's own session (the setting lasts while that session does: the run's life).
   browser.onLaunch((cdp) => cdp.send('Browser.setDownloadBehavior', files.downloadBehavior()).then(() => undefined));
   browser.addSnapshotFields(() => ({ downloads_dir: files.downloadBehavior().downloadPath }));
+  // Requests through the browser never target the daemon's own ports (its API: known once it listens).
+  let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
+  const curl = createCurl({ config, log, browser, ownPorts: () => [apiPort, proxies.forwarderPort()].filter((p): p is number => p !== null) });
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, playwright];
 
@@ -144,6 +148,7 @@ async function main(): Promise<void> {
     ...playwright.routes,
     ...logs.routes,
     ...files.routes,
+    ...curl.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
 
@@ -192,6 +197,7 @@ async function main(): Promise<void> {
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
   proxies.setApiPort(address.port);
+  apiPort = address.port;
   playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
 }

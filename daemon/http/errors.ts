@@ -36,6 +36,7 @@ export const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
   archive_rejected: { status: 422, retry: false },
   unsupported_field: { status: 422, retry: false },
   idempotency_key_reused: { status: 422, retry: false },
+  fetch_failed: { status: 422, retry: false },
   limit_exceeded: { status: 429, retry: true },
   internal_error: { status: 500, retry: false },
   browser_unavailable: { status: 503, retry: true },

@@ -70,6 +70,13 @@ const CONTRACT_ROUTES = [
   'GET /browsers/{id}/fs/watch/{watch_id}/events',
   'DELETE /browsers/{id}/fs/watch/{watch_id}',
   'GET /browsers/{id}/fs/downloads',
+  'POST /curl',
+  'POST /browsers/{id}/curl',
+  'GET /curl/raw',
+  'POST /curl/raw',
+  'PUT /curl/raw',
+  'PATCH /curl/raw',
+  'DELETE /curl/raw',
 ].sort();
 
 let d: Daemon;

@@ -11,7 +11,7 @@ import type { Metrics } from '../core/metrics.js';
 import { requireScope, type Identity, type KeyRing } from './auth.js';
 import { lingerOnRefusedBody, readJson, readJsonBase64 } from './body.js';
 import { isStateChanging, runKeyed, runRoute } from './dispatch.js';
-import { IdempotencyStore } from './idempotency.js';
+import { BodyTap, IdempotencyStore } from './idempotency.js';
 import { parseQuery } from './query.js';
 import { BadRequestError, InvalidRequestError, NotFoundError, UnauthorizedError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
@@ -139,7 +139,11 @@ export class HttpServer {
       if (match.kind === 'method') throw new MethodNotAllowedError(req.method ?? '', match.allowed);
       const { route, params } = match;
       routeName = route.path;
-      const identity = await this.authorize(route, req, params, url);
+      // A key answers at once; a session token is verified first (a promise). The body of a keyed
+      // request is tapped before that wait: its bytes may come in meanwhile.
+      const tap = keyed ? new BodyTap(req) : undefined;
+      const auth = this.authorize(route, req, params, url);
+      const identity = auth instanceof Promise ? await auth : auth;
       keyId = identity?.keyId;
       if (route.upgrade) throw new InvalidRequestError('this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)');
       const query = parseQuery(route.doc.query, url);
@@ -164,7 +168,7 @@ export class HttpServer {
         jsonBase64: (schema, field, opts) => readJsonBase64(req, schema, field, { limitBytes: opts?.limitBytes ?? this.deps.config.http.bodyLimitBytes }),
       };
       const key = keyed && identity !== null ? IdempotencyStore.keyOf(req) : null;
-      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key);
+      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key, tap);
       else await runRoute(ctx, route);
     } catch (err) {
       const httpErr = toHttpError(err);
@@ -183,11 +187,16 @@ export class HttpServer {
    * 401 / 403 / the session and project checks. Returns null on public routes. The `?jwt=` of the
    * URL (a session token) is taken out of `url`: no handler, query schema or log line sees it.
    */
-  private async authorize(route: Route, req: IncomingMessage, params: Record<string, string>, url: URL): Promise<Identity | null> {
+  private authorize(route: Route, req: IncomingMessage, params: Record<string, string>, url: URL): Identity | null | Promise<Identity> {
     const urlJwt = takeUrlJwt(url);
     if (route.scope === null) return null;
-    const identity = await this.deps.keyring.authenticateRequest(req.headers.authorization, urlJwt);
-    if (route.scope !== 'any') requireScope(identity, route.scope);
+    const identity = this.deps.keyring.authenticateRequest(req.headers.authorization, urlJwt);
+    if (identity instanceof Promise) return identity.then((id) => this.check(route, id, params));
+    return this.check(route, identity, params);
+  }
+
+  private check(route: Route, identity: Identity, params: Record<string, string>): Identity {
+    if (route.scope !== 'any' && route.scope !== null) requireScope(identity, route.scope);
     const { sessionId, projectId } = this.deps.config;
     const otherProject = identity.project !== null && projectId !== null && identity.project !== projectId;
     if (params.id !== undefined && route.path.startsWith('/browsers/{id}')) {

@@ -123,7 +123,7 @@ export class KeyRing {
     try {
       sessionTokens = SessionTokens.create({ sessionId: config.sessionId, audience: config.jwt.audience, keysFile: config.jwt.keysFile, stateDir: config.stateDir, ttlSec: config.jwt.ttlSec }, log);
     } catch (err) {
-      throw new ConfigError(config.jwt.keysFile !== null && (err as Error).message.startsWith(config.jwt.keysFile) ? 'BROWSERD_JWT_KEYS_FILE' : 'BROWSERD_STATE_DIR', (err as Error).message);
+      throw new ConfigError(config.jwt.keysFile !== null && (err as Error).message.includes(config.jwt.keysFile) ? 'BROWSERD_JWT_KEYS_FILE' : 'BROWSERD_STATE_DIR', (err as Error).message);
     }
     return new KeyRing(config, log, tokenKey, fileKeys, sessionTokens);
   }

@@ -147,3 +147,17 @@ test('no session token appears in the log', async () => {
     assert.ok(!text.includes(tok.split('.')[2] ?? '') || (tok.split('.')[2] ?? '') === '', 'a token signature is in the log');
   }
 });
+
+test('a keys file with a private key stops the start: exit 2, the setting named', async () => {
+  const bad = path.join(tempDir('browserd-jwks-bad-'), 'keys.pem');
+  writeFileSync(bad, ed.privateKey.export({ format: 'pem', type: 'pkcs8' }));
+  const b = await startDaemon({ waitListening: false, env: { BROWSERD_JWT_KEYS_FILE: bad } });
+  try {
+    assert.deepEqual(await b.waitExit(), { code: 2, signal: null });
+    const line = await b.waitLog((l) => l.event === 'bad_setting');
+    assert.equal(line.setting, 'BROWSERD_JWT_KEYS_FILE');
+    assert.match(String(line.msg), /a private key/);
+  } finally {
+    await b.cleanup();
+  }
+});

@@ -30,6 +30,12 @@ interface Seen {
   body: Buffer;
 }
 
+const held: http.ServerResponse[] = [];
+const hangWaiters: (() => void)[] = [];
+/** Resolves once `n` requests for /hang were received in all. */
+const hanging = async (n: number): Promise<void> => {
+  while (seen.filter((s) => s.url.startsWith('/hang')).length < n) await new Promise<void>((resolve) => hangWaiters.push(resolve));
+};
 const BIN = Buffer.from(Array.from({ length: 150_000 }, (_, i) => (i * 7919) % 256));
 const seen: Seen[] = [];
 const origin = http.createServer((req, res) => {
@@ -51,7 +57,8 @@ const origin = http.createServer((req, res) => {
     } else if (path === '/big') {
       res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.alloc(250_000, 1));
     } else if (path === '/hang') {
-      // never answers (the test's timeout_ms ends it; the server's close() cuts it)
+      held.push(res); // answered by release() only (timeout_ms ends a request before)
+      for (const w of hangWaiters.splice(0)) w();
     } else {
       res.writeHead(404).end('not found');
     }
@@ -81,7 +88,7 @@ before(async () => {
     autostart: true,
     token: null,
     bearer: TEST_TOKEN,
-    env: { BROWSERD_KEYS_FILE: keys, BROWSERD_CURL_MAX_BODY_BYTES: '100000', BROWSERD_CURL_MAX_RESPONSE_BYTES: '200000', BROWSERD_TEST_HOOKS: 'resolve=site.test:127.0.0.1' },
+    env: { BROWSERD_KEYS_FILE: keys, BROWSERD_CURL_MAX_BODY_BYTES: '100000', BROWSERD_CURL_MAX_RESPONSE_BYTES: '200000', BROWSERD_CURL_MAX_CONCURRENT: '2', BROWSERD_TEST_HOOKS: 'resolve=site.test:127.0.0.1' },
   });
   sdk = new Kernel({ apiKey: TEST_TOKEN, baseURL: d.url, maxRetries: 0 });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
@@ -202,7 +209,16 @@ test('errors: scheme, the daemon\'s own port, a refused connection, timeout_ms, 
   assert.match(String(failed.message), /ECONNREFUSED/);
   const tunnel = await expectError(await post({ url: `https://127.0.0.1:${closedPort}/` }), 422, 'fetch_failed');
   assert.match(String((tunnel.inner_error as { code: string }).code), /^net::ERR_/);
-  assert.match(String((await expectError(await post({ url: `${base}/hang`, timeout_ms: 300 }), 504, 'timeout')).message), /within 300 ms \(timeout_ms/);
+  const hangsBefore = seen.filter((x) => x.url.startsWith('/hang')).length;
+  assert.match(String((await expectError(await post({ url: `${base}/hang?t`, timeout_ms: 300 }), 504, 'timeout')).message), /within 300 ms \(timeout_ms/);
+  // Two requests in flight (held by the origin): a third is 429, safe to retry.
+  const inFlight = [post({ url: `${base}/hang?a` }), post({ url: `${base}/hang?b` })];
+  await hanging(hangsBefore + 3);
+  const busy = await post({ url: `${base}/echo` });
+  assert.equal(busy.headers.get('x-should-retry'), 'true');
+  assert.match(String((await expectError(busy, 429, 'limit_exceeded')).message), /BROWSERD_CURL_MAX_CONCURRENT/);
+  for (const r of held.splice(0)) if (!r.destroyed) r.writeHead(200).end('released');
+  for (const r of await Promise.all(inFlight)) assert.equal(((await r.json()) as { body: string }).body, 'released');
   assert.match(String((await expectError(await post({ url: `${base}/echo`, method: 'POST', body: 'x'.repeat(100_001) }), 413, 'payload_too_large')).message), /BROWSERD_CURL_MAX_BODY_BYTES/);
   assert.match(String((await expectError(await post({ url: `${base}/big` }), 413, 'payload_too_large')).message), /BROWSERD_CURL_MAX_RESPONSE_BYTES/);
   await expectError(await post({ url: `${base}/echo`, method: 'GET', body: 'x' }), 400, 'bad_request');

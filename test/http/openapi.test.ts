@@ -116,6 +116,16 @@ test('every documented route is served: no "no route" 404 and no 405', async () 
   }
 });
 
+test('the session token is documented: its format and both sources (Authorization and ?jwt=)', async () => {
+  const full = (await (await fetch(`${d.url}/openapi.json`)).json()) as { components: { securitySchemes: Record<string, { type: string; scheme?: string; bearerFormat?: string; in?: string; name?: string; description?: string }> } };
+  const schemes = full.components.securitySchemes;
+  assert.equal(schemes.sessionToken?.bearerFormat, 'JWT');
+  assert.deepEqual([schemes.sessionTokenQuery?.type, schemes.sessionTokenQuery?.in, schemes.sessionTokenQuery?.name], ['apiKey', 'query', 'jwt']);
+  for (const s of [schemes.sessionToken, schemes.sessionTokenQuery]) assert.match(s?.description ?? '', /EdDSA.*ES256.*RS256[\s\S]*BROWSERD_JWT_KEYS_FILE[\s\S]*state dir/);
+  const op = doc.paths['/browsers/{id}/cdp']?.get;
+  assert.deepEqual(op?.security, [{ bearer: [] }, { sessionToken: [] }, { sessionTokenQuery: [] }]);
+});
+
 test('public routes are marked without security; the others need a bearer token', () => {
   for (const [p, ops] of Object.entries(doc.paths)) {
     for (const [m, op] of Object.entries(ops)) {

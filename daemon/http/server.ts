@@ -204,6 +204,8 @@ export class HttpServer {
     }
     // The metrics are about this browser: a key of another project learns no more there than elsewhere.
     if (route.path === '/metrics' && otherProject) throw new NotFoundError('no route for /metrics');
+    // /curl and /curl/raw use this browser (its cookies, its proxy): not for a key of another project.
+    if (route.path.startsWith('/curl') && otherProject) throw new NotFoundError(`no route for ${route.path}`);
     return identity;
   }
 

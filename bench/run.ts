@@ -8,6 +8,7 @@ import { interrupt, runCleanups } from '../test/kit/cleanup.js';
 import { repoRoot } from '../test/kit/daemon.js';
 import { activationBench, liveBench } from './cases/activation.js';
 import { cdpBench } from './cases/cdp.js';
+import { curlBench } from './cases/curl.js';
 import { computerBench } from './cases/computer.js';
 import { daemonBench } from './cases/daemon-cost.js';
 import { forwarderChromiumBench } from './cases/forwarder-chromium.js';
@@ -24,7 +25,7 @@ import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench,
 ];
 
 function usage(): string {

@@ -17,6 +17,7 @@ import { createPlaywright } from './playwright/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
+import { createCurl } from './curl/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -88,7 +89,7 @@ async function main(): Promise<void> {
 
   let browser: Browser;
   try {
-    browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
+    browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine, issueToken: (identity, scopes) => keyring.issueFor(identity, scopes) });
   } catch (err) {
     exitBadSetting(log, err);
   }
@@ -130,6 +131,9 @@ async function main(): Promise<void> {
   // The browser's downloads: the daemon owns the download behaviour, whichever CDP client sets it.
   const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir });
   const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
+  // Requests through the browser never target the daemon's own ports (its API: known once it listens).
+  let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
+  const curl = createCurl({ config, log, browser, ownPorts: () => [apiPort, proxies.forwarderPort()].filter((p): p is number => p !== null) });
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, playwright];
 
@@ -153,6 +157,7 @@ async function main(): Promise<void> {
     ...files.routes,
     ...downloads.routes,
     ...replays.routes,
+    ...curl.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
 
@@ -201,6 +206,7 @@ async function main(): Promise<void> {
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
   proxies.setApiPort(address.port);
+  apiPort = address.port;
   playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
 }

@@ -18,6 +18,7 @@ import { SettingsStore } from './settings/store.js';
 import { fitNewWindows, viewportSchema } from './settings/viewport.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
 import type { Browser, BrowserSnapshot, BrowserUpdatePart, LaunchExtras } from './types.js';
+import type { Identity, Scope } from '../http/auth.js';
 
 export type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
 
@@ -27,7 +28,12 @@ export interface BrowserDeps {
   metrics: Metrics;
   /** Every line Chromium writes (the log stream keeps recent ones). */
   onChromiumLine?(line: string): void;
+  /** Signs the session token of cdp_ws_url (the key ring): the caller's scopes among `narrowTo`. */
+  issueToken(identity: Identity, narrowTo: readonly Scope[]): Promise<{ token: string }>;
 }
+
+/** The scopes a cdp_ws_url token carries at most: the CDP endpoint, and the SDK's direct /curl calls. */
+export const CDP_URL_SCOPES: readonly Scope[] = ['cdp', 'browser:fetch'];
 
 /** Opens `<stateDir>/browser-settings.json` synchronously; one that cannot be read or set aside is a ConfigError naming BROWSERD_STATE_DIR. */
 export function createBrowser(deps: BrowserDeps): Browser {
@@ -129,9 +135,16 @@ export function createBrowser(deps: BrowserDeps): Browser {
     return sup.lock.run(name, fn, opts);
   };
 
+  const hostOf = (host: unknown): string => (typeof host === 'string' && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress);
   const routes = [
     ...browserRoutes({
       snapshot,
+      async direct(ctx) {
+        const baseUrl = config.baseUrl ?? `http://${hostOf(ctx.req.headers.host)}`;
+        const wsUrl = `${baseUrl.replace(/^http/, 'ws')}/browsers/${encodeURIComponent(sessionId)}/cdp`;
+        const { token } = ctx.identity === null ? { token: '' } : await deps.issueToken(ctx.identity, CDP_URL_SCOPES);
+        return { base_url: baseUrl, cdp_ws_url: `${wsUrl}?jwt=${token}` };
+      },
       restart: ({ wait, signal }) =>
         withLock(
           RESTART_OP,

@@ -7,7 +7,7 @@
 import { z, type ZodType } from 'zod';
 import { ForbiddenError, UnsupportedFieldError } from '../core/errors.js';
 import { waitQuery } from '../http/query.js';
-import type { Route, RouteDoc } from '../http/router.js';
+import type { RequestContext, Route, RouteDoc } from '../http/router.js';
 import type { BrowserSnapshot, BrowserUpdatePart, RestartResult } from './types.js';
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
@@ -30,7 +30,16 @@ export const snapshotSchema = z.looseObject({
     last_exit: lastExitSchema.nullable(),
   }),
   cdp_url: z.string().describe('ws://host:port/browsers/{id}/cdp: the same across Chromium restarts; needs the cdp scope'),
-  cdp_ws_url: z.string().describe('the SDK name of cdp_url'),
+  cdp_ws_url: z
+    .string()
+    .describe(
+      'cdp_url under base_url, with `?jwt=` a session token this daemon signed (scopes: those of the caller among cdp and browser:fetch; life BROWSERD_JWT_TTL_SEC): ' +
+        "for clients that cannot send headers, and the SDK's direct calls (its route cache reads the token from here). In other answers than GET /browsers/{id}: cdp_url",
+    ),
+  base_url: z
+    .string()
+    .optional()
+    .describe("the daemon's URL as callers reach it: BROWSERD_BASE_URL, else http://<the request's Host>. The SDK sends /curl, /curl/raw and /telemetry/stream there (GET /browsers/{id} only)"),
   webdriver_ws_url: z.string().describe('always "": WebDriver BiDi is not served'),
   created_at: z.string().describe('when this daemon started serving the session (ISO time)'),
   headless: z.boolean(),
@@ -43,8 +52,16 @@ export const snapshotSchema = z.looseObject({
   chrome_policy: z.record(z.string(), z.unknown()).describe("the SDK's name for the daemon's own policies (GET /browsers/{id}/chromium/policies)"),
 });
 
+/** What GET /browsers/{id} adds for the SDK's direct calls (its BrowserRouteCache). */
+export interface DirectFields {
+  base_url: string;
+  cdp_ws_url: string;
+}
+
 export interface BrowserRouteDeps {
   snapshot(): BrowserSnapshot;
+  /** base_url and a cdp_ws_url with `?jwt=` for the caller of this request. */
+  direct(ctx: RequestContext): Promise<DirectFields>;
   /** Restart under the lifecycle lock (queued, or 409 busy with wait false); the snapshot is taken under the lock. */
   restart(opts: { wait: boolean; signal: AbortSignal }): Promise<{ result: RestartResult; snapshot: BrowserSnapshot }>;
 }
@@ -59,10 +76,11 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         summary: 'The browser session: state, the current Chromium, its last exit, the CDP URL',
         description:
           "A superset of the SDK's BrowserRetrieveResponse: its names (session_id, cdp_ws_url, created_at, headless, stealth, timeout_seconds, " +
-          'webdriver_ws_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir).',
+          'webdriver_ws_url, base_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir). ' +
+          "session_id, base_url and the `?jwt=` of cdp_ws_url fill the SDK's route cache: after `browsers.retrieve(id)` its `browsers.curl` and `browsers.fetch` go to base_url with that token.",
         responses: { 200: { description: 'the browser', schema: snapshotSchema } },
       },
-      handler: async () => ({ status: 200, body: deps.snapshot() }),
+      handler: async (ctx) => ({ status: 200, body: { ...deps.snapshot(), ...(await deps.direct(ctx)) } }),
     },
     {
       method: 'POST',

@@ -30,6 +30,10 @@ export interface Config {
   projectId: string | null;
   token: string | null;
   keysFile: string | null;
+  /** Session tokens (JWTs): the control plane's public keys, the audience, the life of the daemon's own. */
+  jwt: { keysFile: string | null; audience: string; ttlSec: number };
+  /** BROWSERD_BASE_URL: the daemon's URL as callers reach it (else the Host of each request). */
+  baseUrl: string | null;
   logLevel: string;
   http: { bodyLimitBytes: number; shutdownTimeoutMs: number; idempotencyMaxKeys: number; idempotencyMaxBytes: number };
   chromium: {
@@ -107,6 +111,18 @@ export interface Config {
     watchQueue: number;
     watchMaxDirs: number;
     watchIdleMs: number;
+  };
+  curl: {
+    /** A request's deadline when it names none (timeout_ms), and the most it may name. */
+    timeoutMs: number;
+    maxTimeoutMs: number;
+    /** The request body one /curl or /curl/raw request may send. */
+    maxBodyBytes: number;
+    /** The answer /curl returns in JSON (buffered), and the most /curl/raw streams. */
+    maxResponseBytes: number;
+    maxRawResponseBytes: number;
+    /** Requests through the browser at once (each a hidden tab). */
+    maxConcurrent: number;
   };
   proxies: {
     checkUrls: string[];
@@ -195,6 +211,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const keysFile = get('BROWSERD_KEYS_FILE') ?? null;
   if (keysFile !== null && !existsSync(keysFile)) throw new ConfigError('BROWSERD_KEYS_FILE', `no file at ${keysFile}`);
 
+  const jwtKeysFile = get('BROWSERD_JWT_KEYS_FILE') ?? null;
+  if (jwtKeysFile !== null && !existsSync(jwtKeysFile)) throw new ConfigError('BROWSERD_JWT_KEYS_FILE', `no file at ${jwtKeysFile}`);
+  const jwtAudience = get('BROWSERD_JWT_AUDIENCE') ?? 'browserd';
+  if (!/^[\x21-\x7e]{1,256}$/.test(jwtAudience)) throw new ConfigError('BROWSERD_JWT_AUDIENCE', 'must be 1-256 printable characters without spaces');
+  const baseUrl = parseBaseUrl(get('BROWSERD_BASE_URL'));
+
   const logLevel = get('BROWSERD_LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('BROWSERD_LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}"`);
@@ -210,6 +232,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     projectId,
     token,
     keysFile,
+    jwt: { keysFile: jwtKeysFile, audience: jwtAudience, ttlSec: int('BROWSERD_JWT_TTL_SEC', 3600, 10, 86_400) },
+    baseUrl,
     logLevel,
     http: {
       // JSON bodies; the stdin route allows its own larger limit (base64 of BROWSERD_STDIN_LIMIT_BYTES).
@@ -281,6 +305,14 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       maxBytes: int('BROWSERD_REPLAY_MAX_BYTES', 2 * GiB, MiB, 1024 * GiB),
       minFreeBytes: int('BROWSERD_REPLAY_MIN_FREE_BYTES', 512 * MiB, 0, 1024 * GiB),
       maxKept: int('BROWSERD_REPLAY_MAX_KEPT', 100, 1, 100_000),
+    },
+    curl: {
+      timeoutMs: int('BROWSERD_CURL_TIMEOUT_MS', 30_000, 100, 600_000),
+      maxTimeoutMs: int('BROWSERD_CURL_MAX_TIMEOUT_MS', 300_000, 100, 3_600_000),
+      maxBodyBytes: int('BROWSERD_CURL_MAX_BODY_BYTES', 16 * MiB, 0, 64 * MiB),
+      maxResponseBytes: int('BROWSERD_CURL_MAX_RESPONSE_BYTES', 16 * MiB, 1024, 256 * MiB),
+      maxRawResponseBytes: int('BROWSERD_CURL_RAW_MAX_RESPONSE_BYTES', 1 * GiB, 1024, 64 * GiB),
+      maxConcurrent: int('BROWSERD_CURL_MAX_CONCURRENT', 8, 1, 256),
     },
     proxies: {
       checkUrls: parseCheckUrls(get('BROWSERD_PROXY_CHECK_URLS')),
@@ -380,6 +412,21 @@ function findOnPath(name: string, env: Env): string | null {
     if (isExecutable(file)) return file;
   }
   return null;
+}
+
+function parseBaseUrl(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('BROWSERD_BASE_URL', `"${raw}" is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('BROWSERD_BASE_URL', `"${raw}" must be http or https`);
+  if (url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new ConfigError('BROWSERD_BASE_URL', `"${raw}" must have no query, fragment or credentials`);
+  }
+  return url.href.replace(/\/+$/, '');
 }
 
 function parseCheckUrls(raw: string | undefined): string[] {

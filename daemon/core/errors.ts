@@ -49,6 +49,7 @@ export const ERROR_CODES = [
   'unsupported_field',
   'setting_refused',
   'idempotency_key_reused',
+  'fetch_failed',
   'limit_exceeded',
   'internal_error',
   'browser_unavailable',
@@ -175,7 +176,7 @@ export class NoSpaceError extends BrowserdError {
   }
 }
 
-export type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'archive_rejected' | 'unsupported_field' | 'setting_refused' | 'idempotency_key_reused';
+export type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'archive_rejected' | 'unsupported_field' | 'setting_refused' | 'idempotency_key_reused' | 'fetch_failed';
 
 /** The request was valid but the operation failed (or cannot be done); `inner` carries the cause. */
 export class OperationFailedError extends BrowserdError {

@@ -1,5 +1,7 @@
 // pino JSON lines on stdout, for journald. Field names an operator filters on:
-// event, req_id, route, status, ms, pid, key_id. No token is ever a field.
+// event, req_id, route, status, ms, pid, key_id. No token is ever a field, and a session token
+// (a JWT, or the value of a `jwt=` URL parameter) anywhere in a line is replaced by [redacted]
+// before the line leaves the process (redactTokens): a URL a handler or Chromium logs included.
 //
 // Access-log lines (`"event":"request"`) are written together once per turn of the event loop
 // (setImmediate), not one write(2) each: under load a turn logs one for each of many requests, and
@@ -58,24 +60,34 @@ export class TurnBuffer implements DestinationStream {
  * `tap` sees every line as written (at the configured level, redacted, without its newline), after
  * the destination got it: the log stream's ring of recent lines. It must not log.
  */
+/** A JWT (`eyJ…` header and payload: `{"` in base64url), or what follows `jwt=` in a URL. */
+const JWT_RE = /eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*/g;
+const JWT_PARAM_RE = /([?&;]jwt=)[^&\s"'\\]+/gi;
+
+/** `line` with every session token in it replaced by [redacted] (cheap when there is none). */
+export function redactTokens(line: string): string {
+  let out = line;
+  if (out.includes('eyJ')) out = out.replace(JWT_RE, '[redacted]');
+  if (/jwt=/i.test(out)) out = out.replace(JWT_PARAM_RE, '$1[redacted]');
+  return out;
+}
+
 export function createLogger(level: string, destination?: NodeJS.WritableStream, tap?: (line: string) => void): Logger {
   const dest: DestinationStream = destination ?? new TurnBuffer(pino.destination({ dest: 1, sync: true }));
-  const stream: DestinationStream =
-    tap === undefined
-      ? dest
-      : {
-          write(line: string) {
-            dest.write(line);
-            tap(line.endsWith('\n') ? line.slice(0, -1) : line);
-          },
-        };
+  const stream: DestinationStream = {
+    write(raw: string) {
+      const line = redactTokens(raw);
+      dest.write(line);
+      if (tap !== undefined) tap(line.endsWith('\n') ? line.slice(0, -1) : line);
+    },
+  };
   return pino(
     {
       level,
       // No pid/hostname base: journald records both, and `pid` is kept for child processes.
       base: undefined,
       timestamp: stdTimeFunctions.isoTime,
-      redact: { paths: ['token', '*.token', 'authorization', '*.authorization', 'password', '*.password'], censor: '[redacted]' },
+      redact: { paths: ['token', '*.token', 'jwt', '*.jwt', 'authorization', '*.authorization', 'password', '*.password'], censor: '[redacted]' },
     },
     stream,
   );

@@ -1,5 +1,7 @@
 // Bearer authentication with scopes. Tokens are only ever held as sha256 digests and compared
 // in constant time; every key is compared, whichever matches, so timing says nothing of which.
+// A bearer that is no key but has the shape of a JWT, and the `?jwt=` of a URL, are session
+// tokens (jwt/session-tokens.ts): verified, their scopes those of the SCOPES they name.
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import path from 'node:path';
@@ -7,6 +9,7 @@ import { z } from 'zod';
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { ForbiddenError, UnauthorizedError } from '../core/errors.js';
+import { SessionTokens } from './jwt/session-tokens.js';
 
 export const SCOPES = [
   'browser:read',
@@ -26,6 +29,7 @@ export const SCOPES = [
   'fs:write',
   'replays:read',
   'replays:write',
+  'browser:fetch',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 
@@ -96,6 +100,8 @@ export class KeyRing {
     private readonly log: Logger,
     private readonly tokenKey: Key | null,
     fileKeys: Key[],
+    /** Session tokens (JWTs): the control plane's keys and the daemon's own signing key. */
+    readonly sessionTokens: SessionTokens,
   ) {
     this.keys = tokenKey ? [tokenKey, ...fileKeys] : fileKeys;
   }
@@ -116,11 +122,18 @@ export class KeyRing {
     let tokenKey: Key | null = null;
     if (config.token !== null) tokenKey = keyFromToken('env-token', config.token);
     else if (config.keysFile === null) tokenKey = keyFromToken('token-file', loadOrCreateTokenFile(config.stateDir, log));
-    return new KeyRing(config, log, tokenKey, fileKeys);
+    let sessionTokens: SessionTokens;
+    try {
+      sessionTokens = SessionTokens.create({ sessionId: config.sessionId, audience: config.jwt.audience, keysFile: config.jwt.keysFile, stateDir: config.stateDir, ttlSec: config.jwt.ttlSec }, log);
+    } catch (err) {
+      throw new ConfigError(config.jwt.keysFile !== null && (err as Error).message.includes(config.jwt.keysFile) ? 'BROWSERD_JWT_KEYS_FILE' : 'BROWSERD_STATE_DIR', (err as Error).message);
+    }
+    return new KeyRing(config, log, tokenKey, fileKeys, sessionTokens);
   }
 
-  /** SIGHUP: re-read the keys file; a broken file keeps the old keys and logs why. */
+  /** SIGHUP: re-read the keys file and the session-token keys file; a broken file keeps the old keys and logs why. */
   reload(): void {
+    this.sessionTokens.reload();
     if (this.config.keysFile === null) {
       this.log.info({ event: 'keys_reload', outcome: 'skipped' }, 'no BROWSERD_KEYS_FILE to reload');
       return;
@@ -151,18 +164,58 @@ export class KeyRing {
     };
   }
 
-  /** The identity behind an `Authorization` header, or UnauthorizedError. */
+  /** The identity of the key behind an `Authorization` header, or UnauthorizedError (keys only). */
   authenticate(header: string | undefined): Identity {
-    const m = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
-    if (!m || m[1] === undefined) throw new UnauthorizedError();
-    const digest = sha256(m[1]);
+    const token = bearerOf(header);
+    const found = this.lookup(token);
+    if (found === null) throw new UnauthorizedError('unknown token');
+    return found;
+  }
+
+  /**
+   * A request's identity: the `Authorization` header (a key, or else a session token), or without
+   * it the `?jwt=` of the URL (`urlJwt`); UnauthorizedError naming the fault. A key answers at once,
+   * a session token after its verification (a promise).
+   */
+  authenticateRequest(header: string | undefined, urlJwt: string | undefined): Identity | Promise<Identity> {
+    if (header === undefined && urlJwt !== undefined) return this.fromSessionToken(urlJwt);
+    const token = bearerOf(header);
+    const found = this.lookup(token);
+    if (found !== null) return found;
+    if (SessionTokens.looksLikeJwt(token)) return this.fromSessionToken(token);
+    throw new UnauthorizedError('unknown token');
+  }
+
+  private lookup(token: string): Identity | null {
+    const digest = sha256(token);
     let found: Key | null = null;
     // No early exit: every key costs the same comparison.
     for (const key of this.keys) if (timingSafeEqual(digest, key.digest) && found === null) found = key;
     for (const key of this.ephemeral.values()) if (timingSafeEqual(digest, key.digest) && found === null) found = key;
-    if (found === null) throw new UnauthorizedError('unknown token');
-    return { keyId: found.keyId, scopes: found.scopes, project: found.project };
+    return found === null ? null : { keyId: found.keyId, scopes: found.scopes, project: found.project };
   }
+
+  private async fromSessionToken(token: string): Promise<Identity> {
+    const grant = await this.sessionTokens.verify(token);
+    const known = new Set<string>(SCOPES);
+    // Scopes this daemon does not know grant nothing (a control plane may name newer ones).
+    const scopes = new Set(grant.scopes.filter((s): s is Scope => known.has(s)));
+    return { keyId: grant.keyId, scopes, project: grant.project };
+  }
+
+  /**
+   * A session token signed by this daemon for a URL it hands out: the scopes of `identity` among
+   * `narrowTo` (never more than the caller holds), its project, the configured life.
+   */
+  issueFor(identity: Identity, narrowTo: readonly Scope[]): Promise<{ token: string; expiresAt: number }> {
+    return this.sessionTokens.issue(narrowTo.filter((s) => identity.scopes.has(s)), identity.project);
+  }
+}
+
+function bearerOf(header: string | undefined): string {
+  const m = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
+  if (!m || m[1] === undefined) throw new UnauthorizedError();
+  return m[1];
 }
 
 export function requireScope(identity: Identity, scope: Scope): void {

@@ -36,8 +36,8 @@ export async function runRoute(ctx: RequestContext, route: HttpRoute): Promise<v
 }
 
 /** The route run once per Idempotency-Key; errors are thrown for the server to write (and kept first when final). */
-export async function runKeyed(ctx: RequestContext, route: HttpRoute, store: IdempotencyStore, scope: string, key: string): Promise<void> {
-  const tap = new BodyTap(ctx.req);
+/** `tap`: the body's tap when the server made it already (before waiting to authenticate). */
+export async function runKeyed(ctx: RequestContext, route: HttpRoute, store: IdempotencyStore, scope: string, key: string, tap = new BodyTap(ctx.req)): Promise<void> {
   const shape = JSON.stringify([ctx.req.method, route.path, ctx.params, ctx.url.search]);
   for (;;) {
     const claim = store.claim(scope, key, shape);

@@ -38,6 +38,7 @@ export const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
   unsupported_field: { status: 422, retry: false },
   setting_refused: { status: 422, retry: false },
   idempotency_key_reused: { status: 422, retry: false },
+  fetch_failed: { status: 422, retry: false },
   limit_exceeded: { status: 429, retry: true },
   internal_error: { status: 500, retry: false },
   browser_unavailable: { status: 503, retry: true },

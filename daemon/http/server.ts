@@ -11,9 +11,9 @@ import type { Metrics } from '../core/metrics.js';
 import { requireScope, type Identity, type KeyRing } from './auth.js';
 import { lingerOnRefusedBody, readJson, readJsonBase64 } from './body.js';
 import { isStateChanging, runKeyed, runRoute } from './dispatch.js';
-import { IdempotencyStore } from './idempotency.js';
+import { BodyTap, IdempotencyStore } from './idempotency.js';
 import { parseQuery } from './query.js';
-import { BadRequestError, InvalidRequestError, NotFoundError } from '../core/errors.js';
+import { BadRequestError, InvalidRequestError, NotFoundError, UnauthorizedError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
 import { Router, type RequestContext, type Route } from './router.js';
 
@@ -139,7 +139,11 @@ export class HttpServer {
       if (match.kind === 'method') throw new MethodNotAllowedError(req.method ?? '', match.allowed);
       const { route, params } = match;
       routeName = route.path;
-      const identity = this.authorize(route, req, params);
+      // A key answers at once; a session token is verified first (a promise). The body of a keyed
+      // request is tapped before that wait: its bytes may come in meanwhile.
+      const tap = keyed ? new BodyTap(req) : undefined;
+      const auth = this.authorize(route, req, params, url);
+      const identity = auth instanceof Promise ? await auth : auth;
       keyId = identity?.keyId;
       if (route.upgrade) throw new InvalidRequestError('this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)');
       const query = parseQuery(route.doc.query, url);
@@ -164,7 +168,7 @@ export class HttpServer {
         jsonBase64: (schema, field, opts) => readJsonBase64(req, schema, field, { limitBytes: opts?.limitBytes ?? this.deps.config.http.bodyLimitBytes }),
       };
       const key = keyed && identity !== null ? IdempotencyStore.keyOf(req) : null;
-      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key);
+      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key, tap);
       else await runRoute(ctx, route);
     } catch (err) {
       const httpErr = toHttpError(err);
@@ -179,11 +183,20 @@ export class HttpServer {
     }
   }
 
-  /** 401 / 403 / the session and project checks. Returns null on public routes. */
-  private authorize(route: Route, req: IncomingMessage, params: Record<string, string>): Identity | null {
+  /**
+   * 401 / 403 / the session and project checks. Returns null on public routes. The `?jwt=` of the
+   * URL (a session token) is taken out of `url`: no handler, query schema or log line sees it.
+   */
+  private authorize(route: Route, req: IncomingMessage, params: Record<string, string>, url: URL): Identity | null | Promise<Identity> {
+    const urlJwt = takeUrlJwt(url);
     if (route.scope === null) return null;
-    const identity = this.deps.keyring.authenticate(req.headers.authorization);
-    if (route.scope !== 'any') requireScope(identity, route.scope);
+    const identity = this.deps.keyring.authenticateRequest(req.headers.authorization, urlJwt);
+    if (identity instanceof Promise) return identity.then((id) => this.check(route, id, params));
+    return this.check(route, identity, params);
+  }
+
+  private check(route: Route, identity: Identity, params: Record<string, string>): Identity {
+    if (route.scope !== 'any' && route.scope !== null) requireScope(identity, route.scope);
     const { sessionId, projectId } = this.deps.config;
     const otherProject = identity.project !== null && projectId !== null && identity.project !== projectId;
     if (params.id !== undefined && route.path.startsWith('/browsers/{id}')) {
@@ -191,6 +204,8 @@ export class HttpServer {
     }
     // The metrics are about this browser: a key of another project learns no more there than elsewhere.
     if (route.path === '/metrics' && otherProject) throw new NotFoundError('no route for /metrics');
+    // /curl and /curl/raw use this browser (its cookies, its proxy): not for a key of another project.
+    if (route.path.startsWith('/curl') && otherProject) throw new NotFoundError(`no route for ${route.path}`);
     return identity;
   }
 
@@ -209,15 +224,20 @@ export class HttpServer {
       void this.onRequest(req, res);
       return;
     }
+    void this.upgrade(req, socket, head, url, match.route, match.params);
+  }
+
+  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL, route: Route & { upgrade: NonNullable<Route['upgrade']> }, params: Record<string, string>): Promise<void> {
     const reqId = requestId(req);
     const log = this.deps.log.child({ req_id: reqId });
     let routeName = 'unmatched';
     try {
-      routeName = match.route.path;
-      const identity = this.authorize(match.route, req, match.params);
+      routeName = route.path;
+      const identity = await this.authorize(route, req, params, url);
       if (identity === null) throw new NotFoundError('WebSocket routes need a token');
-      const query = parseQuery(match.route.doc.query, url);
+      const query = parseQuery(route.doc.query, url);
       if (!query.ok) throw new BadRequestError(query.problems);
+      if (socket.destroyed) return; // gone while its token was verified
       log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
       this.upgraded.add(socket);
       socket.once('close', () => this.upgraded.delete(socket));
@@ -227,7 +247,7 @@ export class HttpServer {
         if (!socket.destroyed) writeRawError(socket, httpErr, reqId);
         log.info({ event: 'request', method: 'GET', route: routeName, status: httpErr.status, upgrade: true }, 'request');
       };
-      match.route.upgrade({ req, socket, head, url, params: match.params, query: query.value, identity, reqId, log, refuse });
+      route.upgrade({ req, socket, head, url, params, query: query.value, identity, reqId, log, refuse });
     } catch (err) {
       const httpErr = toHttpError(err);
       if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');
@@ -250,6 +270,15 @@ function parseTarget(req: IncomingMessage): URL {
     }
   }
   throw new InvalidRequestError('the request target is not a path');
+}
+
+/** The `jwt` query parameter, removed from `url`; given twice is 401 (which one would count?). */
+function takeUrlJwt(url: URL): string | undefined {
+  if (url.search === '' || !url.searchParams.has('jwt')) return undefined;
+  const all = url.searchParams.getAll('jwt');
+  url.searchParams.delete('jwt');
+  if (all.length > 1) throw new UnauthorizedError('the jwt query parameter is given more than once');
+  return all[0];
 }
 
 function requestId(req: IncomingMessage): string {

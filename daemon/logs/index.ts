@@ -2,6 +2,7 @@
 // and of Chromium's output (fed by the browser's onChromiumLine), file tails, and the SSE route.
 // It is created before the logger, which writes into it.
 import type { Config } from '../core/config.js';
+import { redactTokens } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
 import { LogRing } from './ring.js';
@@ -39,6 +40,6 @@ export function createLogs(deps: LogsDeps): Logs {
       chromiumLines: config.logs.chromiumLines,
     }),
     daemonLine: (line) => rings.browserd.push(line),
-    chromiumLine: (line) => rings.chromium.push(line),
+    chromiumLine: (line) => rings.chromium.push(redactTokens(line)),
   };
 }

@@ -25,7 +25,7 @@ class KeyedKernel extends Kernel {
 
 /** BrowserRetrieveResponse of resources/browsers/browsers.d.ts: its required fields, with their types. */
 const browserRetrieveResponse = z.looseObject({
-  cdp_ws_url: z.string().regex(/^ws:\/\/.+\/browsers\/local\/cdp$/),
+  cdp_ws_url: z.string().regex(/^ws:\/\/.+\/browsers\/local\/cdp\?jwt=[\w-]+\.[\w-]+\.[\w-]+$/),
   created_at: z.string().refine((s) => !Number.isNaN(Date.parse(s))),
   headless: z.boolean(),
   session_id: z.literal('local'),
@@ -49,7 +49,7 @@ after(() => d.cleanup());
 test('browsers.retrieve: the SDK names, typed as declared', async () => {
   const b = await sdk.browsers.retrieve('local');
   browserRetrieveResponse.parse(b);
-  assert.equal(b.cdp_ws_url, `${d.url.replace('http', 'ws')}/browsers/local/cdp`);
+  assert.equal(b.cdp_ws_url.split('?')[0], `${d.url.replace('http', 'ws')}/browsers/local/cdp`);
   await assert.rejects(sdk.browsers.retrieve('other'), (err: unknown) => err instanceof APIError && err.status === 404);
 });
 

@@ -10,12 +10,14 @@ const NOSCOPE = 'noscope-token-bbbbbbbbbbbbbbbb';
 const OTHER_PROJECT = 'project-token-cccccccccccccccc';
 const SAME_PROJECT = 'project-token-dddddddddddddddd';
 const LATER = 'later-token-eeeeeeeeeeeeeeeeeeee';
+const OTHER_FETCH = 'project-fetch-token-ffffffffffff';
 
 const keys: ApiKey[] = [
   { id: 'reader', token: READER, scopes: ['browser:read'] },
   { id: 'noscope', token: NOSCOPE, scopes: [] },
   { id: 'other', token: OTHER_PROJECT, scopes: ['browser:read', 'proxies:read'], project: 'p2' },
   { id: 'same', token: SAME_PROJECT, scopes: ['browser:read'], project: 'p1' },
+  { id: 'other-fetch', token: OTHER_FETCH, scopes: ['browser:fetch'], project: 'p2' },
 ];
 const file = keysFile(keys);
 let d: Daemon;
@@ -106,4 +108,9 @@ test('SIGHUP re-reads the keys file; a broken file keeps the old keys', async ()
   const still = await d.fetch('/whoami', as(LATER));
   assert.equal(still.status, 200, 'old keys stay in force');
   await still.text();
+});
+
+test('a key of another project cannot make requests through the browser: 404 on /curl and /curl/raw', async () => {
+  await expectError(await d.fetch('/curl', { method: 'POST', headers: { authorization: `Bearer ${OTHER_FETCH}`, 'content-type': 'application/json' }, body: '{"url":"http://127.0.0.1:9/"}' }), 404, 'not_found');
+  await expectError(await d.fetch('/curl/raw?url=http%3A%2F%2F127.0.0.1%3A9%2F', as(OTHER_FETCH)), 404, 'not_found');
 });

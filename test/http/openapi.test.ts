@@ -81,6 +81,13 @@ const CONTRACT_ROUTES = [
   'DELETE /browsers/{id}/replays/{replay_id}',
   'POST /browsers/{id}/replays/{replay_id}/stop',
   'POST /browsers/{id}/replays/{replay_id}/markers',
+  'POST /curl',
+  'POST /browsers/{id}/curl',
+  'GET /curl/raw',
+  'POST /curl/raw',
+  'PUT /curl/raw',
+  'PATCH /curl/raw',
+  'DELETE /curl/raw',
 ].sort();
 
 let d: Daemon;
@@ -118,6 +125,16 @@ test('every documented route is served: no "no route" 404 and no 405', async () 
     assert.notEqual(res.status, 405, `${entry}: ${text}`);
     if (res.status === 404) assert.doesNotMatch(text, /no route/, `${entry} is documented but not served`);
   }
+});
+
+test('the session token is documented: its format and both sources (Authorization and ?jwt=)', async () => {
+  const full = (await (await fetch(`${d.url}/openapi.json`)).json()) as { components: { securitySchemes: Record<string, { type: string; scheme?: string; bearerFormat?: string; in?: string; name?: string; description?: string }> } };
+  const schemes = full.components.securitySchemes;
+  assert.equal(schemes.sessionToken?.bearerFormat, 'JWT');
+  assert.deepEqual([schemes.sessionTokenQuery?.type, schemes.sessionTokenQuery?.in, schemes.sessionTokenQuery?.name], ['apiKey', 'query', 'jwt']);
+  for (const s of [schemes.sessionToken, schemes.sessionTokenQuery]) assert.match(s?.description ?? '', /EdDSA.*ES256.*RS256[\s\S]*BROWSERD_JWT_KEYS_FILE[\s\S]*state dir/);
+  const op = doc.paths['/browsers/{id}/cdp']?.get;
+  assert.deepEqual(op?.security, [{ bearer: [] }, { sessionToken: [] }, { sessionTokenQuery: [] }]);
 });
 
 test('public routes are marked without security; the others need a bearer token', () => {

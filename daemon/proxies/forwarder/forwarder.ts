@@ -243,7 +243,8 @@ export class Forwarder {
       if (answered || res.headersSent) return;
       answered = true;
       // After a switch the connection ends with this answer (Connection: close, then closed).
-      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), ...(client.closed ? { connection: 'close' } : {}) });
+      // x-browserd-forwarder: the answer is the forwarder's own (a request through the browser, /curl, reports it as fetch_failed).
+      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), 'x-browserd-forwarder': 'error', ...(client.closed ? { connection: 'close' } : {}) });
       res.end(text);
       if (client.closed) res.once('finish', () => client.socket.destroy());
     };

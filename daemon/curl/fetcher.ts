@@ -1,0 +1,64 @@
+// Requests through the browser: at most BROWSERD_CURL_MAX_CONCURRENT at once (each is a hidden
+// tab), each under one deadline (timeout_ms) that covers its answer too, on a CDP session of its
+// own; what fails is turned into the contract's errors.
+import { BrowserUnavailableError, BrowserdError, InternalError, LimitExceededError, TimeoutError } from '../core/errors.js';
+import { CdpCallError } from '../cdp/client.js';
+import type { Config } from '../core/config.js';
+import { Deadline, DeadlineError } from '../core/deadline.js';
+import type { Logger } from '../core/log.js';
+import type { Browser } from '../chromium/index.js';
+import { requestThroughBrowser, type BrowserAnswer, type BrowserRequest } from './through-browser.js';
+
+export interface FetchOptions {
+  timeoutMs: number;
+  /** The request's signal (the client gone, shutdown). */
+  signal: AbortSignal;
+  maxBytes: number;
+  limitName: string;
+}
+
+export class BrowserFetcher {
+  private running = 0;
+
+  constructor(private readonly deps: { config: Config; log: Logger; browser: Browser }) {}
+
+  /** Makes the request and hands its answer to `use` (which reads the body); the tab is closed after. */
+  async run<T>(req: BrowserRequest, opts: FetchOptions, use: (answer: BrowserAnswer, deadline: Deadline) => Promise<T>): Promise<T> {
+    const { browser, config } = this.deps;
+    const max = config.curl.maxConcurrent;
+    if (this.running >= max) throw new LimitExceededError('requests through the browser', max, { message: `too many requests through the browser at once (limit ${max}, BROWSERD_CURL_MAX_CONCURRENT)` });
+    const reason = browser.notReadyReason();
+    if (reason !== null) {
+      const state = browser.snapshot().state;
+      throw new BrowserUnavailableError(`Chromium is not ready (${state}): ${reason}`, { retryable: state === 'starting' || state === 'restarting' });
+    }
+    this.running++;
+    const deadline = Deadline.in(opts.timeoutMs, 'the request through the browser', opts.signal);
+    try {
+      return await browser.withCdp(async (cdp) => {
+        const answer = await requestThroughBrowser(cdp, req, deadline, { maxBytes: opts.maxBytes, limitName: opts.limitName });
+        try {
+          return await use(answer, deadline);
+        } finally {
+          await answer.body.return();
+        }
+      }, deadline);
+    } catch (err) {
+      throw this.explain(err, deadline, req.url, opts.timeoutMs);
+    } finally {
+      this.running--;
+      deadline.dispose();
+    }
+  }
+
+  private explain(err: unknown, deadline: Deadline, url: string, timeoutMs: number): unknown {
+    if (err instanceof BrowserdError) return err;
+    const host = URL.canParse(url) ? new URL(url).host : url;
+    const timedOut = err instanceof DeadlineError ? err.timedOut : deadline.expired && (deadline.signal.reason as DeadlineError | undefined)?.timedOut === true;
+    if (timedOut) return new TimeoutError(`the request to ${host} through the browser did not complete within ${timeoutMs} ms (timeout_ms, default BROWSERD_CURL_TIMEOUT_MS)`);
+    if (deadline.expired) return new BrowserUnavailableError('the request through the browser was abandoned: the client went away or browserd is stopping');
+    if (err instanceof CdpCallError && !err.answered) return new BrowserUnavailableError(`Chromium went away during the request to ${host}: ${err.text}`);
+    this.deps.log.error({ event: 'curl_error', err }, 'a request through the browser failed unexpectedly');
+    return new InternalError();
+  }
+}

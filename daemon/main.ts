@@ -8,6 +8,7 @@ import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
+import { holdReadyHook } from './chromium/test-hooks.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
@@ -123,6 +124,8 @@ async function main(): Promise<void> {
   // on the daemon's own session (the setting lasts while that session does: the run's life).
   browser.onLaunch((cdp) => cdp.send('Browser.setDownloadBehavior', files.downloadBehavior()).then(() => undefined));
   browser.addSnapshotFields(() => ({ downloads_dir: files.downloadBehavior().downloadPath }));
+  const held = holdReadyHook(config, log); // a test hook: the last ready hook, once every other is added
+  if (held !== null) browser.onLaunch(held);
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, playwright];
 

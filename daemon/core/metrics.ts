@@ -27,6 +27,7 @@ export interface Metrics {
   logStreams: Gauge<'source'>;
   fsBytes: Counter<'direction'>;
   fsWatches: Gauge;
+  unhandledRejections: Counter;
 }
 
 export function createMetrics(): Metrics {
@@ -157,6 +158,11 @@ export function createMetrics(): Metrics {
     fsWatches: new Gauge({
       name: 'browserd_fs_watches',
       help: 'Folder watches alive',
+      registers: [registry],
+    }),
+    unhandledRejections: new Counter({
+      name: 'browserd_unhandled_rejections_total',
+      help: 'Promises rejected with no handler (a bug: each is logged at error with its stack; the daemon goes on)',
       registers: [registry],
     }),
   };

@@ -25,6 +25,7 @@ const badSettings: [string, string][] = [
   ['BROWSERD_PROXY_CHECK_URLS', 'ftp://example.com/'],
   ['BROWSERD_STDIN_LIMIT_BYTES', '-5'],
   ['BROWSERD_MAX_PROCESSES', '0'],
+  ['BROWSERD_REQUEST_IDLE_TIMEOUT_MS', '10'],
 ];
 
 for (const [setting, value] of badSettings) {

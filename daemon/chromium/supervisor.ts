@@ -299,8 +299,9 @@ export class Supervisor {
       return { pid: started.pid, readyMs };
     } catch (err) {
       if (run !== null && this.run === run) this.run = null;
-      // Even when the leader has exited, the rest of its tree (zygotes, renderers) may still run.
-      if (run !== null) await run.stop(c.stopGraceMs, { code: 'browser_gone', message: 'Chromium did not become ready' }).catch(() => undefined);
+      // Even when the leader has exited, the rest of its tree (zygotes, renderers) may still run;
+      // a run stopped on purpose meanwhile (a forced shutdown) is its stopper's to end.
+      if (run !== null && !run.intentional) await run.stop(c.stopGraceMs, { code: 'browser_gone', message: 'Chromium did not become ready' }).catch(() => undefined);
       const diag =
         err instanceof LaunchError
           ? explainLaunchFailure(err, { binary: c.binary, profileDir, policyDir: c.policyDir, readyTimeoutMs: c.readyTimeoutMs })

@@ -134,7 +134,7 @@ export class HttpServer {
     const live: LiveRequest = { res, abort: new LazyAbort() };
     const gone = new LazyAbort();
     this.live.add(live);
-    if (!req.complete) watchRequestIdle(req, this.deps.config.http.requestIdleTimeoutMs, () => this.onRequestIdle(req, res, log));
+    if (!req.complete && hasBody(req)) watchRequestIdle(req, this.deps.config.http.requestIdleTimeoutMs, () => this.onRequestIdle(req, res, log));
     res.on('close', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       const status = res.headersSent ? res.statusCode : 499;
@@ -281,6 +281,12 @@ function parseTarget(req: IncomingMessage): URL {
     }
   }
   throw new InvalidRequestError('the request target is not a path');
+}
+
+/** The request says a body follows (a declared length above 0, or chunked). */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 function requestId(req: IncomingMessage): string {

@@ -131,12 +131,12 @@ export class ChromiumRun {
    * a Chromium that exits while it runs fails the launch (once) instead of leaving a ready state
    * without a browser.
    */
-  async waitReady(deadline: Deadline, prepare: (answered: BrowserVersion) => Promise<void> = () => Promise.resolve()): Promise<BrowserVersion> {
+  async waitReady(deadline: Deadline, prepare: () => Promise<void> = () => Promise.resolve()): Promise<BrowserVersion> {
     const version = await this.proc.waitReady(
       async (d) => {
         const v = await this.mux.call<BrowserVersion>('Browser.getVersion', {}, d.signal);
         this.cdp = await CdpClient.overChannel((sink) => this.mux.open({ kind: 'browser' }, sink, d.signal));
-        await prepare(v);
+        await prepare();
         return v;
       },
       deadline,

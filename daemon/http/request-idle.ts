@@ -17,24 +17,27 @@ const MIN_TICK_MS = 25;
  */
 export function watchRequestIdle(req: IncomingMessage, idleMs: number, onIdle: () => void): () => void {
   const socket = req.socket;
+  const tickMs = Math.max(MIN_TICK_MS, Math.floor(idleMs / TICKS));
   let seen = socket.bytesRead;
   let quietSince = Date.now();
-  const timer = setInterval(
-    () => {
-      if (req.complete || req.destroyed || socket.destroyed) return stop();
-      const now = Date.now();
-      // bytesRead counts what the connection received, whoever reads it (the HTTP parser consumes the socket natively).
-      if (socket.bytesRead !== seen || socket.isPaused()) {
-        seen = socket.bytesRead;
-        quietSince = now;
-        return;
-      }
-      if (now - quietSince < idleMs) return;
-      stop();
-      onIdle();
-    },
-    Math.max(MIN_TICK_MS, Math.floor(idleMs / TICKS)),
-  );
+  let lastTick = quietSince;
+  const timer = setInterval(() => {
+    if (req.complete || req.destroyed || socket.destroyed) return stop();
+    const now = Date.now();
+    // A tick this late means the daemon's own event loop was stalled: the bytes that came meanwhile
+    // are not read yet, so the quiet time is unknown and starts again.
+    const stalled = now - lastTick > 2 * tickMs;
+    lastTick = now;
+    // bytesRead counts what the connection received, whoever reads it (the HTTP parser consumes the socket natively).
+    if (stalled || socket.bytesRead !== seen || socket.isPaused()) {
+      seen = socket.bytesRead;
+      quietSince = now;
+      return;
+    }
+    if (now - quietSince < idleMs) return;
+    stop();
+    onIdle();
+  }, tickMs);
   timer.unref();
   const stop = (): void => {
     clearInterval(timer);

@@ -12,10 +12,10 @@ import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 
-const IDLE_MS = 1500;
+const IDLE_MS = 2000;
 /** The steady upload: a chunk every GAP_MS (well inside the timeout), CHUNKS of them: 3× the timeout in all. */
 const GAP_MS = 100;
-const CHUNKS = 45;
+const CHUNKS = 60;
 const CHUNK = Buffer.alloc(1024, 'x');
 /** A stalled request never answered is a failure, not a hang (Node's own defaults answer after 60-300 s); far above IDLE_MS. */
 const HANG_MS = 45_000;

@@ -9,9 +9,16 @@ export default tseslint.config(
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],
+    // Type-aware: the promise rules need the types (tsconfig.json's program, through the project service).
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': 'error',
+      // A promise nobody awaits or handles is a rejection nobody sees (main.ts only logs it): await it,
+      // handle it, or `void` it where fire-and-forget is meant (its errors handled inside).
+      // node:test's test()/describe() return promises the runner itself awaits.
+      '@typescript-eslint/no-floating-promises': ['error', { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'describe', 'it', 'suite'] }] }],
+      '@typescript-eslint/no-misused-promises': 'error',
     },
   },
   { files: ['daemon/**/*.ts'], rules: { 'no-console': 'error' } },

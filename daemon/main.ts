@@ -8,6 +8,7 @@ import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser, type Browser } from './chromium/index.js';
+import { holdReadyHook } from './chromium/test-hooks.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
@@ -74,6 +75,8 @@ function lockOrExit(config: Config, log: Logger): void {
 async function main(): Promise<void> {
   const metrics = createMetrics();
   const { config, log, logs } = settingsOrExit(metrics);
+  strayLog = log;
+  strayCount = metrics.unhandledRejections;
   lockOrExit(config, log); // before anything in the state dir is read or written
   // Atomic writes a killed daemon left unfinished (proxies.json, chromium-executables.json, ...).
   for (const name of removeStaleTemps(config.stateDir)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished store write');
@@ -134,6 +137,8 @@ async function main(): Promise<void> {
   // Requests through the browser never target the daemon's own ports (its API: known once it listens).
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
   const curl = createCurl({ config, log, browser, ownPorts: () => [apiPort, proxies.forwarderPort()].filter((p): p is number => p !== null) });
+  const held = holdReadyHook(config, log); // a test hook: the last ready hook, once every other is added
+  if (held !== null) browser.onLaunch(held);
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, playwright];
 
@@ -209,16 +214,37 @@ async function main(): Promise<void> {
   apiPort = address.port;
   playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
+  // Test hooks of the crash policy above: a promise rejected with no handler, an exception thrown outside every handler.
+  if (config.testHooks.has('stray-rejection')) void Promise.reject(new Error('a stray rejection (test hook stray-rejection)'));
+  if (config.testHooks.has('uncaught-exception')) {
+    setImmediate(() => {
+      throw new Error('an uncaught exception (test hook uncaught-exception)');
+    });
+  }
 }
 
-// A bug that escapes every handler: one JSON line for the journal, then exit 1 (systemd restarts;
-// the next start ends whatever this run left on the Chromium profile).
-for (const kind of ['unhandledRejection', 'uncaughtException'] as const) {
-  process.on(kind, (err: unknown) => {
-    flushLogs(); // the lines before it first
-    createLogger('fatal').fatal({ event: 'crash', kind, err }, kind);
-    process.exit(1);
-  });
-}
+// Bugs that escape every handler (docs/operations.md, "Crashes and stray rejections").
+//
+// A rejected promise nobody handles is logged at error with its stack and counted
+// (browserd_unhandled_rejections_total), and the daemon goes on. Such a promise was not awaited:
+// the operation it belonged to has already answered or ended, and no state of the daemon waits on
+// it (the lifecycle lock, the process table and the stores settle in their owners' own try/finally).
+// Exiting for it would end every browser session, process and upload of the VM for an error that
+// has already done all its harm. The type-aware lint (no-floating-promises) keeps them rare.
+//
+// An uncaught exception is different: it unwound a synchronous stack part-way, so an invariant may
+// be half-updated (a lock not released, a map entry half-written). One JSON line for the journal,
+// then exit 1: systemd restarts, and the next start ends whatever this run left on the Chromium profile.
+let strayLog: Logger | null = null;
+let strayCount: Metrics['unhandledRejections'] | null = null;
+process.on('unhandledRejection', (err: unknown) => {
+  (strayLog ?? createLogger('error')).error({ event: 'unhandled_rejection', err }, 'a promise was rejected with no handler (a bug): logged, the daemon goes on');
+  strayCount?.inc();
+});
+process.on('uncaughtException', (err: unknown) => {
+  flushLogs(); // the lines before it first
+  createLogger('fatal').fatal({ event: 'crash', kind: 'uncaughtException', err }, 'uncaughtException');
+  process.exit(1);
+});
 
 await main();

@@ -56,6 +56,8 @@ export class ChromiumRun {
   cdp: CdpClient | null = null;
   /** Stopped on purpose: its exit is not a crash. */
   intentional = false;
+  /** The supervisor declared it ready (alive at that moment): from then on its exit is a crash. */
+  announced = false;
 
   private constructor(
     readonly proc: LaunchedProcess,
@@ -67,10 +69,6 @@ export class ChromiumRun {
 
   get pid(): number {
     return this.proc.pid;
-  }
-
-  get ready(): boolean {
-    return this.version !== null;
   }
 
   /**
@@ -133,12 +131,19 @@ export class ChromiumRun {
     return run;
   }
 
-  /** Resolves with the version once Browser.getVersion is answered over the pipe; LaunchError otherwise (the group is stopped). */
-  async waitReady(deadline: Deadline): Promise<BrowserVersion> {
+  /**
+   * Resolves with the version once Browser.getVersion is answered over the pipe and `prepare` (the
+   * supervisor's ready hooks) is done; LaunchError otherwise (the group is stopped). `prepare` is
+   * part of readiness: it runs inside the same race against the leader's exit and the deadline, so
+   * a Chromium that exits while it runs fails the launch (once) instead of leaving a ready state
+   * without a browser.
+   */
+  async waitReady(deadline: Deadline, prepare: () => Promise<void> = () => Promise.resolve()): Promise<BrowserVersion> {
     const version = await this.proc.waitReady(
       async (d) => {
         const v = await this.mux.call<BrowserVersion>('Browser.getVersion', {}, d.signal);
         this.cdp = await CdpClient.overChannel((sink) => this.mux.open({ kind: 'browser' }, sink, d.signal));
+        await prepare();
         return v;
       },
       deadline,

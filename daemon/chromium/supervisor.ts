@@ -287,20 +287,34 @@ export class Supervisor {
         log.info({ event: 'chromium_exited', chromium_pid: started.pid, code: exit.code, signal: exit.signal, expected: started.intentional }, 'Chromium exited');
         this.onExit(started);
       });
-      const version = await started.waitReady(deadline);
-      const answered = Date.now();
-      for (const hook of this.readyHooks) await deadline.race(hook(started));
-      const hooked = Date.now();
-      await this.identity.learnFrom(started.pid);
+      // Readiness is the probe, then the ready hooks and learning the run's executables, all in one
+      // race against the leader's exit (run.waitReady): an exit in any of them fails this launch.
+      let answered = 0;
+      let hooked = 0;
+      const version = await started.waitReady(deadline, async () => {
+        answered = Date.now();
+        for (const hook of this.readyHooks) await deadline.race(hook(started));
+        hooked = Date.now();
+        await this.identity.learnFrom(started.pid);
+      });
+      // The last check before `ready`, with no await after it: still the current run, still alive
+      // (an exit between the race and here is this launch's failure too; onExit ignores the run
+      // until it is announced).
+      const exit = started.proc.exitInfo;
+      if (exit !== null) throw new LaunchError(`exited ${describeExit(exit)} before it was ready`, 'exit', started.proc.output.lines(), { exit });
+      if (this.run !== started) throw new BrowserUnavailableError('the launch was superseded', { retryable: true });
       const readyMs = Date.now() - started.proc.spawnedAt.getTime();
       const phases = { probe_ms: answered - started.proc.spawnedAt.getTime(), hooks_ms: hooked - answered, learn_ms: Date.now() - hooked };
       log.info({ event: 'chromium_ready', chromium_pid: started.pid, ms: readyMs, ...phases, version: version.product }, 'Chromium is ready');
+      started.announced = true;
       metrics.chromiumReady.set(1);
       this.setState('ready', null);
       return { pid: started.pid, readyMs };
     } catch (err) {
       if (run !== null && this.run === run) this.run = null;
-      if (run !== null && run.proc.exitInfo === null) await run.stop(c.stopGraceMs, { code: 'browser_gone', message: 'Chromium did not become ready' }).catch(() => undefined);
+      // Even when the leader has exited, the rest of its tree (zygotes, renderers) may still run;
+      // a run stopped on purpose meanwhile (a forced shutdown) is its stopper's to end.
+      if (run !== null && !run.intentional) await run.stop(c.stopGraceMs, { code: 'browser_gone', message: 'Chromium did not become ready' }).catch(() => undefined);
       const diag =
         err instanceof LaunchError
           ? explainLaunchFailure(err, { binary: c.binary, profileDir, policyDir: c.policyDir, readyTimeoutMs: c.readyTimeoutMs })
@@ -315,9 +329,12 @@ export class Supervisor {
     }
   }
 
-  /** The leader exited. A ready Chromium that we did not stop has crashed. */
+  /**
+   * The leader exited. A Chromium announced ready that we did not stop has crashed; an exit before
+   * the announcement is the launch's own failure (launchLocked counts it, once).
+   */
   private onExit(run: ChromiumRun): void {
-    if (run !== this.run || run.intentional || !run.ready) return; // stopped on purpose, or a failed launch
+    if (run !== this.run || run.intentional || !run.announced) return; // stopped on purpose, or a launch that fails
     const exit = run.proc.exitInfo;
     this.run = null;
     this.deps.metrics.chromiumReady.set(0);

@@ -35,7 +35,14 @@ export interface Config {
   /** BROWSERD_BASE_URL: the daemon's URL as callers reach it (else the Host of each request). */
   baseUrl: string | null;
   logLevel: string;
-  http: { bodyLimitBytes: number; shutdownTimeoutMs: number; idempotencyMaxKeys: number; idempotencyMaxBytes: number };
+  http: {
+    bodyLimitBytes: number;
+    shutdownTimeoutMs: number;
+    idempotencyMaxKeys: number;
+    idempotencyMaxBytes: number;
+    /** BROWSERD_REQUEST_IDLE_TIMEOUT_MS: a request's headers must all arrive within it, and its body may not pause longer. */
+    requestIdleTimeoutMs: number;
+  };
   chromium: {
     /** null when no binary was found on the default paths; the browser then reports `failed`. */
     binary: string | null;
@@ -241,6 +248,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       shutdownTimeoutMs: int('BROWSERD_SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
       idempotencyMaxKeys: int('BROWSERD_IDEMPOTENCY_MAX_KEYS', 10_000, 1, 1_000_000),
       idempotencyMaxBytes: int('BROWSERD_IDEMPOTENCY_MAX_BYTES', 128 * MiB, 1024, 4096 * MiB),
+      requestIdleTimeoutMs: int('BROWSERD_REQUEST_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     },
     chromium: {
       binary: resolveChromium(get('BROWSERD_CHROMIUM'), env),

@@ -16,6 +16,8 @@ export class DeadlineError extends Error {
 export class Deadline {
   private readonly controller = new AbortController();
   private readonly timer: NodeJS.Timeout | null;
+  /** The parent and our listener on it, removed by dispose(): a parent (the daemon's shutdown signal) may outlive many deadlines. */
+  private parent: { signal: AbortSignal; onAbort: () => void } | null = null;
 
   private constructor(
     /** Epoch ms; Infinity for none. */
@@ -28,7 +30,11 @@ export class Deadline {
     this.timer?.unref();
     if (parent !== undefined) {
       if (parent.aborted) this.abortWith(parent.reason);
-      else parent.addEventListener('abort', () => this.abortWith(parent.reason), { once: true });
+      else {
+        const onAbort = (): void => this.abortWith(parent.reason);
+        parent.addEventListener('abort', onAbort, { once: true });
+        this.parent = { signal: parent, onAbort };
+      }
     }
   }
 
@@ -90,9 +96,11 @@ export class Deadline {
     return this.race(new Promise<void>((resolve) => setTimeout(resolve, Math.min(ms, this.left())).unref()));
   }
 
-  /** Stops the timer (the operation is done). */
+  /** Stops the timer and lets go of the parent (the operation is done). Idempotent. */
   dispose(): void {
     if (this.timer !== null) clearTimeout(this.timer);
+    this.parent?.signal.removeEventListener('abort', this.parent.onAbort);
+    this.parent = null;
   }
 
   private abortWith(reason: unknown): void {

@@ -33,6 +33,7 @@ export interface Metrics {
    * every scrape as browserd_memory_pool_bytes{pool}. A later registration of the same pool replaces it.
    */
   memoryPool(pool: string, read: () => number): void;
+  unhandledRejections: Counter;
 }
 
 export function createMetrics(): Metrics {
@@ -180,6 +181,11 @@ export function createMetrics(): Metrics {
     fsWatches: new Gauge({
       name: 'browserd_fs_watches',
       help: 'Folder watches alive',
+      registers: [registry],
+    }),
+    unhandledRejections: new Counter({
+      name: 'browserd_unhandled_rejections_total',
+      help: 'Promises rejected with no handler (a bug: each is logged at error with its stack; the daemon goes on)',
       registers: [registry],
     }),
   };

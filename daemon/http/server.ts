@@ -13,7 +13,8 @@ import { lingerOnRefusedBody, readJson, readJsonBase64 } from './body.js';
 import { isStateChanging, runKeyed, runRoute } from './dispatch.js';
 import { BodyTap, IdempotencyStore } from './idempotency.js';
 import { parseQuery } from './query.js';
-import { BadRequestError, InvalidRequestError, NotFoundError, UnauthorizedError } from '../core/errors.js';
+import { watchRequestIdle } from './request-idle.js';
+import { BadRequestError, InvalidRequestError, NotFoundError, TimeoutError, UnauthorizedError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
 import { Router, type RequestContext, type Route } from './router.js';
 
@@ -47,7 +48,19 @@ export class HttpServer {
   constructor(private readonly deps: ServerDeps) {
     this.router = new Router(deps.routes);
     this.idempotency = new IdempotencyStore({ maxKeys: deps.config.http.idempotencyMaxKeys, maxBytes: deps.config.http.idempotencyMaxBytes, metrics: deps.metrics });
-    this.server = createServer({ keepAliveTimeout: 5000 }, (req, res) => void this.onRequest(req, res));
+    const idleMs = deps.config.http.requestIdleTimeoutMs;
+    this.server = createServer(
+      {
+        keepAliveTimeout: 5000,
+        // No whole-request limit (Node's default cuts at 300 s an upload of up to 4 GiB that is still
+        // sending): a body that stops arriving is ended by the idle timeout instead (request-idle.ts).
+        requestTimeout: 0,
+        // Every header of a request within the idle timeout (slow-header clients), looked at this often.
+        headersTimeout: idleMs,
+        connectionsCheckingInterval: Math.min(30_000, Math.max(25, Math.floor(idleMs / 4))),
+      },
+      (req, res) => void this.onRequest(req, res),
+    );
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
       if (!socket.writable) return socket.destroy();
@@ -121,6 +134,7 @@ export class HttpServer {
     const live: LiveRequest = { res, abort: new LazyAbort() };
     const gone = new LazyAbort();
     this.live.add(live);
+    if (!req.complete && hasBody(req)) watchRequestIdle(req, this.deps.config.http.requestIdleTimeoutMs, () => this.onRequestIdle(req, res, log));
     res.on('close', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       const status = res.headersSent ? res.statusCode : 499;
@@ -181,6 +195,23 @@ export class HttpServer {
       if (!req.complete) res.on('finish', () => lingerOnRefusedBody(req));
       writeJson(res, httpErr.status, httpErr.body);
     }
+  }
+
+  /**
+   * The request's body stopped arriving (request-idle.ts): 408 when no answer has begun, then the
+   * request is ended, which fails its handler's read of the body (the handler's own error answer
+   * then finds the response sent). A retry is safe: the body never arrived whole, so nothing used it.
+   */
+  private onRequestIdle(req: IncomingMessage, res: ServerResponse, log: Logger): void {
+    const ms = this.deps.config.http.requestIdleTimeoutMs;
+    const message = `no byte of the request arrived for ${ms} ms (BROWSERD_REQUEST_IDLE_TIMEOUT_MS)`;
+    log.warn({ event: 'request_idle', idle_ms: ms, bytes_read: req.socket.bytesRead }, 'the request stopped arriving: ended');
+    const end = (): void => void req.destroy(new TimeoutError(message));
+    if (res.headersSent) return end();
+    res.setHeader('connection', 'close');
+    res.setHeader('x-should-retry', 'true');
+    res.once('finish', end);
+    writeJson(res, 408, { code: 'timeout', message });
   }
 
   /**
@@ -279,6 +310,12 @@ function takeUrlJwt(url: URL): string | undefined {
   url.searchParams.delete('jwt');
   if (all.length > 1) throw new UnauthorizedError('the jwt query parameter is given more than once');
   return all[0];
+}
+
+/** The request says a body follows (a declared length above 0, or chunked). */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 function requestId(req: IncomingMessage): string {

@@ -34,7 +34,7 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; valu
 
 // ---------------------------------------------------------------- report rows
 
-export type Unit = 'ms' | 'req/s' | 'MB/s' | 'MiB';
+export type Unit = 'ms' | 'req/s' | 'MB/s' | 'MiB' | '% core';
 
 /** One line of the report: browserd's figure and its peer's, measured in the same run. */
 export interface Row {

@@ -19,13 +19,14 @@ import { playwrightBench } from './cases/playwright.js';
 import { proxyBench } from './cases/proxy-check.js';
 import { ptyBench } from './cases/pty.js';
 import { describeMachine, markdown, table } from './report.js';
+import { replayBench } from './cases/replay.js';
 import { restartBench } from './cases/restart.js';
 import { stdinBench } from './cases/stdin.js';
 import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench,
 ];
 
 function usage(): string {

@@ -182,7 +182,7 @@ export function createReplays(deps: ReplaysDeps): Replays {
     if (a === undefined) return Promise.resolve({ ...r });
     a.stopped ??= (async () => {
       const exit = await a.rec.stop();
-      const endMs = Date.now() - a.rec.startedAt.getTime();
+      const endMs = a.rec.durationMs;
       await finalize(c.ffmpeg, partFile(id), videoFile(id), a.rec.markers, endMs, log).catch((err: unknown) => log.error({ event: 'replay_finalize_failed', replay_id: id, err }, 'finalizing the recording failed'));
       const size = (await stat(videoFile(id)).catch(() => null))?.size ?? 0;
       const failed = size === 0;

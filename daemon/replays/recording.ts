@@ -121,6 +121,11 @@ export class Recording {
     return this.written;
   }
 
+  /** The video's duration so far: its frames at the framerate. */
+  get durationMs(): number {
+    return Math.round((this.written * 1000) / this.spec.framerate);
+  }
+
   get isStopping(): boolean {
     return this.stopping !== null;
   }

@@ -170,8 +170,8 @@ test('watch: start, events with curl -N, stop', async () => {
   assert.equal((await curl(d, `${F}/watch/${id}`, ['-X', 'DELETE'])).status, 404);
 });
 
-test('downloads: where Chromium saves', async () => {
+test('downloads: where Chromium saves, and the downloads (none yet)', async () => {
   const r = await curl(d, `${F}/downloads`);
   assert.equal(r.status, 200);
-  assert.deepEqual(json(r), { path: `${d.stateDir}-downloads` });
+  assert.deepEqual(json(r), { path: `${d.stateDir}-downloads`, downloads: [] });
 });

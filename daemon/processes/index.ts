@@ -52,7 +52,7 @@ export function createProcesses(deps: ProcessesDeps): Processes {
   return {
     routes: processRoutes({ config, log, metrics, table, groups, journal, attach }),
     async start() {
-      loadPty(config.testHooks.get('pty_package') ?? PTY_PACKAGE);
+      loadPty(config.testHooks.ptyPackage ?? PTY_PACKAGE);
       const { entries, malformed } = journal.readLeft();
       if (malformed > 0) log.warn({ event: 'process_journal_malformed', file: journal.file, lines: malformed }, 'unreadable lines in the process group journal were skipped');
       const { survivors } = await endLeftoverGroups(entries, log, PROCESS_STOP_GRACE_MS);

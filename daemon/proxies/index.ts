@@ -12,7 +12,7 @@ import { Forwarder } from './forwarder/forwarder.js';
 import { createLookup } from './forwarder/route.js';
 import type { ForwarderStatus } from './forwarder/stats.js';
 import { proxyRoutes } from './routes.js';
-import { createResolver, hookTable, type Resolver } from './check/resolve.js';
+import { createResolver, type Resolver } from './check/resolve.js';
 import { ProxyStore } from './store/store.js';
 
 export type { ForwarderStatus, LastError } from './forwarder/stats.js';
@@ -21,7 +21,7 @@ export interface ProxiesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
-  /** How check URLs' hosts are resolved; default: DNS under the check's deadline (or BROWSERD_TEST_HOOKS `resolve`, `dns`). */
+  /** How check URLs' hosts are resolved; default: DNS under the check's deadline (in the test build, its hooks first: core/test-hooks.ts). */
   resolver?: Resolver;
   /** The body of GET /browsers/{id}, answered by PATCH /browsers/{id} too (with `proxy_id` and `proxy` set here); default {}. */
   browserBody?: () => Record<string, unknown>;
@@ -58,8 +58,8 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the proxy store: ${(err as Error).message}`);
   }
   const resolver = deps.resolver ?? createResolver(config.testHooks);
-  for (const hook of ['resolve', 'dns', 'direct-to'].filter((h) => config.testHooks.has(h))) {
-    log.warn({ event: 'test_hook', hook }, `BROWSERD_TEST_HOOKS ${hook} is set: check URL hosts (and the forwarding proxy's direct connections) may resolve or connect to test addresses`);
+  if (config.testHooks.names.length > 0) {
+    log.warn({ event: 'test_hook', hooks: config.testHooks.names }, 'BROWSERD_TEST_HOOKS is set (the test build): check URL hosts and direct connections may resolve or connect to test addresses');
   }
   const checker = new ProxyChecker({ config, log, metrics: deps.metrics, resolver });
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
@@ -67,7 +67,7 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     log: log.child({ component: 'forwarder' }),
     metrics: deps.metrics,
     dialTimeoutMs: config.proxies.dialTimeoutMs,
-    lookup: createLookup(hookTable(config.testHooks)),
+    lookup: createLookup(config.testHooks.resolveTable),
     apiPort: () => apiPort,
   });
   const active = new ActiveControl(store, forwarder, config.proxies.providers, log);

@@ -41,12 +41,11 @@ export class ProxyChecker {
   private readonly stopping = new AbortController();
   private readonly stopReason = 'the daemon is stopping';
 
-  /** BROWSERD_TEST_HOOKS `direct-to=<port>` (tests only): direct url checks go to 127.0.0.1:<port>. */
+  /** The test build only (core/test-hooks.ts): direct url checks go to 127.0.0.1:<port>. */
   private readonly directToPort: number | undefined;
 
   constructor(private readonly deps: CheckerDeps) {
-    const hook = deps.config.testHooks.get('direct-to');
-    this.directToPort = hook !== undefined && /^\d{1,5}$/.test(hook) ? Number(hook) : undefined;
+    this.directToPort = deps.config.testHooks.directToPort;
   }
 
   /**

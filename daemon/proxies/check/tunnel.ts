@@ -29,7 +29,7 @@ export interface TunnelRequest {
   signal: AbortSignal;
   /** Read at most this many bytes of the body (0: only the status line and headers). */
   bodyLimitBytes: number;
-  /** For the test suite only (BROWSERD_TEST_HOOKS `direct-to`): a direct request goes to this loopback port instead. */
+  /** The test build only (core/test-hooks.ts): a direct request goes to this loopback port instead. */
   directToPort?: number;
 }
 

@@ -4,6 +4,7 @@
 // request: its own waits plus BROWSERD_COMPUTER_TIMEOUT_MS. Screenshots and the mouse position do
 // not queue. A browser that is not ready answers 503 at once (retryable unless it failed or is
 // stopped): an action meant for the page a person saw must not land on a fresh browser.
+import { SerialQueue } from '../core/serial-queue.js';
 import { CdpCallError, type CdpClient } from '../cdp/client.js';
 import type { Browser } from '../chromium/types.js';
 import { Deadline, DeadlineError } from '../core/deadline.js';
@@ -138,16 +139,20 @@ export class Computer {
 
 /** A FIFO lock: the input of one request is not interleaved with another's. */
 export class Queue {
-  private tail: Promise<void> = Promise.resolve();
+  private readonly queue = new SerialQueue();
 
   /** Resolves with the release function once every earlier holder released; gives up its place when the deadline ends first. */
   async acquire(deadline: Deadline): Promise<() => void> {
-    const before = this.tail;
     let release!: () => void;
-    const mine = new Promise<void>((resolve) => (release = resolve));
-    this.tail = before.then(() => mine);
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const turn = new Promise<void>((resolve) => {
+      void this.queue.run(() => {
+        resolve();
+        return held;
+      });
+    });
     try {
-      await deadline.race(before);
+      await deadline.race(turn);
     } catch (err) {
       release();
       throw err;

@@ -3,7 +3,7 @@
 // group, then the processes of the run outside it (the crashpad handlers end with the browser; any
 // Chromium process still naming the profile after CRASHPAD_EXIT_WAIT_MS is ended), then the run's
 // TMPDIR is emptied.
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -81,7 +81,7 @@ export class ChromiumRun {
     if (!opts.oldRunSwept) await endLeftovers(profileDir, deps.identity, c.stopGraceMs, log);
     const t1 = performance.now();
     removeStaleFiles(profileDir);
-    emptyDir(tmpDir);
+    await emptyDir(tmpDir);
     const t2 = performance.now();
     const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, isRoot: process.getuid?.() === 0, proxyPort: deps.proxyPort() });
     const pidRef = { pid: 0, starttime: 0 };
@@ -170,21 +170,25 @@ export class ChromiumRun {
     await this.proc.stop(graceMs);
     const t1 = performance.now();
     const until = Date.now() + (graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0);
-    while (findProfileProcesses(profileDir, identity).length > 0 && Date.now() < until) await sleep(25);
+    while ((await findProfileProcesses(profileDir, identity)).length > 0 && Date.now() < until) await sleep(25);
     const t2 = performance.now();
     await endLeftovers(profileDir, identity, graceMs, log);
     const t3 = performance.now();
-    emptyDir(tmpDir);
+    await emptyDir(tmpDir);
     const t4 = performance.now();
     log.info({ event: 'chromium_stop_phases', group_ms: t1 - t0, crashpad_ms: t2 - t1, leftovers_ms: t3 - t2, tmp_ms: t4 - t3 }, 'stop phases');
   }
 }
 
-/** Removes everything inside `dir` (created 0700 when missing); best effort. */
-export function emptyDir(dir: string): void {
+/**
+ * Removes everything inside `dir` (created 0700 when missing); best effort. Asynchronous: a large
+ * folder takes a while to remove, and the event loop keeps answering (and the watchdog keeps
+ * being fed) meanwhile.
+ */
+export async function emptyDir(dir: string): Promise<void> {
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    for (const name of readdirSync(dir)) rmSync(path.join(dir, name), { recursive: true, force: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    for (const name of await readdir(dir)) await rm(path.join(dir, name), { recursive: true, force: true });
   } catch {
     // a file Chromium still writes is gone with the next stop
   }

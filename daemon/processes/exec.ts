@@ -74,13 +74,13 @@ export async function runExec(launched: Launched, group: ProcessGroup, opts: Exe
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    group.trySignal('SIGKILL');
+    void group.trySignal('SIGKILL');
   }, opts.timeoutMs);
   const exit = await launched.exit;
   const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
   clearTimeout(timer);
   // What the command left behind in its group ends with it (alive() checks the group afresh).
-  const leftoversKilled = group.alive() && group.trySignal('SIGKILL');
+  const leftoversKilled = (await group.alive()) && (await group.trySignal('SIGKILL'));
   await outputSettled(launched, OUTPUT_GRACE_MS);
 
   const result: ExecResult = {

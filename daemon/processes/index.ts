@@ -65,6 +65,7 @@ export function createProcesses(deps: ProcessesDeps): Processes {
       closing ??= (async () => {
         attach.close();
         table.close();
+        await groups.refresh();
         const groupCount = groups.size;
         if (groupCount > 0) {
           log.info({ event: 'processes_stopping', groups: groupCount, grace_ms: PROCESS_STOP_GRACE_MS }, 'ending every spawned process group');

@@ -3,7 +3,7 @@
 // session ends `,"sessionId":"<hex>"}` (measured on Chromium 156; a message of any other shape is
 // parsed and written again, so a layout change costs time, never correctness).
 
-export type Head = { kind: 'response'; id: number } | { kind: 'event'; method: string } | { kind: 'other' };
+type Head = { kind: 'response'; id: number } | { kind: 'event'; method: string } | { kind: 'other' };
 
 const HEAD_RE = /^\{"(?:id":(\d{1,15})[,}]|method":"([A-Za-z0-9_.]+)")/;
 const TAIL_RE = /,"sessionId":"([0-9A-Za-z_-]{1,128})"\}$/;

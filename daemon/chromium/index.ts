@@ -14,7 +14,7 @@ import type { Browser, BrowserSnapshot } from './types.js';
 
 export type { Browser, BrowserSnapshot } from './types.js';
 
-export interface BrowserDeps {
+interface BrowserDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;

@@ -12,7 +12,7 @@ const lastExitSchema = z.object({
   at: z.string().describe('ISO time'),
   reason: z.string().describe('crash, launch failed, restart requested, restart: <reason>, stopped'),
 });
-export const snapshotSchema = z.looseObject({
+const snapshotSchema = z.looseObject({
   id: z.string(),
   session_id: z.string().describe('the SDK name of id'),
   state: z.enum(STATES),
@@ -34,7 +34,7 @@ export const snapshotSchema = z.looseObject({
   extensions: z.array(z.unknown()),
 });
 
-export interface BrowserRouteDeps {
+interface BrowserRouteDeps {
   snapshot(): BrowserSnapshot;
   /** Restart under the lifecycle lock (queued, or 409 busy with wait false); the snapshot is taken under the lock. */
   restart(opts: { wait: boolean; signal: AbortSignal }): Promise<{ result: RestartResult; snapshot: BrowserSnapshot }>;

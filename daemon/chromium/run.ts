@@ -30,7 +30,7 @@ const CRASHPAD_EXIT_WAIT_MS = 3000;
 
 export type BrowserVersion = Protocol.Browser.GetVersionResponse;
 
-export interface RunDeps {
+interface RunDeps {
   config: Config;
   log: Logger;
   profileDir: string;
@@ -142,11 +142,6 @@ export class ChromiumRun {
   }
 
   /**
-   * Ends the run: its CDP clients hear `end` (1012 on a restart), the process group gets SIGTERM
-   * (SIGKILL after `graceMs`; 0: at once), the crashpad handlers get CRASHPAD_EXIT_WAIT_MS to end
-   * with it, whatever Chromium process still names the profile is ended, and TMPDIR is emptied.
-   */
-  /**
    * A restart's stop: the CDP clients hear `end`, the process group is stopped as by stop(), and
    * the rest (the crashpad handlers outside the group, the old TMPDIR entries) is handed to the
    * returned OldRunSweep, which the caller starts once the next run is launched (or failed to).
@@ -154,20 +149,21 @@ export class ChromiumRun {
   async stopAndHandOff(graceMs: number, end: ChannelEnd): Promise<OldRunSweep> {
     const { profileDir, identity, log, tmpDir } = this.deps;
     const t0 = performance.now();
-    this.mux.closeAll(end);
-    if (graceMs <= 0) this.proc.killNow();
-    await this.proc.stop(graceMs);
+    await this.endGroup(graceMs, end);
     const sweep = new OldRunSweep({ profileDir, tmpDir, identity, log, graceMs, exitWaitMs: graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0 });
     log.info({ event: 'chromium_stop_phases', group_ms: performance.now() - t0 }, 'stop phases');
     return sweep;
   }
 
+  /**
+   * Ends the run: its CDP clients hear `end` (1012 on a restart), the process group gets SIGTERM
+   * (SIGKILL after `graceMs`; 0: at once), the crashpad handlers get CRASHPAD_EXIT_WAIT_MS to end
+   * with it, whatever Chromium process still names the profile is ended, and TMPDIR is emptied.
+   */
   async stop(graceMs: number, end: ChannelEnd): Promise<void> {
     const { profileDir, identity, log, tmpDir } = this.deps;
     const t0 = performance.now();
-    this.mux.closeAll(end);
-    if (graceMs <= 0) this.proc.killNow();
-    await this.proc.stop(graceMs);
+    await this.endGroup(graceMs, end);
     const t1 = performance.now();
     const until = Date.now() + (graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0);
     while ((await findProfileProcesses(profileDir, identity)).length > 0 && Date.now() < until) await sleep(25);
@@ -177,6 +173,13 @@ export class ChromiumRun {
     await emptyDir(tmpDir);
     const t4 = performance.now();
     log.info({ event: 'chromium_stop_phases', group_ms: t1 - t0, crashpad_ms: t2 - t1, leftovers_ms: t3 - t2, tmp_ms: t4 - t3 }, 'stop phases');
+  }
+
+  /** The CDP clients hear `end`; the process group gets SIGTERM, SIGKILL after `graceMs` (0: at once, also for a stop already under way). */
+  private async endGroup(graceMs: number, end: ChannelEnd): Promise<void> {
+    this.mux.closeAll(end);
+    if (graceMs <= 0) this.proc.killNow();
+    await this.proc.stop(graceMs);
   }
 }
 

@@ -26,7 +26,7 @@ export interface Run {
   readonly started: Promise<void>;
 }
 
-export interface ActOptions {
+interface ActOptions {
   /** Waits for the input queue (everything that sends input or changes the page's focus). */
   exclusive: boolean;
   /** The waits the request asks for, added to its deadline. */
@@ -138,7 +138,7 @@ export class Computer {
 }
 
 /** A FIFO lock: the input of one request is not interleaved with another's. */
-export class Queue {
+class Queue {
   private readonly queue = new SerialQueue();
 
   /** Resolves with the release function once every earlier holder released; gives up its place when the deadline ends first. */

@@ -9,14 +9,14 @@ import type { Route } from '../http/router.js';
 import { Computer } from './controller.js';
 import { computerRoutes } from './routes.js';
 
-export interface ComputerDeps {
+interface ComputerDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
   browser: Browser;
 }
 
-export interface ComputerModule {
+interface ComputerModule {
   readonly routes: Route[];
   close(): Promise<void>;
 }

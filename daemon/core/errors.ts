@@ -7,12 +7,12 @@ export interface ErrorDetail {
   message: string;
 }
 
-export interface InnerError {
+interface InnerError {
   code: string;
   message: string;
 }
 
-export interface ErrorBody {
+interface ErrorBody {
   code: string;
   message: string;
   details?: ErrorDetail[];
@@ -55,7 +55,7 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-export interface ErrorOptions {
+interface ErrorOptions {
   details?: ErrorDetail[];
   inner?: InnerError;
   cause?: unknown;
@@ -143,7 +143,7 @@ export class NotFoundError extends BrowserdError {
   }
 }
 
-export type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page' | 'clipboard_unavailable';
+type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page' | 'clipboard_unavailable';
 
 /** The resource is in a state that does not allow the operation; `busy` may be retried. */
 export class ConflictError extends BrowserdError {
@@ -172,7 +172,7 @@ export class NoSpaceError extends BrowserdError {
   }
 }
 
-export type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'archive_rejected' | 'unsupported_field' | 'idempotency_key_reused';
+type FailureCode = 'proxy_check_failed' | 'extension_rejected' | 'activation_failed' | 'archive_rejected' | 'unsupported_field' | 'idempotency_key_reused';
 
 /** The request was valid but the operation failed (or cannot be done); `inner` carries the cause. */
 export class OperationFailedError extends BrowserdError {

@@ -30,7 +30,7 @@ export const watchBody = z.strictObject({ path: pathField('the folder to watch')
 export const watchStarted = z.object({ watch_id: z.string() });
 export const downloadsSchema = z.object({ path: z.string().describe("the real path of Chromium's downloads folder (BROWSERD_DOWNLOADS_DIR)") });
 
-export const FS_ERRORS =
+const FS_ERRORS =
   'Errors of every files route (one table): 400 bad_request — a path that is empty, relative, has a NUL or is over 4095 bytes, ' +
   'a bad mode, owner or group, too many levels of symbolic links; ' +
   '403 path_forbidden with inner_error.code naming the rule — state_dir (the daemon\'s state directory or anything inside it: ' +

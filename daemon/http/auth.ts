@@ -8,7 +8,7 @@ import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { ForbiddenError, UnauthorizedError } from '../core/errors.js';
 
-export const SCOPES = [
+const SCOPES = [
   'browser:read',
   'browser:write',
   'processes:exec',

@@ -6,7 +6,7 @@ import type { ZodType, core } from 'zod';
 import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../core/errors.js';
 import { Base64Error, decodeStrictBase64 } from '../core/strict-base64.js';
 
-export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
+function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limitBytes) {
     return Promise.reject(new PayloadTooLargeError('the request body', limitBytes));
@@ -45,13 +45,13 @@ export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buff
   });
 }
 
-export function isJsonContentType(header: string | undefined): boolean {
+function isJsonContentType(header: string | undefined): boolean {
   if (header === undefined) return false;
   const type = header.split(';')[0]?.trim().toLowerCase();
   return type === 'application/json' || (type !== undefined && /^application\/[a-z0-9.+-]+\+json$/.test(type));
 }
 
-export interface JsonOptions {
+interface JsonOptions {
   limitBytes: number;
   /** An empty body is `{}`. */
   optional?: boolean;
@@ -127,14 +127,14 @@ export function validate<T>(schema: ZodType<T>, value: unknown): T {
   throw new BadRequestError(issuesToProblems(parsed.error.issues));
 }
 
-export function issuesToProblems(issues: readonly core.$ZodIssue[]): string[] {
+function issuesToProblems(issues: readonly core.$ZodIssue[]): string[] {
   return issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(body)'}: ${issue.message}`);
 }
 
 /** Past this many unread bytes a refused body is not drained: the answer goes out and the socket closes. */
-export const DRAIN_CAP_BYTES = 64 * 1024 * 1024;
+const DRAIN_CAP_BYTES = 64 * 1024 * 1024;
 /** A refused body that stalls this long while being drained: the socket is closed. */
-export const DRAIN_IDLE_MS = 2000;
+const DRAIN_IDLE_MS = 2000;
 
 /**
  * After an early answer (413, 429, 401 … before the body was read): discard the rest of the
@@ -182,7 +182,7 @@ export const MIN_BYTES = 16 * 1024;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-export interface BigFieldBody {
+interface BigFieldBody {
   /** The parsed body, the field set to its text. */
   value: Record<string, unknown>;
   /** The field's text decoded (strict base64). */

@@ -44,7 +44,7 @@ function toSchema(x: ZodType | Record<string, unknown>, io: 'input' | 'output'):
   return schema;
 }
 
-export interface OpenApiInfo {
+interface OpenApiInfo {
   version: string;
   description: string;
 }

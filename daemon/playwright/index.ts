@@ -13,7 +13,7 @@ import { childEnv, resolveCwd, resolveUser } from '../processes/index.js';
 import { RunnerPool } from './pool.js';
 import { playwrightRoutes } from './routes.js';
 
-export interface PlaywrightDeps {
+interface PlaywrightDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;

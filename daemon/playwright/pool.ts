@@ -13,9 +13,9 @@ import type { HelloMessage } from './protocol.js';
 import { RunnerProcess, type Execution } from './runner-process.js';
 
 /** At shutdown, how long runners get after SIGTERM before SIGKILL. */
-export const RUNNER_STOP_GRACE_MS = 1000;
+const RUNNER_STOP_GRACE_MS = 1000;
 
-export interface PoolDeps {
+interface PoolDeps {
   /** The runner program. */
   script: string;
   max: number;

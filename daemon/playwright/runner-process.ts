@@ -20,7 +20,7 @@ const KILL_WAIT_MS = 2000;
 /** After the runner exited, how long its answer pipe is still read. */
 const ANSWERS_AFTER_EXIT_MS = 1000;
 
-export interface RunnerSpec {
+interface RunnerSpec {
   /** The runner program (dist/daemon/playwright/runner/main.js). */
   script: string;
   env: Record<string, string>;
@@ -51,7 +51,7 @@ class Output {
   }
 }
 
-export type Outcome =
+type Outcome =
   | { kind: 'answer'; message: ResultMessage }
   | { kind: 'timeout' }
   | { kind: 'exited'; exit: ExitInfo; stderrTail: string[] }

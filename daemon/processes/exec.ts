@@ -20,7 +20,7 @@ export interface ExecResult {
   pid: number;
 }
 
-export interface ExecOptions {
+interface ExecOptions {
   timeoutMs: number;
   outputLimitBytes: number;
   stdin: Buffer | null;
@@ -53,7 +53,7 @@ class Capture {
   }
 }
 
-export interface ExecOutcome {
+interface ExecOutcome {
   result: ExecResult;
   /** true when the command left living processes in its group, which then got SIGKILL. */
   leftoversKilled: boolean;

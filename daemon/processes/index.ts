@@ -20,7 +20,7 @@ import { processRoutes } from './routes.js';
 export { childEnv, resolveCwd, resolveUser } from './launch/user-env.js';
 export { PtyUnavailableError } from '../core/process/pty.js';
 
-export interface ProcessesDeps {
+interface ProcessesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;

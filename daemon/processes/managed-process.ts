@@ -38,7 +38,7 @@ export interface ProcessStatus {
   mem_bytes?: number;
 }
 
-export interface ManagedProcessOptions {
+interface ManagedProcessOptions {
   command: string;
   replayBufferBytes: number;
   stdinTimeoutMs: number;

@@ -17,7 +17,7 @@ import { ProxyStore } from './store/store.js';
 
 export type { ForwarderStatus, LastError } from './forwarder/stats.js';
 
-export interface ProxiesDeps {
+interface ProxiesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
@@ -27,7 +27,7 @@ export interface ProxiesDeps {
   browserBody?: () => Record<string, unknown>;
 }
 
-export interface Proxies {
+interface Proxies {
   readonly routes: Route[];
   /** Starts the forwarding proxy on 127.0.0.1 (an ephemeral port). Call once, before Chromium launches. */
   start(): Promise<void>;

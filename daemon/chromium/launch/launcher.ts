@@ -24,7 +24,7 @@ const OUTPUT_SETTLE_MS = 500;
  */
 const AFTER_LEADER_POLL_MS = 5;
 
-export type LaunchFailure = 'spawn' | 'exit' | 'timeout' | 'aborted' | 'probe';
+type LaunchFailure = 'spawn' | 'exit' | 'timeout' | 'aborted' | 'probe';
 
 /** Why a child did not start or did not become ready; `output` holds its last lines. */
 export class LaunchError extends Error {

@@ -26,7 +26,7 @@ const HELPER_RE = /^(?:[a-z]+_)?crashpad_handler$|^chrome[-_]sandbox$|^nacl_help
 /** Learned executables kept, newest last (a few binaries over the VM's life). */
 const MAX_LEARNED = 8;
 
-export interface ProcView {
+interface ProcView {
   /** The resolved executable, or null when it cannot be read (another user's process, gone). */
   exe: string | null;
   argv: string[];

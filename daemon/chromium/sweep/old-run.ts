@@ -20,7 +20,7 @@ import { endProfileProcesses, findProfileProcesses, type ProfileProcess } from '
 /** How often the old run's leftovers are looked for while they get to end on their own. */
 const POLL_MS = 25;
 
-export interface OldRunSweepDeps {
+interface OldRunSweepDeps {
   profileDir: string;
   tmpDir: string;
   identity: ChromiumIdentity;

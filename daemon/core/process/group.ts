@@ -21,7 +21,7 @@ export function signalGroup(pgid: number, signal: GroupSignal | 0): boolean {
 }
 
 /** true while any process of the group exists (zombies count until reaped). */
-export function groupExists(pgid: number): boolean {
+function groupExists(pgid: number): boolean {
   try {
     return signalGroup(pgid, 0);
   } catch {

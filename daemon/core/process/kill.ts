@@ -21,7 +21,7 @@ export interface Killable {
   readonly ended?: Promise<unknown>;
 }
 
-export interface EscalateOptions {
+interface EscalateOptions {
   /** From the first signal to SIGKILL; 0 (or less): SIGKILL at once, no first signal. */
   graceMs: number;
   /** After SIGKILL, how long to wait for the targets to vanish. */
@@ -32,7 +32,7 @@ export interface EscalateOptions {
   pollMs?: number;
 }
 
-export interface Escalation<T> {
+interface Escalation<T> {
   /** The targets alive at the start: each got the first signal (or SIGKILL, with no grace). */
   signalled: T[];
   /** Those still alive after the grace: they got SIGKILL. */

@@ -40,7 +40,7 @@ export function procInfo(pid: number): ProcInfo | null {
 }
 
 /** "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime ..." */
-export function parseStat(pid: number, stat: string): ProcInfo {
+function parseStat(pid: number, stat: string): ProcInfo {
   // comm may hold spaces and parentheses: the fields start after the last ')'.
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return {

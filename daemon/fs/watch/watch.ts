@@ -19,7 +19,7 @@ import { mapped } from '../paths/errno.js';
 import type { Guard } from '../paths/guard.js';
 import { O_PATH, openDir, resolve } from '../paths/resolve.js';
 
-export type FsEventType = 'CREATE' | 'WRITE' | 'DELETE' | 'RENAME';
+type FsEventType = 'CREATE' | 'WRITE' | 'DELETE' | 'RENAME';
 
 export interface FsEvent {
   type: FsEventType;
@@ -28,7 +28,7 @@ export interface FsEvent {
   is_dir: boolean;
 }
 
-export interface WatchLimits {
+interface WatchLimits {
   queue: number;
   maxDirs: number;
 }

@@ -4,7 +4,7 @@
 // compiled functions are kept by their source.
 import { transform, type Message } from 'esbuild';
 
-export type CodeFunction = (page: unknown, context: unknown, browser: unknown) => Promise<unknown>;
+type CodeFunction = (page: unknown, context: unknown, browser: unknown) => Promise<unknown>;
 
 /** The code does not compile; the message is esbuild's (or V8's), with the line in the caller's code. */
 export class CompileError extends Error {

@@ -19,7 +19,7 @@ import { CLOCK_TICKS_PER_SEC, isDead, listProcessesNow, pageBytes, type ProcInfo
 /** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
 export const PROCESS_STOP_GRACE_MS = 3000;
 /** How often groups whose leader has exited are checked for living members. */
-export const LINGER_POLL_MS = 500;
+const LINGER_POLL_MS = 500;
 const POLL_MS = 50;
 /** After SIGKILL, how long to wait for the kernel to take the groups down. */
 const KILL_WAIT_MS = 2000;

@@ -22,7 +22,7 @@ const POLL_MS = 50;
 const KILL_WAIT_MS = 2000;
 
 /** The recorded groups that are provably ours and have living members, with those members: one /proc scan. */
-export async function verifiedLeftovers(entries: readonly JournalEntry[], boot = bootId()): Promise<Map<JournalEntry, ProcInfo[]>> {
+async function verifiedLeftovers(entries: readonly JournalEntry[], boot = bootId()): Promise<Map<JournalEntry, ProcInfo[]>> {
   const out = new Map<JournalEntry, ProcInfo[]>();
   const candidates = entries.filter((e) => e.boot === boot && e.pgid > 1 && e.pgid !== process.pid);
   if (candidates.length === 0) return out;
@@ -48,7 +48,7 @@ export async function verifiedLeftovers(entries: readonly JournalEntry[], boot =
   return out;
 }
 
-export interface SweepResult {
+interface SweepResult {
   /** The groups found and ended. */
   ended: number[];
   /** Groups still alive after SIGKILL (kept in the journal for the next start). */

@@ -24,7 +24,7 @@ export interface LaunchSpec {
   tty?: { rows: number; cols: number } | null | undefined;
 }
 
-export interface Tty {
+interface Tty {
   /** The current size (after resizes). */
   readonly size: { rows: number; cols: number };
   /** false once the terminal is closed. */

@@ -45,7 +45,7 @@ function timeout(hostname: string, why: string): CheckFailure {
 }
 
 /** The DNS resolver; `servers` (host:port) instead of those of /etc/resolv.conf when given. */
-export function dnsResolver(servers?: readonly string[]): Resolver {
+function dnsResolver(servers?: readonly string[]): Resolver {
   return (hostname, { deadline, signal }) => {
     const left = deadline - Date.now();
     if (signal.aborted) return Promise.reject(timeout(hostname, 'before the daemon stopped'));

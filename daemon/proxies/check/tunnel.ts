@@ -19,7 +19,7 @@ import type { Upstream } from '../upstream/upstream.js';
 
 export { CheckFailure, type CheckCause } from '../upstream/dial.js';
 
-export interface TunnelRequest {
+interface TunnelRequest {
   url: URL;
   /** Where the request goes: the pinned address of a url check, or the URL's host name. */
   connectHost: string;
@@ -33,7 +33,7 @@ export interface TunnelRequest {
   directToPort?: number;
 }
 
-export interface TunnelResponse {
+interface TunnelResponse {
   status: number;
   statusText: string;
   body: Buffer;

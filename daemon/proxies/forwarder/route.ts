@@ -45,7 +45,7 @@ function interfaceAddresses(): Set<string> {
 }
 
 /** 127.0.0.0/8, ::1 and `localhost` names (RFC 6761), in any spelling of the address. */
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   const ip = canonicalIp(host);
   if (ip !== null) return ipaddr.parse(ip).range() === 'loopback';
   const h = host.toLowerCase().replace(/\.$/, '');
@@ -53,14 +53,14 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 /** An address of this machine: loopback, unspecified (0.0.0.0, ::), or an address of a local interface. */
-export function isLocalAddress(address: string): boolean {
+function isLocalAddress(address: string): boolean {
   const ip = canonicalIp(address);
   if (ip === null) return false;
   const range = ipaddr.parse(ip).range();
   return range === 'loopback' || range === 'unspecified' || interfaceAddresses().has(ip);
 }
 
-export interface RouteInput {
+interface RouteInput {
   /** The daemon's API port and the forwarder's own port. */
   ownPorts: readonly number[];
   /** Whether a proxy is active (else every target is direct). */

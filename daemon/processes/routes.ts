@@ -183,9 +183,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'the processes, oldest first', schema: listSchema } },
       },
       handler: async () => {
-        await groups.refresh(); // group_alive as of now
         const procs = table.list();
-        const scan = await sessionMembers(procs.filter((p) => !p.group.ended).map((p) => p.pgid)); // one /proc scan for every cpu_pct and mem_bytes
+        // group_alive as of now, and every cpu_pct and mem_bytes: asked together, they share one /proc scan.
+        const [, scan] = await Promise.all([groups.refresh(), sessionMembers(procs.filter((p) => !p.group.ended).map((p) => p.pgid))]);
         return { status: 200, body: { processes: procs.map((p) => p.status(scan)) } };
       },
     },
@@ -202,8 +202,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
       },
       handler: async (ctx) => {
         const proc = lookup(ctx);
-        await proc.group.alive(); // group_alive as of now
-        return { status: 200, body: proc.status(await sessionMembers(proc.group.ended ? [] : [proc.pgid])) };
+        // group_alive as of now, and cpu_pct and mem_bytes: asked together, they share one /proc scan.
+        const [, scan] = await Promise.all([proc.group.alive(), sessionMembers(proc.group.ended ? [] : [proc.pgid])]);
+        return { status: 200, body: proc.status(scan) };
       },
     },
     ...outputRoutes(routeDeps),

@@ -4,7 +4,7 @@
 // abort signal; stop sends SIGTERM to the whole group, SIGKILL after a grace period, and resolves
 // once every member of the group is gone.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { escalate } from '../../core/process/kill.js';
+import { escalate, type KillSignal } from '../../core/process/kill.js';
 import { type Deadline, DeadlineError } from '../../core/deadline.js';
 import { launch as launchChild, SpawnError, type Child, type ExitInfo, type LaunchSpec as ChildSpec } from '../../core/process/launch.js';
 import { groupAlive, signalGroup } from '../../core/process/group.js';
@@ -124,7 +124,7 @@ export class LaunchedProcess {
   stop(graceMs: number): Promise<void> {
     this.stopping ??= (async () => {
       // The leader's exit event first, then a short poll of the rest of the group.
-      const group = { alive: () => this.groupAlive(), signal: (sig: 'SIGTERM' | 'SIGKILL') => void this.signal(sig), ended: this.exited };
+      const group = { alive: () => this.groupAlive(), signal: (sig: KillSignal) => void this.signal(sig), ended: this.exited };
       const { survivors } = await escalate([group], { graceMs, killWaitMs: KILL_WAIT_MS, pollMs: AFTER_LEADER_POLL_MS });
       if (survivors.length > 0) throw new Error(`process group ${this.pid} still has members ${KILL_WAIT_MS} ms after SIGKILL`);
       this.groupGone = true;
@@ -144,7 +144,7 @@ export class LaunchedProcess {
   }
 
   /** false when the group is already gone (ESRCH). */
-  private signal(sig: 'SIGTERM' | 'SIGKILL'): boolean {
+  private signal(sig: KillSignal): boolean {
     if (this.groupGone) return false;
     if (signalGroup(this.pid, sig)) return true;
     this.groupGone = true;

@@ -13,7 +13,7 @@
 // (its number was free to reuse): skipped. Every signal is preceded by a fresh check.
 import type { Logger } from '../../core/log.js';
 import { signalSession } from '../../core/process/group.js';
-import { escalate } from '../../core/process/kill.js';
+import { escalate, type KillSignal } from '../../core/process/kill.js';
 import { bootId, isDead, readCmdline, scanProcesses, type ProcInfo } from '../../core/process/proc.js';
 import type { JournalEntry } from './journal.js';
 
@@ -84,7 +84,7 @@ export async function endLeftoverGroups(entries: readonly JournalEntry[], log: L
         members = (await verifiedLeftovers([entry], boot)).get(entry) ?? [];
         return members.length > 0;
       },
-      signal: (sig: 'SIGTERM' | 'SIGKILL' | 'SIGINT' | 'SIGHUP') => {
+      signal: (sig: KillSignal) => {
         try {
           signalSession(members, sig);
         } catch {

@@ -8,7 +8,6 @@ import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser, type Browser } from './chromium/index.js';
-import { holdReadyHook } from './chromium/test-hooks.js';
 import { createProxies } from './proxies/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
@@ -137,8 +136,8 @@ async function main(): Promise<void> {
   // Requests through the browser never target the daemon's own ports (its API: known once it listens).
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
   const curl = createCurl({ config, log, browser, ownPorts: () => [apiPort, proxies.forwarderPort()].filter((p): p is number => p !== null) });
-  const held = holdReadyHook(config, log); // a test hook: the last ready hook, once every other is added
-  if (held !== null) browser.onLaunch(held);
+  const held = config.testHooks.holdReady; // a test hook: the last ready hook, once every other is added
+  if (held !== undefined) browser.onLaunch((_cdp, pid) => held(pid, log));
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, playwright];
 
@@ -214,13 +213,7 @@ async function main(): Promise<void> {
   apiPort = address.port;
   playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
-  // Test hooks of the crash policy above: a promise rejected with no handler, an exception thrown outside every handler.
-  if (config.testHooks.has('stray-rejection')) void Promise.reject(new Error('a stray rejection (test hook stray-rejection)'));
-  if (config.testHooks.has('uncaught-exception')) {
-    setImmediate(() => {
-      throw new Error('an uncaught exception (test hook uncaught-exception)');
-    });
-  }
+  config.testHooks.afterListening(); // the test build's faults for the crash policy above; nothing in the shipped one
 }
 
 // Bugs that escape every handler (docs/operations.md, "Crashes and stray rejections").

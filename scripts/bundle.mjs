@@ -15,6 +15,11 @@
 // zod's translations of its messages (`z.locales`, ~260 KB of what was a 1.1 MB minified file) are
 // left out but English, the one the daemon answers in: Node parses the whole file at every start,
 // the largest single part of the start (compileSourceTextModule, 50-90 ms in --cpu-prof profiles).
+//
+// Two builds of the same code: dist/daemon/browserd.js, the one shipped, whose
+// daemon/core/test-hooks.ts has no hooks and refuses BROWSERD_TEST_HOOKS; and
+// dist/daemon/browserd-test.js, the one the test kit and the benchmarks start, where that module
+// is test/kit/test-hooks.ts (the hooks). systemd/install.sh does not install the test build.
 import { build } from 'esbuild';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,9 +41,21 @@ const zodEnglishOnly = {
   },
 };
 
-await build({
+const productionHooks = path.join(root, 'daemon', 'core', 'test-hooks.js');
+
+/** The test build: daemon/core/test-hooks.ts is test/kit/test-hooks.ts. */
+const withTestHooks = {
+  name: 'with-test-hooks',
+  setup(b) {
+    b.onResolve({ filter: /test-hooks\.js$/ }, (args) =>
+      path.resolve(path.dirname(args.importer), args.path) === productionHooks ? { path: path.join(root, 'test', 'kit', 'test-hooks.ts') } : undefined,
+    );
+  },
+};
+
+const bundle = (outName, plugins) => build({
   entryPoints: [path.join(root, 'daemon', 'main.ts')],
-  outfile: path.join(root, 'dist', 'daemon', 'browserd.js'),
+  outfile: path.join(root, 'dist', 'daemon', outName),
   bundle: true,
   platform: 'node',
   format: 'esm',
@@ -51,6 +68,8 @@ await build({
   minifyIdentifiers: false,
   keepNames: false,
   legalComments: 'none',
-  plugins: [zodEnglishOnly],
+  plugins: [zodEnglishOnly, ...plugins],
   logLevel: 'warning',
 });
+
+await Promise.all([bundle('browserd.js', []), bundle('browserd-test.js', [withTestHooks])]);

@@ -73,6 +73,7 @@ stage="$(mktemp -d "${PREFIX}.new.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/dist" "$stage/systemd"
 cp -R "$src/dist/daemon" "$stage/dist/daemon"
+rm -f "$stage/dist/daemon/browserd-test.js" # the test suite's build (BROWSERD_TEST_HOOKS): never installed
 cp "$src/package.json" "$src/package-lock.json" "$stage/"
 [ -f "$src/README.md" ] && cp "$src/README.md" "$stage/"
 cp "$src/systemd/notify-exec.pl" "$src/systemd/browserd.service" "$src/systemd/browserd.env.example" "$stage/systemd/"

@@ -47,16 +47,17 @@ for (const f of chosen) {
     process.exit(1);
   }
 }
-// The daemon the tests start is the one-file build (scripts/bundle.mjs): it must be newer than every source.
-const bundle = path.join(root, 'dist', 'daemon', 'browserd.js');
+// The daemons the tests start are the one-file builds (scripts/bundle.mjs): they must be newer than every source.
 const newestSource = (dir) =>
   readdirSync(dir, { withFileTypes: true }).reduce((m, e) => {
     const p = path.join(dir, e.name);
     return Math.max(m, e.isDirectory() ? newestSource(p) : e.name.endsWith('.ts') ? statSync(p).mtimeMs : 0);
   }, 0);
-if (!existsSync(bundle) || statSync(bundle).mtimeMs < newestSource(path.join(root, 'daemon'))) {
-  console.error(`${bundle} is missing or older than daemon/: run the build (npm run build) first`);
-  process.exit(1);
+for (const bundle of ['browserd.js', 'browserd-test.js'].map((f) => path.join(root, 'dist', 'daemon', f))) {
+  if (!existsSync(bundle) || statSync(bundle).mtimeMs < newestSource(path.join(root, 'daemon'))) {
+    console.error(`${bundle} is missing or older than daemon/: run the build (npm run build) first`);
+    process.exit(1);
+  }
 }
 /** Whether the file says `// @<mark>` in its first 15 lines. */
 const marked = (f, mark) => new RegExp(`^// @${mark}\\b`, 'm').test(readFileSync(path.join(root, 'test', f), 'utf8').split('\n').slice(0, 15).join('\n'));

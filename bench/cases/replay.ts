@@ -7,7 +7,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { CLOCK_TICKS_PER_SEC, listProcesses } from '../../daemon/core/process/proc.js';
+import { CLOCK_TICKS_PER_SEC, listProcessesNow } from '../../daemon/core/process/proc.js';
 import { openTab } from '../../test/helpers/computer.js';
 import { daemonCdp, waitBrowser } from '../../test/kit/browser.js';
 import { startDaemon } from '../daemon.js';
@@ -23,7 +23,7 @@ const PAGE = `<!doctype html><title>load</title><body>${'<p>paragraph of a page 
 
 /** CPU seconds (user + system) of `root` and every process below it now. */
 function treeCpu(root: number): number {
-  const all = listProcesses();
+  const all = listProcessesNow();
   const below = new Set([root]);
   for (let grew = true; grew; ) {
     grew = false;

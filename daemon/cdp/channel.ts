@@ -17,7 +17,7 @@ export interface ChannelSink {
   ended(end: ChannelEnd): void;
 }
 
-export interface ChannelOps {
+interface ChannelOps {
   send(channel: Channel, data: Buffer | string): boolean;
   close(channel: Channel): void;
   whenWritable(cb: () => void): void;

@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Protocol } from 'devtools-protocol';
 import type { CdpMux } from './mux.js';
 
-export interface VersionInfo {
+interface VersionInfo {
   Browser: string;
   'Protocol-Version': string;
   'User-Agent': string;
@@ -30,7 +30,7 @@ export function versionInfo(v: Protocol.Browser.GetVersionResponse, wsBase: stri
   };
 }
 
-export interface TargetEntry {
+interface TargetEntry {
   description: string;
   id: string;
   title: string;

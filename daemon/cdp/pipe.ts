@@ -5,7 +5,7 @@
 // (its first bytes are reported, so its owner can be told), never buffered without end.
 import type { Readable, Writable } from 'node:stream';
 
-export interface PipeHandlers {
+interface PipeHandlers {
   /** One whole message (without its NUL). The buffer is the caller's to keep. */
   message(data: Buffer): void;
   /** A message over the bound was skipped; `head` holds its first bytes (its id, to tell its owner). */
@@ -15,7 +15,7 @@ export interface PipeHandlers {
 }
 
 /** Above this many unwritten bytes `send` reports backpressure. */
-export const PIPE_HIGH_WATER = 8 * 1024 * 1024;
+const PIPE_HIGH_WATER = 8 * 1024 * 1024;
 const HEAD_BYTES = 256;
 const NUL = Buffer.from([0]);
 

@@ -6,7 +6,7 @@ import type { RequestContext, Route, UpgradeContext } from '../http/router.js';
 import { CDP_READY_WAIT_MS, type BridgeHost, type CdpBridge, type ReadyMux } from './bridge.js';
 import { protocolDocument, targetList, versionInfo } from './discovery.js';
 
-export interface CdpRoutesHost extends BridgeHost {
+interface CdpRoutesHost extends BridgeHost {
   /** ws://<host>/browsers/{id}/cdp for a request that came to `hostHeader` (else the listen address). */
   wsBase(hostHeader: string | undefined): string;
 }

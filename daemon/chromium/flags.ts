@@ -19,7 +19,7 @@ export interface FlagInputs {
 }
 
 /** The page Chromium opens at start: nothing to load, nothing to fetch. */
-export const START_URL = 'about:blank';
+const START_URL = 'about:blank';
 
 export function chromiumFlags(i: FlagInputs): string[] {
   const flags: string[] = [
@@ -88,7 +88,7 @@ export function chromiumFlags(i: FlagInputs): string[] {
 const SYSTEMD_VARS = new Set(['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'LISTEN_FDS', 'LISTEN_PID', 'LISTEN_FDNAMES']);
 
 /** Where Chromium's XDG config lives: inside the profile, so crashpad's `--database=` names it. */
-export function xdgConfigDirOf(profileDir: string): string {
+function xdgConfigDirOf(profileDir: string): string {
   return `${profileDir}/xdg-config`;
 }
 

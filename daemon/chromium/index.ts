@@ -22,7 +22,7 @@ import type { Identity, Scope } from '../http/auth.js';
 
 export type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
 
-export interface BrowserDeps {
+interface BrowserDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;

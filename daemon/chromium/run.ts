@@ -3,7 +3,7 @@
 // group, then the processes of the run outside it (the crashpad handlers end with the browser; any
 // Chromium process still naming the profile after CRASHPAD_EXIT_WAIT_MS is ended), then the run's
 // TMPDIR is emptied.
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -31,7 +31,7 @@ const CRASHPAD_EXIT_WAIT_MS = 3000;
 
 export type BrowserVersion = Protocol.Browser.GetVersionResponse;
 
-export interface RunDeps {
+interface RunDeps {
   config: Config;
   log: Logger;
   profileDir: string;
@@ -84,7 +84,7 @@ export class ChromiumRun {
     if (!opts.oldRunSwept) await endLeftovers(profileDir, deps.identity, c.stopGraceMs, log);
     const t1 = performance.now();
     removeStaleFiles(profileDir);
-    emptyDir(tmpDir);
+    await emptyDir(tmpDir);
     const t2 = performance.now();
     const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, isRoot: process.getuid?.() === 0, proxyPort: deps.proxyPort() });
     const pidRef = { pid: 0, starttime: 0 };
@@ -154,11 +154,6 @@ export class ChromiumRun {
   }
 
   /**
-   * Ends the run: its CDP clients hear `end` (1012 on a restart), the process group gets SIGTERM
-   * (SIGKILL after `graceMs`; 0: at once), the crashpad handlers get CRASHPAD_EXIT_WAIT_MS to end
-   * with it, whatever Chromium process still names the profile is ended, and TMPDIR is emptied.
-   */
-  /**
    * A restart's stop: the CDP clients hear `end`, the process group is stopped as by stop(), and
    * the rest (the crashpad handlers outside the group, the old TMPDIR entries) is handed to the
    * returned OldRunSweep, which the caller starts once the next run is launched (or failed to).
@@ -166,37 +161,49 @@ export class ChromiumRun {
   async stopAndHandOff(graceMs: number, end: ChannelEnd): Promise<OldRunSweep> {
     const { profileDir, identity, log, tmpDir } = this.deps;
     const t0 = performance.now();
-    this.mux.closeAll(end);
-    if (graceMs <= 0) this.proc.killNow();
-    await this.proc.stop(graceMs);
+    await this.endGroup(graceMs, end);
     const sweep = new OldRunSweep({ profileDir, tmpDir, identity, log, graceMs, exitWaitMs: graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0 });
     log.info({ event: 'chromium_stop_phases', group_ms: performance.now() - t0 }, 'stop phases');
     return sweep;
   }
 
+  /**
+   * Ends the run: its CDP clients hear `end` (1012 on a restart), the process group gets SIGTERM
+   * (SIGKILL after `graceMs`; 0: at once), the crashpad handlers get CRASHPAD_EXIT_WAIT_MS to end
+   * with it, whatever Chromium process still names the profile is ended, and TMPDIR is emptied.
+   */
   async stop(graceMs: number, end: ChannelEnd): Promise<void> {
     const { profileDir, identity, log, tmpDir } = this.deps;
     const t0 = performance.now();
-    this.mux.closeAll(end);
-    if (graceMs <= 0) this.proc.killNow();
-    await this.proc.stop(graceMs);
+    await this.endGroup(graceMs, end);
     const t1 = performance.now();
     const until = Date.now() + (graceMs > 0 ? CRASHPAD_EXIT_WAIT_MS : 0);
-    while (findProfileProcesses(profileDir, identity).length > 0 && Date.now() < until) await sleep(25);
+    while ((await findProfileProcesses(profileDir, identity)).length > 0 && Date.now() < until) await sleep(25);
     const t2 = performance.now();
     await endLeftovers(profileDir, identity, graceMs, log);
     const t3 = performance.now();
-    emptyDir(tmpDir);
+    await emptyDir(tmpDir);
     const t4 = performance.now();
     log.info({ event: 'chromium_stop_phases', group_ms: t1 - t0, crashpad_ms: t2 - t1, leftovers_ms: t3 - t2, tmp_ms: t4 - t3 }, 'stop phases');
   }
+
+  /** The CDP clients hear `end`; the process group gets SIGTERM, SIGKILL after `graceMs` (0: at once, also for a stop already under way). */
+  private async endGroup(graceMs: number, end: ChannelEnd): Promise<void> {
+    this.mux.closeAll(end);
+    if (graceMs <= 0) this.proc.killNow();
+    await this.proc.stop(graceMs);
+  }
 }
 
-/** Removes everything inside `dir` (created 0700 when missing); best effort. */
-export function emptyDir(dir: string): void {
+/**
+ * Removes everything inside `dir` (created 0700 when missing); best effort. Asynchronous: a large
+ * folder takes a while to remove, and the event loop keeps answering (and the watchdog keeps
+ * being fed) meanwhile.
+ */
+export async function emptyDir(dir: string): Promise<void> {
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    for (const name of readdirSync(dir)) rmSync(path.join(dir, name), { recursive: true, force: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    for (const name of await readdir(dir)) await rm(path.join(dir, name), { recursive: true, force: true });
   } catch {
     // a file Chromium still writes is gone with the next stop
   }

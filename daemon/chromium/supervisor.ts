@@ -170,7 +170,7 @@ export class Supervisor {
     try {
       await this.lock.run('sweep', async () => {
         await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
-        emptyDir(this.deps.tmpDir);
+        await emptyDir(this.deps.tmpDir);
       });
     } catch (err) {
       log.error({ event: 'chromium_sweep_failed', err }, 'Chromium processes left on the profile could not be ended');
@@ -218,7 +218,7 @@ export class Supervisor {
         await this.stopRun('stopped', stopping, 0);
         await endLeftovers(profileDir, this.identity, 0, log);
       }
-      emptyDir(this.deps.tmpDir);
+      await emptyDir(this.deps.tmpDir);
       this.setState('stopped', null);
       log.info({ event: 'chromium_stopped', forced: !locked }, 'Chromium stopped');
     })();

@@ -15,9 +15,9 @@ import type { Page, Viewport } from './pages.js';
 import { DEFAULT_STEPS_PER_SEGMENT, type ClickParams, type CursorParams, type DragParams, type MoveParams, type PressKeyParams, type ScrollParams, type TypeParams } from './schemas.js';
 
 /** Time given to releasing held keys and buttons after an action failed. */
-export const CLEANUP_TIMEOUT_MS = 2000;
+const CLEANUP_TIMEOUT_MS = 2000;
 /** The most a scroll waits for the page to have handled its wheel events (two animation frames). */
-export const SCROLL_SETTLE_MAX_MS = 500;
+const SCROLL_SETTLE_MAX_MS = 500;
 
 export interface ActionContext {
   page: Page;
@@ -33,7 +33,7 @@ export function actionContext(page: Page, mouse: Mouse, deadline: Deadline, log:
 }
 
 /** 400 unless every point lies in the viewport; one detail per coordinate outside. */
-export function checkPoints(v: Viewport, points: { field: string; p: Point }[]): void {
+function checkPoints(v: Viewport, points: { field: string; p: Point }[]): void {
   const problems: string[] = [];
   const size = `the viewport is ${v.width}×${v.height} CSS pixels`;
   for (const { field, p } of points) {

@@ -12,7 +12,7 @@ import type { Computer, Run } from './controller.js';
 import { autoDurationMs, SMOOTH_AUTO_MAX_MS } from './mouse.js';
 import { DEFAULT_STEPS_PER_SEGMENT, type BatchAction, type ClickParams, type DragParams, type MoveParams, type PressKeyParams, type ScrollParams, type TypeParams } from './schemas.js';
 
-export type ActionType = BatchAction['type'];
+type ActionType = BatchAction['type'];
 
 /** The waits an action asks for (delays, durations, sleeps), in ms: the part of its deadline that is not the browser's work. */
 export function plannedWaitMs(a: BatchAction): number {
@@ -61,7 +61,7 @@ export function checkWaits(totalMs: number, maxMs: number, field: string): void 
 }
 
 /** The error of action `index` as the batch's answer: the same code, its index in the message and details. */
-export function atIndex(err: unknown, index: number, type: ActionType): unknown {
+function atIndex(err: unknown, index: number, type: ActionType): unknown {
   if (!(err instanceof BrowserdError)) return err;
   const label = `actions[${index}] (${type})`;
   const details =

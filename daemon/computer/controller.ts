@@ -4,6 +4,7 @@
 // request: its own waits plus BROWSERD_COMPUTER_TIMEOUT_MS. Screenshots and the mouse position do
 // not queue. A browser that is not ready answers 503 at once (retryable unless it failed or is
 // stopped): an action meant for the page a person saw must not land on a fresh browser.
+import { SerialQueue } from '../core/serial-queue.js';
 import { CdpCallError, type CdpClient } from '../cdp/client.js';
 import type { Browser } from '../chromium/types.js';
 import { Deadline, DeadlineError } from '../core/deadline.js';
@@ -25,7 +26,7 @@ export interface Run {
   readonly started: Promise<void>;
 }
 
-export interface ActOptions {
+interface ActOptions {
   /** Waits for the input queue (everything that sends input or changes the page's focus). */
   exclusive: boolean;
   /** The waits the request asks for, added to its deadline. */
@@ -148,17 +149,21 @@ export class Computer {
 }
 
 /** A FIFO lock: the input of one request is not interleaved with another's. */
-export class Queue {
-  private tail: Promise<void> = Promise.resolve();
+class Queue {
+  private readonly queue = new SerialQueue();
 
   /** Resolves with the release function once every earlier holder released; gives up its place when the deadline ends first. */
   async acquire(deadline: Deadline): Promise<() => void> {
-    const before = this.tail;
     let release!: () => void;
-    const mine = new Promise<void>((resolve) => (release = resolve));
-    this.tail = before.then(() => mine);
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const turn = new Promise<void>((resolve) => {
+      void this.queue.run(() => {
+        resolve();
+        return held;
+      });
+    });
     try {
-      await deadline.race(before);
+      await deadline.race(turn);
     } catch (err) {
       release();
       throw err;

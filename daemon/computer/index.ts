@@ -19,14 +19,14 @@ export interface ShownPage {
 import { Computer } from './controller.js';
 import { computerRoutes } from './routes.js';
 
-export interface ComputerDeps {
+interface ComputerDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
   browser: Browser;
 }
 
-export interface ComputerModule {
+interface ComputerModule {
   readonly routes: Route[];
   /** The page a person sees (the one the controls act on), with its session and viewport (CSS px). */
   shownPage(deadline: Deadline): Promise<ShownPage>;

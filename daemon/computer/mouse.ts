@@ -5,7 +5,7 @@
 import type { Deadline } from '../core/deadline.js';
 import type { Page, Viewport } from './pages.js';
 
-export type Button = 'left' | 'middle' | 'right' | 'back' | 'forward';
+type Button = 'left' | 'middle' | 'right' | 'back' | 'forward';
 
 /** MouseEvent.buttons bits. */
 const BUTTON_BITS: Record<Button, number> = { left: 1, right: 2, middle: 4, back: 8, forward: 16 };
@@ -15,10 +15,10 @@ export const WHEEL_UNIT_PX = 53;
 /** One step of a smooth move per frame, about. */
 export const FRAME_MS = 16;
 /** Smooth moves without duration_ms: 0.5 ms per pixel, within these bounds. */
-export const SMOOTH_AUTO_MIN_MS = 200;
+const SMOOTH_AUTO_MIN_MS = 200;
 export const SMOOTH_AUTO_MAX_MS = 1000;
 /** The most steps one smooth segment is cut into. */
-export const SMOOTH_MAX_STEPS = 120;
+const SMOOTH_MAX_STEPS = 120;
 
 export interface Point {
   x: number;

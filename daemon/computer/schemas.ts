@@ -10,7 +10,7 @@ export const MAX_CLICKS = 10;
 /** Points of one drag path. */
 export const MAX_DRAG_POINTS = 1000;
 /** steps_per_segment of a drag. */
-export const MAX_STEPS_PER_SEGMENT = 100;
+const MAX_STEPS_PER_SEGMENT = 100;
 /** Moves of one drag: (points − 1) × steps_per_segment (each takes about a frame). */
 export const MAX_DRAG_MOVES = 2000;
 /** Default steps_per_segment: intermediate moves let pages that need several (HTML drag and drop, sliders) see a drag. */
@@ -22,7 +22,7 @@ export const MAX_KEYS = 100;
 /** Keys held during one action. */
 export const MAX_HOLD_KEYS = 8;
 /** Length of one key name or combination. */
-export const MAX_KEY_NAME = 64;
+const MAX_KEY_NAME = 64;
 
 export interface ComputerLimits {
   /** BROWSERD_COMPUTER_TIMEOUT_MS: the browser's share of one request's deadline. */
@@ -56,7 +56,7 @@ const holdKeys = z
 const coord = (axis: 'x' | 'y', what: string) => z.number().meta({ description: `${axis.toUpperCase()} coordinate ${what}, in CSS pixels of the viewport` });
 const ms = (max: number, description: string) => z.number().min(0).max(max, `must be at most ${max} ms`).optional().meta({ description });
 
-export type Schemas = ReturnType<typeof computerSchemas>;
+type Schemas = ReturnType<typeof computerSchemas>;
 
 export function computerSchemas(limits: ComputerLimits) {
   const W = limits.maxWaitMs;
@@ -173,6 +173,5 @@ export type ScrollParams = z.output<Schemas['scroll']>;
 export type TypeParams = z.output<Schemas['type']>;
 export type PressKeyParams = z.output<Schemas['pressKey']>;
 export type CursorParams = z.output<Schemas['cursor']>;
-export type SleepParams = z.output<Schemas['sleep']>;
 export type Region = NonNullable<z.output<Schemas['screenshot']>['region']>;
 export type BatchAction = z.output<Schemas['batch']>['actions'][number];

@@ -7,6 +7,7 @@ import { ConfigError } from './config-error.js';
 import { ownedBy, OWNED_FLAGS, splitFlags } from './flags-parse.js';
 import { DEFAULT_VIEWPORT, parseViewport, type Viewport } from './viewport.js';
 import { chromiumTmpDir, checkDownloadsDir, prepareStateDir } from './state-dir.js';
+import { parseTestHooks, type TestHooks } from './test-hooks.js';
 
 export { ConfigError } from './config-error.js';
 
@@ -171,8 +172,8 @@ export interface Config {
     /** Log streams open at once. */
     maxStreams: number;
   };
-  /** BROWSERD_TEST_HOOKS: `name` or `name=value`, comma separated. For the test suite only. */
-  testHooks: ReadonlyMap<string, string>;
+  /** BROWSERD_TEST_HOOKS: only the test build has them (test-hooks.ts); the production build refuses the setting. */
+  testHooks: TestHooks;
 }
 
 type Env = Record<string, string | undefined>;
@@ -348,7 +349,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       fileBacklogBytes: int('BROWSERD_LOG_FILE_BACKLOG_BYTES', 64 * 1024, 0, 64 * MiB),
       maxStreams: int('BROWSERD_LOG_MAX_STREAMS', 32, 1, 10_000),
     },
-    testHooks: parseHooks(get('BROWSERD_TEST_HOOKS')),
+    testHooks: parseTestHooks(get('BROWSERD_TEST_HOOKS')),
   };
 }
 
@@ -472,11 +473,3 @@ function parseProviders(file: string | undefined): Partial<Record<ManagedProxyTy
   return parsed.data;
 }
 
-function parseHooks(raw: string | undefined): Map<string, string> {
-  const hooks = new Map<string, string>();
-  for (const item of (raw ?? '').split(',').filter(Boolean)) {
-    const eq = item.indexOf('=');
-    hooks.set(eq < 0 ? item : item.slice(0, eq), eq < 0 ? '' : item.slice(eq + 1));
-  }
-  return hooks;
-}

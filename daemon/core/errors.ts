@@ -7,12 +7,12 @@ export interface ErrorDetail {
   message: string;
 }
 
-export interface InnerError {
+interface InnerError {
   code: string;
   message: string;
 }
 
-export interface ErrorBody {
+interface ErrorBody {
   code: string;
   message: string;
   details?: ErrorDetail[];
@@ -59,7 +59,7 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-export interface ErrorOptions {
+interface ErrorOptions {
   details?: ErrorDetail[];
   inner?: InnerError;
   cause?: unknown;

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { closeSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 
-export const LOCK_FILE = 'browserd.lock';
+const LOCK_FILE = 'browserd.lock';
 
 /** The state dir is held by another daemon. */
 export class StateDirLockedError extends Error {
@@ -21,7 +21,7 @@ export class StateDirLockedError extends Error {
   }
 }
 
-export interface StateLock {
+interface StateLock {
   file: string;
   /** Releases the lock (exit does it too). Idempotent. */
   release(): void;

@@ -22,13 +22,13 @@ import type { Browser, BrowserSnapshot, BrowserState } from '../chromium/types.j
 import type { Logger } from './log.js';
 
 /** Set by systemd/notify-exec.pl: the descriptor of the datagram socket connected to NOTIFY_SOCKET. */
-export const NOTIFY_FD_ENV = 'BROWSERD_NOTIFY_FD';
+const NOTIFY_FD_ENV = 'BROWSERD_NOTIFY_FD';
 /** Removed from process.env once read, so no child process sees them. */
 const SYSTEMD_ENV = ['NOTIFY_SOCKET', NOTIFY_FD_ENV, 'WATCHDOG_USEC', 'WATCHDOG_PID'] as const;
 /** STATUS= is one line in `systemctl status`; longer texts are cut. */
 const STATUS_MAX_CHARS = 200;
 
-export interface SystemdDeps {
+interface SystemdDeps {
   log: Logger;
   /** true when Chromium is autostarted: READY=1 then waits for it; else READY=1 follows `listening`. */
   waitForBrowser: boolean;
@@ -38,7 +38,7 @@ export interface SystemdDeps {
   pid?: number;
 }
 
-export interface Systemd {
+interface Systemd {
   /** true when notifications can reach the service manager. */
   readonly notifying: boolean;
   /** ms between WATCHDOG=1 pings (half of WATCHDOG_USEC), or null when the watchdog is off. */

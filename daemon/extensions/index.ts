@@ -13,7 +13,7 @@ import { removeExtension } from './removal.js';
 import { extensionRoutes } from './routes.js';
 import { Store } from './store.js';
 
-export interface ExtensionsDeps {
+interface ExtensionsDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;

@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../core/config.js';
 import { OperationFailedError, BrowserUnavailableError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
+import type { TestHooks } from '../core/test-hooks.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Browser, LaunchExtras, RestartResult } from '../chromium/types.js';
 import { WorkerWatch } from './activation/devtools.js';
@@ -23,7 +24,6 @@ import { verifyGone, verifyInstalled, type Expectation } from './activation/veri
 import type { PreparedItem } from './intake/prepare.js';
 import { unpackedBlockedReason } from './policy/policy.js';
 import type { PolicyPublisher } from './policy/publisher.js';
-import { holdForTests, testHook } from './test-hooks.js';
 import type { Activation, InstalledEntry, Store } from './store.js';
 
 export interface InstallerDeps {
@@ -40,7 +40,7 @@ export interface InstallResult {
 }
 
 /** Why extensions cannot work with this state dir (Chromium's --load-extension splits paths at commas), else null. */
-export function unusableReason(installedDir: string): string | null {
+function unusableReason(installedDir: string): string | null {
   if (!installedDir.includes(',')) return null;
   return `the extensions folder ${installedDir} has a comma in its path, which Chromium's --load-extension cannot take (it separates paths with commas): set BROWSERD_STATE_DIR to a path without commas`;
 }
@@ -55,13 +55,13 @@ export class Installer {
 
   constructor(private readonly deps: InstallerDeps) {
     this.unusable = unusableReason(deps.store.installedDir);
-    const hook = (name: string, ...subjects: string[]): boolean => testHook(deps.config, name, ...subjects);
+    const hooks = deps.config.testHooks;
     this.live = {
       config: deps.config,
       browser: deps.browser,
       installedPath: (name) => deps.store.installedPath(name),
-      expectation: (e, inRequest) => expectation(e, inRequest, hook),
-      forcedLiveFailure: (name) => hook('fail-live-activation', name),
+      expectation: (e, inRequest) => expectation(e, inRequest, hooks),
+      forcedLiveFailure: (name) => hooks.failLiveActivation(name),
     };
     this.undo = { ...deps, live: this.live, effective: () => this.effective.values(), reset: () => this.reset() };
   }
@@ -98,7 +98,7 @@ export class Installer {
   async install(items: PreparedItem[], log: Logger): Promise<InstallResult> {
     const { browser, store, publisher, config } = this.deps;
     const started = performance.now();
-    await holdForTests(config, store.root, items.map((i) => i.name), log);
+    await config.testHooks.holdActivation(store.root, items.map((i) => i.name), log);
     this.refuseIfUnusable();
     if (store.pendingTx !== null) {
       // An earlier install could not put its files back (see restoreFiles); the next start finishes that.
@@ -225,13 +225,13 @@ export class Installer {
   }
 }
 
-function expectation(e: InstalledEntry, inRequest: boolean, hook: (name: string, ...subjects: string[]) => boolean): Expectation {
+function expectation(e: InstalledEntry, inRequest: boolean, hooks: TestHooks): Expectation {
   return {
     name: e.name,
     id: e.id,
     version: e.version,
     kind: e.activation === 'policy' ? 'policy' : 'unpacked',
     worker: inRequest && e.service_worker !== null,
-    forcedFailure: inRequest && hook('fail-activation', e.name, `${e.name}@${e.version}`),
+    forcedFailure: inRequest && hooks.failActivation(e.name, `${e.name}@${e.version}`),
   };
 }

@@ -29,7 +29,7 @@ export const permissionsBody = z.strictObject({
 export const watchBody = z.strictObject({ path: pathField('the folder to watch'), recursive: z.boolean().optional().describe('watch every folder below too; default false') });
 export const watchStarted = z.object({ watch_id: z.string() });
 
-export const FS_ERRORS =
+const FS_ERRORS =
   'Errors of every files route (one table): 400 bad_request — a path that is empty, relative, has a NUL or is over 4095 bytes, ' +
   'a bad mode, owner or group, too many levels of symbolic links; ' +
   '403 path_forbidden with inner_error.code naming the rule — state_dir (the daemon\'s state directory or anything inside it: ' +

@@ -13,7 +13,7 @@ import { fsRoutes } from './routes.js';
 import { readablePath } from './read/send.js';
 import { WatchSet } from './watch/watches.js';
 
-export interface FsDeps {
+interface FsDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
@@ -33,7 +33,7 @@ export interface Files {
  * BROWSERD_DOWNLOADS_DIR created (0700) when missing and used by its real path, which must not be
  * in the state dir either (a symlink made after the settings were read): ConfigError otherwise.
  */
-export function prepareDownloadsDir(config: Config): string {
+function prepareDownloadsDir(config: Config): string {
   const dir = config.fs.downloadsDir;
   const real = writableRealDir(dir, 'BROWSERD_DOWNLOADS_DIR');
   if (real === config.stateDir || real.startsWith(`${config.stateDir}/`)) {
@@ -43,7 +43,7 @@ export function prepareDownloadsDir(config: Config): string {
 }
 
 /** Where upload parts wait that cannot go beside their destination yet; emptied at every start. */
-export function spoolDirOf(stateDir: string): string {
+function spoolDirOf(stateDir: string): string {
   return path.join(stateDir, 'fs-spool');
 }
 

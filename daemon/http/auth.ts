@@ -11,7 +11,7 @@ import type { Logger } from '../core/log.js';
 import { ForbiddenError, UnauthorizedError } from '../core/errors.js';
 import { SessionTokens } from './jwt/session-tokens.js';
 
-export const SCOPES = [
+const SCOPES = [
   'browser:read',
   'browser:write',
   'browser:configure',

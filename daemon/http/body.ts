@@ -45,13 +45,13 @@ export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buff
   });
 }
 
-export function isJsonContentType(header: string | undefined): boolean {
+function isJsonContentType(header: string | undefined): boolean {
   if (header === undefined) return false;
   const type = header.split(';')[0]?.trim().toLowerCase();
   return type === 'application/json' || (type !== undefined && /^application\/[a-z0-9.+-]+\+json$/.test(type));
 }
 
-export interface JsonOptions {
+interface JsonOptions {
   limitBytes: number;
   /** An empty body is `{}`. */
   optional?: boolean;
@@ -132,9 +132,9 @@ export function issuesToProblems(issues: readonly core.$ZodIssue[]): string[] {
 }
 
 /** Past this many unread bytes a refused body is not drained: the answer goes out and the socket closes. */
-export const DRAIN_CAP_BYTES = 64 * 1024 * 1024;
+const DRAIN_CAP_BYTES = 64 * 1024 * 1024;
 /** A refused body that stalls this long while being drained: the socket is closed. */
-export const DRAIN_IDLE_MS = 2000;
+const DRAIN_IDLE_MS = 2000;
 
 /**
  * After an early answer (413, 429, 401 … before the body was read): discard the rest of the
@@ -192,7 +192,7 @@ export const MIN_BYTES = 16 * 1024;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-export interface BigFieldBody {
+interface BigFieldBody {
   /** The parsed body, the field set to its text. */
   value: Record<string, unknown>;
   /** The field's text decoded (strict base64). */

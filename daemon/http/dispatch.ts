@@ -20,7 +20,7 @@ function answerOf(reply: NonNullable<Reply>): StoredAnswer {
   return { status: reply.status, headers, body: Buffer.from(JSON.stringify(reply.body)) };
 }
 
-export function writeAnswer(res: ServerResponse, answer: StoredAnswer, extra: Record<string, string> = {}): void {
+function writeAnswer(res: ServerResponse, answer: StoredAnswer, extra: Record<string, string> = {}): void {
   if (res.headersSent) return;
   for (const [k, v] of Object.entries({ ...answer.headers, ...extra })) res.setHeader(k, v);
   if (answer.body.length === 0 && answer.headers['content-type'] === undefined) {

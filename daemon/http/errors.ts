@@ -9,7 +9,7 @@ interface CodeFacts {
   retry: boolean;
 }
 
-export const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
+const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
   invalid_request: { status: 400, retry: false },
   bad_request: { status: 400, retry: false },
   unauthorized: { status: 401, retry: false },

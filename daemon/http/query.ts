@@ -39,7 +39,7 @@ export const waitQuery = z.strictObject({
 });
 
 /** The query of a URL as a plain object; a parameter given twice is an array (refused by the string schemas). */
-export function queryObject(url: URL): Record<string, string | string[]> {
+function queryObject(url: URL): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of url.searchParams) {
     const prev = out[k];

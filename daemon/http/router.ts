@@ -78,7 +78,7 @@ export interface HttpRoute extends BaseRoute {
   upgrade?: undefined;
 }
 
-export interface UpgradeRoute extends BaseRoute {
+interface UpgradeRoute extends BaseRoute {
   method: 'GET';
   /** A WebSocket route: the server authenticates, then hands the raw socket over. */
   upgrade(ctx: UpgradeContext): void;
@@ -87,7 +87,7 @@ export interface UpgradeRoute extends BaseRoute {
 
 export type Route = HttpRoute | UpgradeRoute;
 
-export type Match =
+type Match =
   | { kind: 'found'; route: Route; params: Record<string, string> }
   | { kind: 'method'; allowed: Method[] }
   | { kind: 'none' };

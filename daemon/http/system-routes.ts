@@ -4,7 +4,7 @@ import type { Metrics } from '../core/metrics.js';
 import { BrowserUnavailableError } from '../core/errors.js';
 import type { Route } from './router.js';
 
-export interface SystemDeps {
+interface SystemDeps {
   metrics: Metrics;
   /** null when Chromium answers DevTools; else why not (for the 503 message). */
   notReadyReason(): string | null;

@@ -20,7 +20,7 @@ import { EMPTY, type Batch, type LogEvent, type LogSource } from './source.js';
 export const FILE_POLL_MS = 1000;
 const READ_BYTES = 256 * 1024;
 
-export interface FileTailOptions {
+interface FileTailOptions {
   follow: boolean;
   backlogBytes: number;
   /** The path as the caller gave it, resolved again after a rotation (the real path, or throws). */

@@ -11,7 +11,7 @@ import { logRoutes } from './routes.js';
 /** The real path of a file a `path` stream may read, or throws (400, 403 path_forbidden, 404, 409): the filesystem API's rules. */
 export type ResolveReadable = (file: string) => Promise<string>;
 
-export interface LogsDeps {
+interface LogsDeps {
   config: Config;
   metrics: Metrics;
   /** The path rules of `source=path` (the filesystem API's guard). */

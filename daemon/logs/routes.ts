@@ -12,9 +12,9 @@ import { MAX_LINE_CHARS, type LogRing } from './ring.js';
 import { RingSource, type LogSource } from './source.js';
 import { streamLogs } from './sse.js';
 
-export const SUPERVISOR_PROCESSES = ['browserd', 'chromium'] as const;
+const SUPERVISOR_PROCESSES = ['browserd', 'chromium'] as const;
 
-export const streamQuery = z.strictObject({
+const streamQuery = z.strictObject({
   source: z
     .enum(['path', 'supervisor'], { error: (iss) => (iss.input === undefined ? 'is required (path or supervisor)' : 'must be path or supervisor') })
     .meta({ description: '`supervisor`: a process the daemon supervises (supervisor_process); `path`: a file (path)' }),

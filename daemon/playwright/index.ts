@@ -1,7 +1,7 @@
 // The Playwright module: POST /browsers/{id}/playwright/execute, run by a small pool of runner
 // processes (pool.ts, runner-process.ts; the runner program is runner/main.ts). Its face is
 // createPlaywright(); close() ends every runner (SIGTERM, SIGKILL after a grace), destroy() at once.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Config } from '../core/config.js';
@@ -13,7 +13,7 @@ import { childEnv, resolveCwd, resolveUser } from '../processes/index.js';
 import { RunnerPool } from './pool.js';
 import { playwrightRoutes } from './routes.js';
 
-export interface PlaywrightDeps {
+interface PlaywrightDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
@@ -56,19 +56,19 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
       return `ws://${host.includes(':') ? `[${host}]` : host}:${address.port}/browsers/${encodeURIComponent(config.sessionId)}/cdp`;
     },
     registerToken: (id, token) => deps.keyring.addEphemeral(id, token, ['cdp']),
-    childSetup: () => {
-      const user = resolveUser(undefined);
+    childSetup: async () => {
+      const user = await resolveUser(undefined);
       // The user's home, unless that is the state directory (the browserd user's, under systemd):
       // files the code writes by a relative path must be reachable by the filesystem API.
       const home = resolveCwd(undefined, user);
       const inState = home === config.stateDir || home.startsWith(`${config.stateDir}/`);
       // A TMPDIR of its own, removed once it ends: what Playwright and the code leave there (a
       // runner killed at its timeout cleans nothing up) never stays in /tmp.
-      const tmp = mkdtempSync(path.join(tmpdir(), 'browserd-runner-'));
+      const tmp = await mkdtemp(path.join(tmpdir(), 'browserd-runner-'));
       return {
         env: { ...childEnv(user, undefined), TMPDIR: tmp },
         cwd: inState ? tmp : home,
-        cleanup: () => rmSync(tmp, { recursive: true, force: true }),
+        cleanup: () => rm(tmp, { recursive: true, force: true }).catch(() => {}),
       };
     },
     log,

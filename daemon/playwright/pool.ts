@@ -13,9 +13,9 @@ import type { HelloMessage } from './protocol.js';
 import { RunnerProcess, type Execution } from './runner-process.js';
 
 /** At shutdown, how long runners get after SIGTERM before SIGKILL. */
-export const RUNNER_STOP_GRACE_MS = 1000;
+const RUNNER_STOP_GRACE_MS = 1000;
 
-export interface PoolDeps {
+interface PoolDeps {
   /** The runner program. */
   script: string;
   max: number;
@@ -29,7 +29,7 @@ export interface PoolDeps {
   /** Registers a token with only the `cdp` scope; returns its revoke function. */
   registerToken(id: string, token: string): () => void;
   /** The runner's environment and working directory (those of the processes API), and what removes its TMPDIR. */
-  childSetup(): { env: Record<string, string>; cwd: string; cleanup(): void };
+  childSetup(): Promise<{ env: Record<string, string>; cwd: string; cleanup(): Promise<void> }>;
   log: Logger;
   metrics: Metrics;
 }
@@ -115,7 +115,7 @@ export class RunnerPool {
     const t0 = performance.now();
     let runner: RunnerProcess;
     try {
-      runner = await RunnerProcess.start({ ...this.deps.childSetup(), script: this.deps.script, maxHeapMb: this.deps.maxHeapMb, hello, log });
+      runner = await RunnerProcess.start({ ...(await this.deps.childSetup()), script: this.deps.script, maxHeapMb: this.deps.maxHeapMb, hello, log });
     } catch (err) {
       revoke();
       throw err;

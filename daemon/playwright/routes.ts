@@ -7,10 +7,10 @@ import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
 import type { RunnerPool, PoolExecution } from './pool.js';
 
-export const EXECUTE_DEFAULT_TIMEOUT_SEC = 60;
-export const EXECUTE_MAX_TIMEOUT_SEC = 600;
+const EXECUTE_DEFAULT_TIMEOUT_SEC = 60;
+const EXECUTE_MAX_TIMEOUT_SEC = 600;
 
-export const executeBody = z.strictObject({
+const executeBody = z.strictObject({
   code: z
     .string()
     .min(1)
@@ -26,7 +26,7 @@ export const executeBody = z.strictObject({
     .describe(`Seconds (fractions allowed; default ${EXECUTE_DEFAULT_TIMEOUT_SEC}, at most ${EXECUTE_MAX_TIMEOUT_SEC}). At the deadline the runner's whole process group gets SIGKILL and the answer is success: false.`),
 });
 
-export const executeResult = z.object({
+const executeResult = z.object({
   success: z.boolean().describe('The code ran to its end and its value is JSON'),
   result: z.unknown().optional().describe('The returned value, as JSON (absent when the code returned undefined, and on failure)'),
   error: z.string().optional().describe('Why not, when success is false'),

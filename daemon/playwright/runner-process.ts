@@ -20,13 +20,13 @@ const KILL_WAIT_MS = 2000;
 /** After the runner exited, how long its answer pipe is still read. */
 const ANSWERS_AFTER_EXIT_MS = 1000;
 
-export interface RunnerSpec {
+interface RunnerSpec {
   /** The runner program (dist/daemon/playwright/runner/main.js). */
   script: string;
   env: Record<string, string>;
   cwd: string;
-  /** Removes what the runner's setup made for it (its TMPDIR); called once it has ended. */
-  cleanup(): void;
+  /** Removes what the runner's setup made for it (its TMPDIR), asynchronously; called once it has ended. Never rejects. */
+  cleanup(): Promise<void>;
   maxHeapMb: number;
   hello: HelloMessage;
   log: Logger;
@@ -51,7 +51,7 @@ class Output {
   }
 }
 
-export type Outcome =
+type Outcome =
   | { kind: 'answer'; message: ResultMessage }
   | { kind: 'timeout' }
   | { kind: 'exited'; exit: ExitInfo; stderrTail: string[] }
@@ -108,7 +108,7 @@ export class RunnerProcess {
     // A process the runner started may hold the answer pipe open after the runner exited: 1 s at most.
     const pipeDone = Promise.race([answersEnded, child.exit.then(() => sleep(ANSWERS_AFTER_EXIT_MS))]);
     this.ended = Promise.all([child.exit, pipeDone]).then(([exit]) => {
-      spec.cleanup();
+      void spec.cleanup();
       this.endedWith = exit;
       this.onEnded?.(exit);
       return exit;
@@ -129,7 +129,7 @@ export class RunnerProcess {
         extraPipes: ANSWER_FD - 2,
       });
     } catch (err) {
-      spec.cleanup();
+      void spec.cleanup();
       throw err;
     }
     const runner = new RunnerProcess(child, spec);

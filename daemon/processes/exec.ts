@@ -21,7 +21,7 @@ export interface ExecResult {
   pid: number;
 }
 
-export interface ExecOptions {
+interface ExecOptions {
   timeoutMs: number;
   outputLimitBytes: number;
   /** The output every running exec keeps together (BROWSERD_EXEC_OUTPUT_TOTAL_BYTES). */
@@ -87,7 +87,7 @@ class Capture {
   }
 }
 
-export interface ExecOutcome {
+interface ExecOutcome {
   result: ExecResult;
   /** true when the command left living processes in its group, which then got SIGKILL. */
   leftoversKilled: boolean;
@@ -119,13 +119,13 @@ async function run(launched: Launched, group: ProcessGroup, opts: ExecOptions, o
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    group.trySignal('SIGKILL');
+    void group.trySignal('SIGKILL');
   }, opts.timeoutMs);
   const exit = await launched.exit;
   const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
   clearTimeout(timer);
   // What the command left behind in its group ends with it (alive() checks the group afresh).
-  const leftoversKilled = group.alive() && group.trySignal('SIGKILL');
+  const leftoversKilled = (await group.alive()) && (await group.trySignal('SIGKILL'));
   await outputSettled(launched, OUTPUT_GRACE_MS);
 
   const result: ExecResult = {

@@ -22,7 +22,7 @@ import { processRoutes } from './routes.js';
 export { childEnv, resolveCwd, resolveUser } from './launch/user-env.js';
 export { PtyUnavailableError } from '../core/process/pty.js';
 
-export interface ProcessesDeps {
+interface ProcessesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
@@ -59,7 +59,7 @@ export function createProcesses(deps: ProcessesDeps): Processes {
   return {
     routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget, execOutputPool }),
     async start() {
-      loadPty(config.testHooks.get('pty_package') ?? PTY_PACKAGE);
+      loadPty(config.testHooks.ptyPackage ?? PTY_PACKAGE);
       const { entries, malformed } = journal.readLeft();
       if (malformed > 0) log.warn({ event: 'process_journal_malformed', file: journal.file, lines: malformed }, 'unreadable lines in the process group journal were skipped');
       const { survivors } = await endLeftoverGroups(entries, log, PROCESS_STOP_GRACE_MS);
@@ -72,6 +72,7 @@ export function createProcesses(deps: ProcessesDeps): Processes {
       closing ??= (async () => {
         attach.close();
         table.close();
+        await groups.refresh();
         const groupCount = groups.size;
         if (groupCount > 0) {
           log.info({ event: 'processes_stopping', groups: groupCount, grace_ms: PROCESS_STOP_GRACE_MS }, 'ending every spawned process group');

@@ -39,7 +39,7 @@ export interface ProcessStatus {
   mem_bytes?: number;
 }
 
-export interface ManagedProcessOptions {
+interface ManagedProcessOptions {
   command: string;
   replayBufferBytes: number;
   stdinTimeoutMs: number;
@@ -123,8 +123,8 @@ export class ManagedProcess {
     return this.launched.tty !== null;
   }
 
-  /** `scan`: the living members of many sessions read at once (for a list). */
-  status(scan?: ReadonlyMap<number, ProcInfo[]>): ProcessStatus {
+  /** `scan`: the living members of sessions as read by sessionMembers (this one's among them, or none: no usage given). */
+  status(scan: ReadonlyMap<number, ProcInfo[]>): ProcessStatus {
     const usage = this.group.usage(this.startedAt, scan);
     return {
       process_id: this.id,
@@ -148,8 +148,8 @@ export class ManagedProcess {
    * Signals the whole group: while the process runs, and after its exit while members it left in
    * its group live. 409 process_exited once nothing of the group is left.
    */
-  kill(signal: GroupSignal): void {
-    if (!this.group.signal(signal)) {
+  async kill(signal: GroupSignal): Promise<void> {
+    if (!(await this.group.signal(signal))) {
       throw new ConflictError('process_exited', `process ${this.id} has already exited and nothing of its process group is left`);
     }
   }
@@ -175,7 +175,8 @@ export class ManagedProcess {
   private onDeadline(): void {
     if (this.group.ended) return;
     this.timedOut = true;
-    const sent = this.group.trySignal('SIGKILL');
-    this.opts.log.info({ event: 'process_timeout', child_pid: this.pid, process_id: this.id, timeout_at: this.timeoutAt?.toISOString(), signalled: sent }, 'spawn deadline: process group killed');
+    void this.group.trySignal('SIGKILL').then((sent) => {
+      this.opts.log.info({ event: 'process_timeout', child_pid: this.pid, process_id: this.id, timeout_at: this.timeoutAt?.toISOString(), signalled: sent }, 'spawn deadline: process group killed');
+    });
   }
 }

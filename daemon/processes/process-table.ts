@@ -12,7 +12,7 @@ import type { ManagedProcess } from './managed-process.js';
 /** At most this many finished processes are kept (the oldest forgotten first). */
 export const MAX_RETAINED_EXITED = 256;
 
-export interface ProcessTableOptions {
+interface ProcessTableOptions {
   maxLive: number;
   retentionMs: number;
   /** Real bytes of the output buffers of finished processes kept, together (BROWSERD_OUTPUT_RETAINED_BYTES). */

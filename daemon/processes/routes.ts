@@ -61,7 +61,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
   /** Starts a child in a reserved live slot, recorded in the journal; the slot is freed once no member of its group lives. */
   const start = async (ctx: RequestContext, spec: LaunchSpec, kind: 'spawn' | 'exec', processId?: string): Promise<{ launched: Launched; group: ProcessGroup }> => {
     // At the limit, groups that ended since the last periodic check free their slots first.
-    if (table.full) groups.refresh();
+    if (table.full) await groups.refresh();
     const release = table.reserve();
     let token: JournalToken | null = null;
     let launched: Launched;
@@ -77,7 +77,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       release();
       if (recorded !== null) journal.ended(launched.pgid, recorded);
     });
-    void launched.exit.then(() => group.leaderExit());
+    void launched.exit.then(() => group.leaderExit()).catch((err: unknown) => ctx.log.error({ event: 'process_group_check_failed', err }, 'the process group could not be checked'));
     ctx.log.info(
       { event: 'process_spawned', kind, child_pid: launched.pid, process_id: processId, command: spec.command, as_user: launched.user.name, tty: launched.tty !== null },
       'process spawned',
@@ -115,7 +115,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const { launched, group } = await start(ctx, { ...body, tty: null }, 'exec');
         // The client went away (not for a request with an Idempotency-Key, whose retry takes the answer).
         const abandon = (): void => {
-          if (!ctx.res.writableFinished) group.trySignal('SIGKILL');
+          if (!ctx.res.writableFinished) void group.trySignal('SIGKILL');
         };
         ctx.clientGone.addEventListener('abort', abandon, { once: true });
         const { result, leftoversKilled } = await runExec(launched, group, {
@@ -189,9 +189,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'the processes, oldest first', schema: listSchema } },
       },
       handler: async () => {
-        groups.refresh(); // group_alive as of now
         const procs = table.list();
-        const scan = sessionMembers(procs.filter((p) => !p.group.ended).map((p) => p.pgid)); // one /proc scan for every cpu_pct and mem_bytes
+        // group_alive as of now, and every cpu_pct and mem_bytes: asked together, they share one /proc scan.
+        const [, scan] = await Promise.all([groups.refresh(), sessionMembers(procs.filter((p) => !p.group.ended).map((p) => p.pgid))]);
         return { status: 200, body: { processes: procs.map((p) => p.status(scan)) } };
       },
     },
@@ -208,8 +208,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
       },
       handler: async (ctx) => {
         const proc = lookup(ctx);
-        proc.group.alive(); // group_alive as of now
-        return { status: 200, body: proc.status() };
+        // group_alive as of now, and cpu_pct and mem_bytes: asked together, they share one /proc scan.
+        const [, scan] = await Promise.all([proc.group.alive(), sessionMembers(proc.group.ended ? [] : [proc.pgid])]);
+        return { status: 200, body: proc.status(scan) };
       },
     },
     ...outputRoutes(routeDeps),
@@ -234,7 +235,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const proc = lookup(ctx);
         const body = await ctx.json(killBody, { optional: true });
         const signal = `SIG${body.signal ?? 'TERM'}` as const;
-        proc.kill(signal);
+        await proc.kill(signal);
         ctx.log.info({ event: 'process_signalled', child_pid: proc.pid, process_id: proc.id, signal }, 'process group signalled');
         return { status: 200, body: { ok: true } };
       },

@@ -10,7 +10,7 @@ export const PROCESS_BASE = '/browsers/{id}/process';
 export const EXEC_DEFAULT_TIMEOUT_SEC = 60;
 export const EXEC_MAX_TIMEOUT_SEC = 3600;
 /** spawn's `timeout_sec` at most (24 days: what a timer can hold). */
-export const SPAWN_MAX_TIMEOUT_SEC = 24 * 86_400;
+const SPAWN_MAX_TIMEOUT_SEC = 24 * 86_400;
 /** A terminal's size: the default and the range of rows and cols. */
 export const TTY_DEFAULT_COLS = 80;
 export const TTY_DEFAULT_ROWS = 24;
@@ -135,8 +135,6 @@ export const execBody = z.strictObject({
     .describe('Strict base64 written to stdin, then EOF (EOF at once without it). At most BROWSERD_STDIN_LIMIT_BYTES decoded, else 413 naming that setting.'),
 });
 
-export type SpawnBody = z.infer<typeof spawnBody>;
-export type ExecBody = z.infer<typeof execBody>;
 
 export const stdinBody = z.strictObject({
   data_b64: z

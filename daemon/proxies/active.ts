@@ -9,6 +9,7 @@
 // A proxy that cannot be reached at all (a managed type whose gateway BROWSERD_PROXY_PROVIDERS_FILE
 // does not name) is refused by set(); restored at start it fails closed: the forwarder answers
 // 502 for every request that would go through it and sends nothing anywhere else.
+import { SerialQueue } from '../core/serial-queue.js';
 import type { ManagedProxyType, ProxyGateway } from '../core/config.js';
 import { ConflictError, NotFoundError, OperationFailedError, UnsupportedFieldError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
@@ -19,7 +20,7 @@ import type { ProxyStore, StoredProxy } from './store/store.js';
 import { upstreamFor } from './upstream/upstream.js';
 
 export class ActiveControl {
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new SerialQueue();
 
   constructor(
     private readonly store: ProxyStore,
@@ -89,8 +90,8 @@ export class ActiveControl {
   }
 
   /** Waits for every change asked for so far. */
-  async idle(): Promise<void> {
-    await this.queue;
+  idle(): Promise<void> {
+    return this.queue.drain();
   }
 
   private activeOf(proxy: StoredProxy): ActiveProxy {
@@ -103,8 +104,6 @@ export class ActiveControl {
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(fn);
-    this.queue = run.catch(() => undefined);
-    return run;
+    return this.queue.run(fn);
   }
 }

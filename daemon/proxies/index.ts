@@ -13,20 +13,20 @@ import { createLookup } from './forwarder/route.js';
 import type { ForwarderStatus } from './forwarder/stats.js';
 import { browserUpdatePart, proxyRoutes } from './routes.js';
 import type { BrowserUpdatePart } from '../chromium/types.js';
-import { createResolver, hookTable, type Resolver } from './check/resolve.js';
+import { createResolver, type Resolver } from './check/resolve.js';
 import { ProxyStore } from './store/store.js';
 
 export type { ForwarderStatus, LastError } from './forwarder/stats.js';
 
-export interface ProxiesDeps {
+interface ProxiesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
-  /** How check URLs' hosts are resolved; default: DNS under the check's deadline (or BROWSERD_TEST_HOOKS `resolve`, `dns`). */
+  /** How check URLs' hosts are resolved; default: DNS under the check's deadline (in the test build, its hooks first: core/test-hooks.ts). */
   resolver?: Resolver;
 }
 
-export interface Proxies {
+interface Proxies {
   readonly routes: Route[];
   /** The proxy's fields of PATCH /browsers/{id} (proxy_id), for the browser module's addUpdateFields. */
   readonly updatePart: BrowserUpdatePart;
@@ -59,8 +59,8 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the proxy store: ${(err as Error).message}`);
   }
   const resolver = deps.resolver ?? createResolver(config.testHooks);
-  for (const hook of ['resolve', 'dns', 'direct-to'].filter((h) => config.testHooks.has(h))) {
-    log.warn({ event: 'test_hook', hook }, `BROWSERD_TEST_HOOKS ${hook} is set: check URL hosts (and the forwarding proxy's direct connections) may resolve or connect to test addresses`);
+  if (config.testHooks.names.length > 0) {
+    log.warn({ event: 'test_hook', hooks: config.testHooks.names }, 'BROWSERD_TEST_HOOKS is set (the test build): check URL hosts and direct connections may resolve or connect to test addresses');
   }
   const checker = new ProxyChecker({ config, log, metrics: deps.metrics, resolver });
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
@@ -68,7 +68,7 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     log: log.child({ component: 'forwarder' }),
     metrics: deps.metrics,
     dialTimeoutMs: config.proxies.dialTimeoutMs,
-    lookup: createLookup(hookTable(config.testHooks)),
+    lookup: createLookup(config.testHooks.resolveTable),
     apiPort: () => apiPort,
   });
   const active = new ActiveControl(store, forwarder, config.proxies.providers, log);

@@ -15,6 +15,7 @@ import { BadRequestError, BrowserUnavailableError, ConflictError, DependencyMiss
 import { writeFileAtomic } from '../core/fs-atomic.js';
 import type { Logger } from '../core/log.js';
 import { SpawnError } from '../core/process/launch.js';
+import { isDead, readCmdline, scanProcesses } from '../core/process/proc.js';
 import type { Route } from '../http/router.js';
 import { finalize, Recording, type Marker, type StopReason } from './recording.js';
 import { replayRoutes } from './routes.js';
@@ -66,6 +67,8 @@ export interface Replays {
 
 /** Time a start waits for the first frame of the page. */
 const FIRST_FRAME_MS = 10_000;
+/** How long a start waits for an ffmpeg the previous run left to finish its file. */
+const RECOVER_WAIT_MS = 30_000;
 
 export function createReplays(deps: ReplaysDeps): Replays {
   const { config } = deps;
@@ -97,9 +100,25 @@ export function createReplays(deps: ReplaysDeps): Replays {
   }
   void Promise.all(recovering);
 
+  /**
+   * The ffmpeg of a killed daemon goes on after its stdin closed: it encodes what was queued and
+   * ends the file. Wait for it (RECOVER_WAIT_MS at most) before the remux reads that file.
+   */
+  async function writerGone(part: string): Promise<void> {
+    const until = Date.now() + RECOVER_WAIT_MS;
+    while (Date.now() < until) {
+      const procs = await scanProcesses();
+      const cmdlines = await Promise.all(procs.filter((p) => !isDead(p) && p.pid !== process.pid).map((p) => readCmdline(p.pid)));
+      if (!cmdlines.some((c) => c.includes(part))) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    log.warn({ event: 'replay_recover_writer', file: part, waited_ms: RECOVER_WAIT_MS }, 'an ffmpeg still writes the recording of the previous run; it is finalized as it is');
+  }
+
   async function recover(r: ReplayRecord): Promise<void> {
     try {
       const part = partFile(r.replay_id);
+      await writerGone(part);
       const st = statSync(part, { throwIfNoEntry: false });
       const end = st ? st.mtime : new Date();
       const durationMs = Math.max(0, end.getTime() - Date.parse(r.started_at));

@@ -8,8 +8,7 @@ import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { launch, LaunchError, type LaunchedProcess } from '../../daemon/chromium/launch/launcher.js';
 import { Deadline } from '../../daemon/core/deadline.js';
-import { groupAlive } from '../../daemon/core/process/group.js';
-import { listProcesses } from '../../daemon/core/process/proc.js';
+import { groupAlive, isAlive, pgidOf } from '../kit/procs.js';
 
 const started: LaunchedProcess[] = [];
 after(async () => {
@@ -22,7 +21,7 @@ async function sh(script: string): Promise<LaunchedProcess> {
   return p;
 }
 
-const alive = (pid: number): boolean => listProcesses().some((p) => p.pid === pid && p.state !== 'Z');
+const alive = isAlive;
 /** The first captured group of the first output line that matches (polled from the ring buffer). */
 async function waitForLine(p: LaunchedProcess, re: RegExp, deadline = Deadline.in(10_000, 'waiting for a line')): Promise<string> {
   for (;;) {
@@ -45,7 +44,7 @@ test('a binary that does not exist: LaunchError(spawn) with ENOENT', async () =>
 
 test('the child leads its own process group; ready when the probe says so; stop ends the whole group', async () => {
   const p = await sh('sleep 600 & echo "child $!"; echo "READY at 42"; wait');
-  assert.equal(listProcesses().find((x) => x.pid === p.pid)?.pgid, p.pid, 'own process group');
+  assert.equal(pgidOf(p.pid), p.pid, 'own process group');
   const childPid = Number(await waitForLine(p, /^child (\d+)$/));
   const ready = await p.waitReady(lineProbe(p, /^READY at (\d+)$/), Deadline.in(10_000, '10000 ms'), 2000);
   assert.equal(ready, '42');

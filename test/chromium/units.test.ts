@@ -12,7 +12,8 @@ import { backoffFor, CrashLoop } from '../../daemon/chromium/state/crash-loop.js
 import { blockingPolicy, explainLaunchFailure, stderrGist } from '../../daemon/chromium/launch/diagnose.js';
 import { chromiumEnv, chromiumFlags, type FlagInputs } from '../../daemon/chromium/flags.js';
 import { LaunchError } from '../../daemon/chromium/launch/launcher.js';
-import { exeOf, listProcesses } from '../../daemon/core/process/proc.js';
+import { exeOf } from '../../daemon/core/process/proc.js';
+import { groupMembers } from '../kit/procs.js';
 import { LifecycleLock } from '../../daemon/chromium/state/lock.js';
 import { LineRateLimiter, LineSplitter, RingBuffer } from '../../daemon/chromium/launch/output.js';
 import { ChromiumIdentity } from '../../daemon/chromium/sweep/identity.js';
@@ -267,7 +268,7 @@ test('Chromium identity: executables learned from a run (its --type= children) a
     const leader = spawn(real, ['-c', '"$0" -c "sleep 60; :" --type=renderer & sleep 60; :', real], { detached: true, stdio: 'ignore' });
     try {
       const id = new ChromiumIdentity('/nonexistent/wrapper.sh', file, silent);
-      const child = (): boolean => listProcesses().some((p) => p.pgid === leader.pid && p.pid !== leader.pid);
+      const child = (): boolean => groupMembers(leader.pid as number).some((pid) => pid !== leader.pid);
       for (let i = 0; i < 200 && !child(); i++) await sleep(25);
       await id.learnFrom(leader.pid as number);
       assert.ok(id.executables().has(real));
@@ -277,7 +278,7 @@ test('Chromium identity: executables learned from a run (its --type= children) a
       // The kernel marks an executable replaced on disk (a package upgrade) " (deleted)".
       rmSync(real);
       assert.ok(readlinkSync(`/proc/${leader.pid}/exe`).endsWith(' (deleted)'));
-      assert.equal(exeOf(leader.pid as number), real);
+      assert.equal(await exeOf(leader.pid as number), real);
     } finally {
       process.kill(-(leader.pid as number), 'SIGKILL');
     }

@@ -1,4 +1,5 @@
-// The real daemon (dist/daemon/browserd.js, the one-file build) for tests and benchmarks: on 127.0.0.1:0 with its own temp
+// The real daemon (dist/daemon/browserd-test.js, the one-file test build: the shipped daemon but with
+// BROWSERD_TEST_HOOKS, see test/kit/test-hooks.ts; `production: true` starts browserd.js) for tests and benchmarks: on 127.0.0.1:0 with its own temp
 // state dir and `${stateDir}-downloads`, its JSON log lines parsed as they come, fetch with the
 // bearer token, and its end: stop() (SIGTERM), cleanup() (SIGKILL after 20 s, then the folders it
 // made removed), registered with the cleanup registry so that a benchmark run never leaves one.
@@ -13,7 +14,10 @@ import { killNaming, signalGroup } from './procs.js';
 import { exitOf, within } from './wait.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js');
+/** The test build (scripts/bundle.mjs): what the tests and benchmarks start. */
+export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'browserd-test.js');
+/** The production build, the one systemd/install.sh installs: it has no test hooks. */
+export const productionJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js');
 export const fixtures = path.join(repoRoot, 'fixtures');
 
 export const TEST_TOKEN = 'test-token-0123456789abcdef';
@@ -47,6 +51,8 @@ export interface StartOptions {
   keepLogs?: number;
   /** Prefix of the temp state dir. */
   prefix?: string;
+  /** Start the production build (dist/daemon/browserd.js, no test hooks) instead of the test build. */
+  production?: boolean;
 }
 
 /** An API key with its token in the clear: the keys file (BROWSERD_KEYS_FILE) stores the token's sha256. */
@@ -204,7 +210,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
   };
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   checkRunning();
-  const argv = [...(opts.wrapper ?? []), process.execPath, mainJs];
+  const argv = [...(opts.wrapper ?? []), process.execPath, opts.production === true ? productionJs : mainJs];
   const detached = opts.detached === true;
   const spawnedAt = performance.now();
   const proc = spawn(argv[0] as string, argv.slice(1), { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'], detached });

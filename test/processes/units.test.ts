@@ -434,15 +434,15 @@ describe('process groups', () => {
           }
         }, 10);
       });
-      assert.equal(group.alive(), true, 'the background child lives on');
+      assert.equal(await group.alive(), true, 'the background child lives on');
       assert.equal(set.size, 1);
       assert.equal(goneCalls, 0);
-      assert.equal(group.signal('SIGKILL'), true);
+      assert.equal(await group.signal('SIGKILL'), true);
       await group.gone; // noticed by the periodic check
       assert.equal(goneCalls, 1);
       assert.equal(set.size, 0);
-      assert.equal(group.alive(), false);
-      assert.equal(group.signal('SIGKILL'), false, 'a gone group is not signalled (its number may be reused)');
+      assert.equal(await group.alive(), false);
+      assert.equal(await group.signal('SIGKILL'), false, 'a gone group is not signalled (its number may be reused)');
       assert.deepEqual(groupMembers(pgid), []);
     } finally {
       set.close();
@@ -461,11 +461,13 @@ describe('process groups', () => {
   test('killAll reaches the groups that endAll is still working on', async () => {
     const set = new GroupSet(20);
     const ready = path.join(dir, 'trapped');
-    const { pgid, group } = startGroup(set, `trap "" TERM; : > ${ready}; while :; do sleep 1; done`);
+    const termed = path.join(dir, 'termed');
+    // SIGTERM is caught (and noted in a file), not obeyed.
+    const { pgid, group } = startGroup(set, `trap ": > ${termed}" TERM; : > ${ready}; while :; do sleep 1; done`);
     try {
       await waitFile(ready, () => true); // the trap is set
       const ending = set.endAll(10_000);
-      await new Promise((resolve) => setImmediate(resolve));
+      await waitFile(termed, () => true); // endAll has sent SIGTERM and waits out its grace
       set.killAll();
       await group.gone;
       const result = await ending;

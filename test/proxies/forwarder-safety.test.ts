@@ -9,7 +9,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { findSocketUid, peerUid } from '../../daemon/proxies/forwarder/peer.js';
+import { PeerLookup, type Endpoint } from '../../daemon/proxies/forwarder/peer.js';
 import { expectError } from '../helpers/http.js';
 import { createProxy, type Closer } from '../helpers/proxies/servers.js';
 import { forwarderPort, patchBrowser, startHop, startViaOrigin, viaProxy, viaTunnel, type Hop, type ViaOrigin } from '../helpers/proxies/forwarder.js';
@@ -75,19 +75,26 @@ test('the peer uid lookup reads /proc/net/tcp{,6}: a fixture table and a live co
     '  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
     '   0: 0000000000000000FFFF00000100007F:9C41 0000000000000000FFFF00000100007F:1F90 01 00000000:00000000 00:00000000 00000000  1001        0 102 1 0 20 4 30 10 -1',
   ].join('\n');
+  const tables = tempDir('browserd-peer-');
+  writeFileSync(path.join(tables, 'tcp'), `${v4}\n`);
+  writeFileSync(path.join(tables, 'tcp6'), `${v6}\n`);
+  const fixture = new PeerLookup([path.join(tables, 'tcp'), path.join(tables, 'tcp6')]);
+  /** The uid of the socket whose local end is `peer` and remote end `us` (a connection accepted by `us` from `peer`). */
+  const uidOf = (peer: Endpoint, us: Endpoint): Promise<number | null> =>
+    fixture.uidOf({ remoteAddress: peer.address, remotePort: peer.port, localAddress: us.address, localPort: us.port } as net.Socket, 0);
   const server = { address: '127.0.0.1', port: 8080 };
-  assert.equal(findSocketUid(v4, { address: '127.0.0.1', port: 40000 }, server), 1000);
-  assert.equal(findSocketUid(v6, { address: '127.0.0.1', port: 40001 }, server), 1001);
-  assert.equal(findSocketUid(v6, { address: '::ffff:127.0.0.1', port: 40001 }, { address: '::ffff:127.0.0.1', port: 8080 }), 1001);
-  assert.equal(findSocketUid(v4, { address: '127.0.0.1', port: 40002 }, server), null, 'no such socket: no uid');
-  assert.equal(findSocketUid(v4, server, { address: '127.0.0.1', port: 40000 }), null, 'the direction matters');
+  assert.equal(await uidOf({ address: '127.0.0.1', port: 40000 }, server), 1000);
+  assert.equal(await uidOf({ address: '127.0.0.1', port: 40001 }, server), 1001, 'found in tcp6 (IPv4-mapped) when tcp has no entry');
+  assert.equal(await uidOf({ address: '::ffff:127.0.0.1', port: 40001 }, { address: '::ffff:127.0.0.1', port: 8080 }), 1001);
+  assert.equal(await uidOf({ address: '127.0.0.1', port: 40002 }, server), null, 'no such socket: no uid');
+  assert.equal(await uidOf(server, { address: '127.0.0.1', port: 40000 }), null, 'the direction matters');
   // Live: the peer of a connection this process made is this process's uid.
   const srv = net.createServer();
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   const accepted = new Promise<net.Socket>((r) => srv.once('connection', r));
   const client = net.connect((srv.address() as net.AddressInfo).port, '127.0.0.1');
   const socket = await accepted;
-  assert.equal(await peerUid(socket), process.getuid?.());
+  assert.equal(await new PeerLookup().uidOf(socket, performance.now()), process.getuid?.());
   client.destroy();
   socket.destroy();
   srv.close();

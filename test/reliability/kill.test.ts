@@ -112,7 +112,7 @@ test(`kill -9 at ${ROUNDS} random moments: nothing left behind, the next start r
       await until(`round ${round} (${moment}): nothing naming the profile`, () => processesNaming(profile).length === 0, 15_000);
       d = await startDaemon({ autostart: true, stateDir });
       // The recorded groups were ended before `listening`.
-      assert.deepEqual([...livingGroups(recorded)], [], `round ${round} (${moment}): recorded groups alive`);
+      assert.deepEqual([...(await livingGroups(recorded))], [], `round ${round} (${moment}): recorded groups alive`);
       assert.ok(Date.now() - killedAt < 30_000);
       await waitBrowser(d, (s) => s.state === 'ready', `ready after round ${round}`);
       await checkState(d, want, round);

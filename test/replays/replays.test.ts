@@ -16,7 +16,7 @@ import { openTab, sdk, type Tab } from '../helpers/computer.js';
 import { daemonCdp, waitBrowser, type CdpClient } from '../kit/browser.js';
 import { scratchDirs } from '../kit/cleanup.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
-import { listProcesses, readCmdline } from '../../daemon/core/process/proc.js';
+import { processesNaming } from '../kit/procs.js';
 import { until } from '../kit/wait.js';
 
 const run = promisify(execFile);
@@ -96,13 +96,6 @@ async function download(id: string): Promise<string> {
   const file = path.join(scratch(), `${id}.mp4`);
   writeFileSync(file, Buffer.from(await res.arrayBuffer()));
   return file;
-}
-
-/** ffmpeg processes writing into `dir`. */
-function ffmpegsIn(dir: string): number[] {
-  return listProcesses()
-    .filter((p) => readCmdline(p.pid).includes(dir) && readCmdline(p.pid).includes('ffmpeg'))
-    .map((p) => p.pid);
 }
 
 test('start → 3 s of a page changing colour every second → stop → download: H.264 of the viewport, the wall time, framerate × duration frames, the right colour at 2 s', async () => {
@@ -185,7 +178,7 @@ test('10 start/stop cycles leave no ffmpeg and no temp file; DELETE removes a re
     ids.push(r.replay_id);
     await kernel.browsers.replays.stop(r.replay_id, { id: 'local' });
   }
-  assert.deepEqual(ffmpegsIn(dir), []);
+  assert.deepEqual(processesNaming(dir), [], 'no ffmpeg writing there');
   const left = readdirSync(dir).filter((f) => !/^[0-9a-f-]{36}\.(mp4|json)$/.test(f));
   assert.deepEqual(left, [], 'only finished videos and their records');
   for (const id of ids) {

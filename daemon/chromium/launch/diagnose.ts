@@ -5,13 +5,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describeExit, type LaunchError } from './launcher.js';
 
-export interface Diagnosis {
+interface Diagnosis {
   message: string;
   /** true when retrying cannot help until an operator acts (the browser goes straight to `failed`). */
   permanent: boolean;
 }
 
-export interface DiagnoseContext {
+interface DiagnoseContext {
   binary: string;
   profileDir: string;
   policyDir: string;
@@ -19,7 +19,7 @@ export interface DiagnoseContext {
 }
 
 /** Chromium's exit code when another Chromium holds the profile (ProcessSingleton). */
-export const EXIT_PROFILE_IN_USE = 21;
+const EXIT_PROFILE_IN_USE = 21;
 /** Lines Chromium prints on every start on a VM without D-Bus: no clue, only noise. */
 const NOISE_RE = /dbus\/|Failed to connect to the bus|^\s*$/;
 /** Chromium's log prefix: [pid:tid:mmdd/hhmmss.us:LEVEL:file.cc:line] */

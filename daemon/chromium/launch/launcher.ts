@@ -4,9 +4,10 @@
 // abort signal; stop sends SIGTERM to the whole group, SIGKILL after a grace period, and resolves
 // once every member of the group is gone.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { escalate, type KillSignal } from '../../core/process/kill.js';
 import { type Deadline, DeadlineError } from '../../core/deadline.js';
 import { launch as launchChild, SpawnError, type Child, type ExitInfo, type LaunchSpec as ChildSpec } from '../../core/process/launch.js';
-import { groupAlive, signalGroup, waitGroupsGone } from '../../core/process/group.js';
+import { groupAlive, signalGroup } from '../../core/process/group.js';
 import { LineSplitter, RingBuffer } from './output.js';
 
 export type { ExitInfo };
@@ -23,7 +24,7 @@ const OUTPUT_SETTLE_MS = 500;
  */
 const AFTER_LEADER_POLL_MS = 5;
 
-export type LaunchFailure = 'spawn' | 'exit' | 'timeout' | 'aborted' | 'probe';
+type LaunchFailure = 'spawn' | 'exit' | 'timeout' | 'aborted' | 'probe';
 
 /** Why a child did not start or did not become ready; `output` holds its last lines. */
 export class LaunchError extends Error {
@@ -122,25 +123,14 @@ export class LaunchedProcess {
   /** SIGTERM to the group, SIGKILL after `graceMs`; resolves once every member is gone. Idempotent. */
   stop(graceMs: number): Promise<void> {
     this.stopping ??= (async () => {
-      if (this.signal('SIGTERM') && !(await this.waitGone(graceMs))) {
-        this.signal('SIGKILL');
-        if (!(await waitGroupsGone([this.pid], KILL_WAIT_MS))) {
-          throw new Error(`process group ${this.pid} still has members ${KILL_WAIT_MS} ms after SIGKILL`);
-        }
-      }
+      // The leader's exit event first, then a short poll of the rest of the group.
+      const group = { alive: () => this.groupAlive(), signal: (sig: KillSignal) => void this.signal(sig), ended: this.exited };
+      const { survivors } = await escalate([group], { graceMs, killWaitMs: KILL_WAIT_MS, pollMs: AFTER_LEADER_POLL_MS });
+      if (survivors.length > 0) throw new Error(`process group ${this.pid} still has members ${KILL_WAIT_MS} ms after SIGKILL`);
       this.groupGone = true;
       await this.exited;
     })();
     return this.stopping;
-  }
-
-  /** true once the group is gone within `ms`: the leader's exit event first, then a short poll of the rest. */
-  private async waitGone(ms: number): Promise<boolean> {
-    const until = Date.now() + ms;
-    const timer = new AbortController();
-    await Promise.race([this.exited, sleep(ms, undefined, { signal: timer.signal }).catch(() => undefined)]);
-    timer.abort();
-    return waitGroupsGone([this.pid], Math.max(0, until - Date.now()), AFTER_LEADER_POLL_MS);
   }
 
   /** SIGKILL to the group now, without waiting. */
@@ -149,12 +139,12 @@ export class LaunchedProcess {
   }
 
   /** true while a member of the group lives. */
-  groupAlive(): boolean {
-    return !this.groupGone && groupAlive(this.pid);
+  private async groupAlive(): Promise<boolean> {
+    return !this.groupGone && (await groupAlive(this.pid));
   }
 
   /** false when the group is already gone (ESRCH). */
-  private signal(sig: 'SIGTERM' | 'SIGKILL'): boolean {
+  private signal(sig: KillSignal): boolean {
     if (this.groupGone) return false;
     if (signalGroup(this.pid, sig)) return true;
     this.groupGone = true;

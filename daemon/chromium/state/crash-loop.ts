@@ -1,7 +1,7 @@
 // Crash restarts: exponential backoff between attempts, and a crash loop (too many crashes within
 // a window) that stops retrying. Launch failures count as crashes. Pure arithmetic on timestamps.
 
-export interface CrashLoopOptions {
+interface CrashLoopOptions {
   /** This many crashes within `windowMs` is a crash loop. */
   max: number;
   windowMs: number;
@@ -10,7 +10,7 @@ export interface CrashLoopOptions {
   maxBackoffMs: number;
 }
 
-export interface CrashVerdict {
+interface CrashVerdict {
   /** Crashes within the window, this one included. */
   count: number;
   /** true: stop retrying (the browser becomes `failed`). */

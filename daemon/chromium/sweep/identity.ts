@@ -19,14 +19,14 @@ import { readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../core/log.js';
 import { writeFileAtomic } from '../../core/fs-atomic.js';
-import { exeOf, listProcesses, readCmdline } from '../../core/process/proc.js';
+import { exeOf, readCmdline, scanProcesses } from '../../core/process/proc.js';
 
 /** Executables Chromium starts from its own directory (crashpad runs outside the process group). */
 const HELPER_RE = /^(?:[a-z]+_)?crashpad_handler$|^chrome[-_]sandbox$|^nacl_helper(?:_bootstrap)?$/;
 /** Learned executables kept, newest last (a few binaries over the VM's life). */
 const MAX_LEARNED = 8;
 
-export interface ProcView {
+interface ProcView {
   /** The resolved executable, or null when it cannot be read (another user's process, gone). */
   exe: string | null;
   argv: string[];
@@ -77,13 +77,13 @@ export class ChromiumIdentity {
    */
   async learnFrom(leaderPid: number): Promise<void> {
     const found = new Set<string>();
-    for (const p of listProcesses()) {
+    for (const p of await scanProcesses()) {
       if (p.pgid !== leaderPid || p.state === 'Z') continue;
-      const raw = readCmdline(p.pid);
+      const raw = await readCmdline(p.pid);
       if (raw === '') continue;
       // Chromium's children rewrite their command line into one space-separated string.
       if (!/(?:^|[\0 ])--type=[a-z-]+/.test(raw)) continue;
-      const exe = exeOf(p.pid);
+      const exe = await exeOf(p.pid);
       if (exe !== null && path.isAbsolute(exe)) found.add(exe);
     }
     const known = this.executables();

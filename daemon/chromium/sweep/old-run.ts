@@ -8,18 +8,19 @@
 // never signalled. The old run's TMPDIR entries are removed by name (those present when its group
 // was gone), never the new run's. The sweep begins once the new leader exists (or the launch
 // failed before it existed: then everything on the profile is old); a shutdown awaits `done`.
-import { readdirSync, rmSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../core/log.js';
-import { procInfo } from '../../core/process/proc.js';
+import { readProcInfo, ticksSinceBoot } from '../../core/process/proc.js';
 import type { ChromiumIdentity } from './identity.js';
 import { endProfileProcesses, findProfileProcesses, type ProfileProcess } from './profile.js';
 
 /** How often the old run's leftovers are looked for while they get to end on their own. */
 const POLL_MS = 25;
 
-export interface OldRunSweepDeps {
+interface OldRunSweepDeps {
   profileDir: string;
   tmpDir: string;
   identity: ChromiumIdentity;
@@ -33,19 +34,19 @@ export interface OldRunSweepDeps {
 export class OldRunSweep {
   /** Resolves once the old run's leftovers are gone and its TMPDIR entries removed; never rejects. */
   readonly done: Promise<void>;
-  private begin!: (find: () => { old: ProfileProcess[]; tmp: string[] }) => void;
+  private begin!: (find: () => Promise<{ old: ProfileProcess[]; tmp: string[] }>) => void;
   private started = false;
   private readonly tmpEntries: string[];
 
   /** Call once the old run's process group is gone, before anything new is launched on the profile. */
   constructor(private readonly deps: OldRunSweepDeps) {
     this.tmpEntries = listDir(deps.tmpDir);
-    const found = new Promise<() => { old: ProfileProcess[]; tmp: string[] }>((resolve) => {
+    const found = new Promise<() => Promise<{ old: ProfileProcess[]; tmp: string[] }>>((resolve) => {
       this.begin = resolve;
     });
     this.done = found
-      .then((find) => {
-        const f = find();
+      .then(async (find) => {
+        const f = await find();
         return this.sweep(f.old, f.tmp);
       })
       .catch((err: unknown) => {
@@ -56,50 +57,41 @@ export class OldRunSweep {
   /**
    * Starts the sweep: `newRunStart` is the start time (clock ticks since boot, /proc) of the new
    * run's leader: the old processes are then found in the background, by their start time. Or
-   * null when nothing was launched: everything on the profile and in TMPDIR is old, and found now,
-   * synchronously (call it before anything else can launch). Only the first call counts.
+   * null when nothing was launched: everything on the profile that started before this call is
+   * old, and so is everything in TMPDIR now (call it before anything else can launch). Only the
+   * first call counts.
    */
   start(newRunStart: number | null): void {
     if (this.started) return;
     this.started = true;
     const { profileDir, identity, tmpDir } = this.deps;
-    const find = (): { old: ProfileProcess[]; tmp: string[] } => ({
-      old: findProfileProcesses(profileDir, identity).filter((p) => newRunStart === null || p.starttime < newRunStart),
-      tmp: newRunStart === null ? [...new Set([...this.tmpEntries, ...listDir(tmpDir)])] : this.tmpEntries,
-    });
-    if (newRunStart !== null) {
-      this.begin(find);
-      return;
-    }
-    let now: { old: ProfileProcess[]; tmp: string[] };
-    try {
-      now = find();
-    } catch (err) {
-      this.deps.log.error({ event: 'chromium_sweep_failed', err }, 'Chromium processes of the previous run could not be listed');
-      now = { old: [], tmp: [] };
-    }
-    this.begin(() => now);
+    const before = newRunStart ?? ticksSinceBoot();
+    const tmp = newRunStart === null ? [...new Set([...this.tmpEntries, ...listDir(tmpDir)])] : this.tmpEntries;
+    this.begin(async () => ({ old: (await findProfileProcesses(profileDir, identity)).filter((p) => p.starttime < before), tmp }));
   }
 
   private async sweep(old: ProfileProcess[], tmp: string[]): Promise<void> {
     const { profileDir, log, graceMs, exitWaitMs, tmpDir } = this.deps;
     // They get exitWaitMs to end on their own: only these pids are polled (no further /proc scans).
     const until = Date.now() + exitWaitMs;
-    let left = old.filter(stillRuns);
+    let left = await stillRunning(old);
     while (left.length > 0 && Date.now() < until) {
       await sleep(POLL_MS);
-      left = left.filter(stillRuns);
+      left = await stillRunning(left);
     }
-    const ended = await endProfileProcesses(left.filter(stillRuns), profileDir, graceMs, log);
-    for (const name of tmp) rmSync(path.join(tmpDir, name), { recursive: true, force: true });
+    const ended = await endProfileProcesses(await stillRunning(left), profileDir, graceMs, log);
+    for (const name of tmp) await rm(path.join(tmpDir, name), { recursive: true, force: true });
     log.info({ event: 'chromium_old_run_swept', pids: old.map((p) => p.pid), ended, tmp_entries: tmp.length }, "the previous run's leftovers are gone");
   }
 }
 
-/** The same process (pid and start time), alive (not a zombie). */
-function stillRuns(p: ProfileProcess): boolean {
-  const info = procInfo(p.pid);
-  return info !== null && info.starttime === p.starttime && info.state !== 'Z' && info.state !== 'X';
+/** Those of `found` that still run: the same process (pid and start time), alive (not a zombie). */
+async function stillRunning(found: ProfileProcess[]): Promise<ProfileProcess[]> {
+  const infos = await Promise.all(found.map((p) => readProcInfo(p.pid)));
+  return found.filter((p, i) => {
+    const info = infos[i];
+    return info != null && info.starttime === p.starttime && info.state !== 'Z' && info.state !== 'X';
+  });
 }
 
 function listDir(dir: string): string[] {

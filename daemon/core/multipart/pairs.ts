@@ -21,7 +21,7 @@ export interface ListSpec {
   unique?: boolean;
 }
 
-export interface ListItem {
+interface ListItem {
   /** How the client addressed the item, for messages: `extensions[2]`. */
   label: string;
   text: string;
@@ -29,7 +29,7 @@ export interface ListItem {
   file: string;
 }
 
-export interface ParsedField {
+interface ParsedField {
   field: 'text' | 'file';
   /** null for the repeated encodings (`extensions.name`, `extensions[][name]`). */
   index: number | null;

@@ -11,7 +11,7 @@ import type { IncomingMessage } from 'node:http';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
 import { BadRequestError, InvalidRequestError, PayloadTooLargeError } from '../errors.js';
 
-export interface MultipartLimits {
+interface MultipartLimits {
   /** Most file parts and most plain fields (each). */
   maxParts: number;
   maxFileBytes: number;
@@ -42,7 +42,7 @@ export interface ReceivedPart {
  * this file part, for a sink that places a file by a field sent before it). A promise holds the
  * part's bytes (busboy waits) until it settles; a rejection fails the whole body with that error.
  */
-export type FileSink = (fieldName: string, index: number, received: readonly ReceivedPart[]) => string | null | Promise<string | null>;
+type FileSink = (fieldName: string, index: number, received: readonly ReceivedPart[]) => string | null | Promise<string | null>;
 
 /** Longest accepted value of a plain field. */
 const FIELD_VALUE_LIMIT = 4096;
@@ -62,12 +62,12 @@ class ByteCounter extends Transform {
   }
 }
 
-export function isMultipart(req: IncomingMessage): boolean {
+function isMultipart(req: IncomingMessage): boolean {
   return /^multipart\/form-data\s*;/i.test(req.headers['content-type'] ?? '');
 }
 
 /** Checks the content type and declared length; throws before anything is read. */
-export function assertMultipart(req: IncomingMessage, limits: MultipartLimits): void {
+function assertMultipart(req: IncomingMessage, limits: MultipartLimits): void {
   if (!isMultipart(req)) {
     throw new InvalidRequestError(`the body must be multipart/form-data with a boundary, got ${req.headers['content-type'] || 'no content type'}`);
   }

@@ -1,6 +1,12 @@
 // What /proc says about processes (Linux): one parser of /proc/<pid>/stat for the whole daemon
 // (process groups, the Chromium sweep, the recorded groups of the processes API).
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+//
+// Reading all of /proc is hundreds of files: scans are asynchronous (fs/promises), so the event
+// loop keeps answering meanwhile, and callers that ask in the same turn of the event loop share one
+// scan (scanProcesses). A shared scan always starts after every call it answers, so none of them
+// gets a picture older than its call. One process's own files (stat, cmdline, exe) are read by pid.
+import { readdirSync, readFileSync } from 'node:fs';
+import { readdir, readFile, readlink } from 'node:fs/promises';
 
 export interface ProcInfo {
   pid: number;
@@ -34,7 +40,7 @@ export function procInfo(pid: number): ProcInfo | null {
 }
 
 /** "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime ..." */
-export function parseStat(pid: number, stat: string): ProcInfo {
+function parseStat(pid: number, stat: string): ProcInfo {
   // comm may hold spaces and parentheses: the fields start after the last ')'.
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return {
@@ -50,20 +56,48 @@ export function parseStat(pid: number, stat: string): ProcInfo {
   };
 }
 
-/** Every process in /proc; those that vanish while reading are skipped. */
-export function listProcesses(): ProcInfo[] {
+/** One process's /proc/<pid>/stat read asynchronously, or null when it is gone (or unreadable). */
+export async function readProcInfo(pid: number): Promise<ProcInfo | null> {
+  try {
+    return parseStat(pid, await readFile(`/proc/${pid}/stat`, 'latin1'));
+  } catch {
+    return null;
+  }
+}
+
+let nextScan: Promise<ProcInfo[]> | null = null;
+
+/**
+ * Every process in /proc (those that vanish while reading are skipped), read asynchronously. Calls
+ * made in the same turn of the event loop share one scan, which starts after all of them.
+ */
+export function scanProcesses(): Promise<ProcInfo[]> {
+  nextScan ??= new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+    nextScan = null;
+    const infos = await Promise.all((await scanPids()).map(readProcInfo));
+    return infos.filter((p): p is ProcInfo => p !== null);
+  });
+  return nextScan;
+}
+
+/**
+ * Every process in /proc, read synchronously: only for a daemon about to exit (its second signal),
+ * which has no event loop left to keep answering and no time for an asynchronous scan.
+ */
+export function listProcessesNow(): ProcInfo[] {
   const out: ProcInfo[] = [];
-  for (const pid of listPids()) {
-    const info = procInfo(pid);
+  for (const name of readdirSync('/proc')) {
+    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
+    const info = procInfo(Number(name));
     if (info !== null) out.push(info);
   }
   return out;
 }
 
-/** The pids in /proc (without reading anything of them). */
-export function listPids(): number[] {
+/** The pids in /proc (without reading anything of them), read asynchronously. */
+export async function scanPids(): Promise<number[]> {
   const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
+  for (const name of await readdir('/proc')) {
     if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue;
     out.push(Number(name));
   }
@@ -71,9 +105,9 @@ export function listPids(): number[] {
 }
 
 /** The NUL-separated command line as arguments ('' when unreadable). Chromium's children rewrite theirs into one space-separated string. */
-export function readCmdline(pid: number): string {
+export async function readCmdline(pid: number): Promise<string> {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return await readFile(`/proc/${pid}/cmdline`, 'utf8');
   } catch {
     return '';
   }
@@ -83,13 +117,19 @@ export function readCmdline(pid: number): string {
 const DELETED_SUFFIX = ' (deleted)';
 
 /** The executable of a process, without the " (deleted)" mark; null when unreadable. */
-export function exeOf(pid: number): string | null {
+export async function exeOf(pid: number): Promise<string | null> {
   try {
-    const link = readlinkSync(`/proc/${pid}/exe`);
+    const link = await readlink(`/proc/${pid}/exe`);
     return link.endsWith(DELETED_SUFFIX) ? link.slice(0, -DELETED_SUFFIX.length) : link;
   } catch {
     return null;
   }
+}
+
+/** Now, in the unit of ProcInfo.starttime (clock ticks since boot): a process started later has a starttime of at least this. */
+export function ticksSinceBoot(): number {
+  // "<uptime seconds> <idle seconds>", with two decimals: one tick.
+  return Math.floor(Number(readFileSync('/proc/uptime', 'latin1').split(' ')[0]) * CLOCK_TICKS_PER_SEC);
 }
 
 /** The kernel's boot id: start times from another boot mean nothing. */

@@ -29,7 +29,7 @@ import { killGroupNow, SpawnError, type ExitInfo } from './launch.js';
 
 export const PTY_PACKAGE = '@lydell/node-pty';
 /** Retries of a write the terminal's full input queue refused: from 1 ms, doubling, at most this. */
-export const PTY_RETRY_MAX_MS = 25;
+const PTY_RETRY_MAX_MS = 25;
 
 type PtyModule = typeof NodePty;
 let ptyModule: PtyModule | null = null;
@@ -61,7 +61,7 @@ export function loadPty(pkg = PTY_PACKAGE): void {
   }
 }
 
-export interface PtySpec {
+interface PtySpec {
   /** An absolute path (node-pty's child cannot report a failed exec other than by exit code 1). */
   command: string;
   args: readonly string[];
@@ -73,7 +73,7 @@ export interface PtySpec {
   onSpawn?(pid: number): void;
 }
 
-export interface PtyChild {
+interface PtyChild {
   readonly pid: number;
   /** = pid = sid: the child leads its own session and process group. */
   readonly pgid: number;
@@ -113,7 +113,7 @@ function drainTerminal(fd: number, out: PassThrough): void {
 }
 
 /** The input side of a terminal; see the file comment. */
-export class PtyInput extends Writable {
+class PtyInput extends Writable {
   private unsent = 0;
   private timer: NodeJS.Timeout | null = null;
   /** The callback of the write waiting for room, failed if the input is destroyed first. */

@@ -66,7 +66,7 @@ const DIR_MODE = 0o755;
  * archives made with `bsdtar -C dir .`) means the root: `./a.js` is `a.js`, and `./` alone is
  * the root folder itself (no segments).
  */
-export function checkEntryName(name: string): string[] {
+function checkEntryName(name: string): string[] {
   const shown = shortName(name);
   if (name.includes('\0')) throw new ArchiveError('bad_entry_name', `entry ${shown} has a NUL character in its name`);
   if (name.includes('\\')) throw new ArchiveError('bad_entry_name', `entry ${shown} has a backslash in its name`);

@@ -22,7 +22,7 @@ export interface ZipSink {
   write(chunk: Buffer): Promise<void>;
 }
 
-export interface EntryMeta {
+interface EntryMeta {
   /** Permission bits (default 0644 for files, 0755 for folders). */
   mode?: number;
   /** Modification time; without it a fixed time (2020-01-01) and no extended timestamp (reproducible archives). */

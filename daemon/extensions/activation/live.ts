@@ -12,7 +12,7 @@ import { CdpCallError, listExtensions, loadUnpacked, uninstall, WorkerWatch } fr
 import { verifyGone, verifyInstalled, type Expectation } from './verify.js';
 
 /** One item of an install, as live activation sees it. */
-export interface LiveItem {
+interface LiveItem {
   entry: InstalledEntry;
   /** The installed version of the same name that this item replaces, else null. */
   replaced: InstalledEntry | null;

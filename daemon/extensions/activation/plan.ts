@@ -21,7 +21,7 @@ export interface Plan {
   placed: boolean;
 }
 
-export interface PlanInputs {
+interface PlanInputs {
   store: Store;
   publisher: PolicyPublisher;
   /** Why managed policy forbids unpacked extensions, else null. */

@@ -74,7 +74,7 @@ export async function rollback(deps: UndoDeps, plans: Plan[], tx: string, policy
   if (touchedChromium) await relaunch(deps.browser, log);
 }
 
-export async function relaunch(browser: Browser, log: Logger): Promise<void> {
+async function relaunch(browser: Browser, log: Logger): Promise<void> {
   try {
     const r = await browser.restartLocked('extensions');
     log.info({ event: 'extension_rollback', chromium_pid: r.pid, ready_ms: r.readyMs, how: 'restart' }, 'Chromium relaunched with the previous extensions');

@@ -113,7 +113,7 @@ export async function readManifest(root: string, opts: { allowV2: boolean }): Pr
  * Chromium 156): the comments are blanked out (their line breaks kept, so JSON's positions stay
  * right) and the rest is JSON.parse's to judge.
  */
-export function stripJsonComments(text: string): string {
+function stripJsonComments(text: string): string {
   let out = '';
   let i = 0;
   while (i < text.length) {

@@ -32,7 +32,7 @@ export async function extensionRoot(dir: string): Promise<string> {
   throw new Rejection('manifest_missing', 'manifest.json is missing: it must be at the archive\'s root or in its single top folder');
 }
 
-export interface PrepareOptions extends UnzipLimits {
+interface PrepareOptions extends UnzipLimits {
   allowManifestV2: boolean;
 }
 

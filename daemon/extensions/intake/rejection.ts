@@ -6,7 +6,7 @@
 import { OperationFailedError, type ErrorDetail } from '../../core/errors.js';
 import type { ArchiveCause } from '../../core/zip/unzip.js';
 
-export type RejectCause =
+type RejectCause =
   | ArchiveCause // the archive itself (core/zip/unzip.ts)
   | 'manifest_missing'
   | 'manifest_invalid'

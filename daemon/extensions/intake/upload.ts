@@ -15,7 +15,7 @@ export interface UploadItem {
   zipFile: string;
 }
 
-export interface UploadLimits {
+interface UploadLimits {
   maxItems: number;
   maxArchiveBytes: number;
   maxRequestBytes: number;

@@ -15,7 +15,7 @@ const generateKeyPairAsync = promisify(generateKeyPair);
 const SIGNATURE_CONTEXT = Buffer.from('CRX3 SignedData\x00', 'latin1');
 
 /** Chromium's id alphabet: each hex digit of the first 16 bytes of a sha256, mapped 0-f → a-p. */
-export function idFromBytes(bytes: Buffer): string {
+function idFromBytes(bytes: Buffer): string {
   let id = '';
   for (const c of bytes.subarray(0, 16).toString('hex')) id += String.fromCharCode(97 + parseInt(c, 16));
   return id;
@@ -74,7 +74,7 @@ async function* chunksOf(file: string): AsyncGenerator<Buffer> {
   }
 }
 
-export interface PackedCrx {
+interface PackedCrx {
   /** The extension id (from the key). */
   id: string;
   /** sha256 of the whole CRX file, hex. */

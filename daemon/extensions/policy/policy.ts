@@ -63,11 +63,3 @@ export async function writeForcelist(dir: string, entries: string[]): Promise<vo
   await writeFileAtomic(file, `${JSON.stringify({ ExtensionInstallForcelist: entries }, null, 2)}\n`, 0o644);
 }
 
-export async function readForcelist(dir: string): Promise<string[] | null> {
-  try {
-    const json = JSON.parse(await readFile(path.join(dir, POLICY_FILE), 'utf8')) as PolicyJson;
-    return Array.isArray(json.ExtensionInstallForcelist) ? (json.ExtensionInstallForcelist as string[]) : [];
-  } catch {
-    return null;
-  }
-}

@@ -6,7 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../core/log.js';
 
-export interface ServedCrx {
+interface ServedCrx {
   id: string;
   version: string;
   /** The name the CRX is served under: /<id>/<fileName>. */

@@ -8,14 +8,14 @@
 //                       protected files' inodes (a hard link made by a command run through exec)
 // Paths given here are real paths (every symlink resolved by resolve.ts); these checks are lexical
 // on them, plus statfs() for the kind of file system and (dev, inode) for hard links.
-import { readdir, realpath, stat, statfs } from 'node:fs/promises';
+import { readdir, stat, statfs } from 'node:fs/promises';
 import { realpathSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { PathForbiddenError } from '../../core/errors.js';
 
-export type Rule = 'state_dir' | 'special_filesystem' | 'special_file' | 'protected_file';
+type Rule = 'state_dir' | 'special_filesystem' | 'special_file' | 'protected_file';
 
-export interface GuardOptions {
+interface GuardOptions {
   stateDir: string;
   keysFile: string | null;
   providersFile: string | null;
@@ -156,9 +156,4 @@ export class Guard {
 
 export function forbidden(rule: Rule, shown: string): PathForbiddenError {
   return new PathForbiddenError(rule, `${shown} ${WHY[rule]}`);
-}
-
-/** The real path of `p` when it exists (for settings given with symlinks), else `p`. */
-export async function realOr(p: string): Promise<string> {
-  return realpath(p).catch(() => p);
 }

@@ -7,7 +7,7 @@ import { mapped } from '../paths/errno.js';
 import type { Guard } from '../paths/guard.js';
 import { openDir, resolve } from '../paths/resolve.js';
 
-export interface FileEntry {
+interface FileEntry {
   name: string;
   /** The real path (every symlink resolved). */
   path: string;
@@ -46,7 +46,7 @@ export function modeString(st: Stats): string {
   return typeLetter(st) + triple(6, 0o4000, 's') + triple(3, 0o2000, 's') + triple(0, 0o1000, 't');
 }
 
-export function entryOf(name: string, real: string, st: Stats): FileEntry {
+function entryOf(name: string, real: string, st: Stats): FileEntry {
   const isDir = st.isDirectory();
   return { name, path: real, is_dir: isDir, size_bytes: isDir ? 0 : st.size, mode: modeString(st), mod_time: st.mtime.toISOString() };
 }

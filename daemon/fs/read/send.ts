@@ -11,7 +11,7 @@ import { openChecked, resolve } from '../paths/resolve.js';
 const READ_CHUNK_BYTES = 1024 * 1024;
 
 /** Inclusive byte offsets. */
-export interface ByteRange {
+interface ByteRange {
   start: number;
   end: number;
 }
@@ -36,7 +36,7 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   return { start, end: m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1) };
 }
 
-export interface OpenedFile {
+interface OpenedFile {
   fh: FileHandle;
   stat: Stats;
   real: string;

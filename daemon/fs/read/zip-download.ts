@@ -18,7 +18,7 @@ const SMALL_FILE_BYTES = 1024 * 1024;
 /** Small files read and deflated ahead of the one being sent (the thread pool works on several at once). */
 const READ_AHEAD = 8;
 
-export interface PlanEntry {
+interface PlanEntry {
   /** Path inside the archive (`a/b.txt`, folders end with `/`). */
   rel: string;
   real: string;
@@ -27,7 +27,7 @@ export interface PlanEntry {
   mtime: Date;
 }
 
-export interface ZipPlan {
+interface ZipPlan {
   /** The folder's real path and its name (for the attachment's file name). */
   real: string;
   name: string;

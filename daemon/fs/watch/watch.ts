@@ -9,6 +9,7 @@
 // recursive watch is watched at once and scanned, its entries sent as CREATE (a file created right
 // then may be reported twice). Events wait in a bounded queue for the reader; past it they are
 // dropped and counted, and the reader gets one `lost` event with the count.
+import { SerialQueue } from '../../core/serial-queue.js';
 import { randomUUID } from 'node:crypto';
 import { constants, watch as fsWatch, type FSWatcher } from 'node:fs';
 import { lstat, open, readdir, readlink, stat } from 'node:fs/promises';
@@ -18,7 +19,7 @@ import { mapped } from '../paths/errno.js';
 import type { Guard } from '../paths/guard.js';
 import { O_PATH, openDir, resolve } from '../paths/resolve.js';
 
-export type FsEventType = 'CREATE' | 'WRITE' | 'DELETE' | 'RENAME';
+type FsEventType = 'CREATE' | 'WRITE' | 'DELETE' | 'RENAME';
 
 export interface FsEvent {
   type: FsEventType;
@@ -27,7 +28,7 @@ export interface FsEvent {
   is_dir: boolean;
 }
 
-export interface WatchLimits {
+interface WatchLimits {
   queue: number;
   maxDirs: number;
 }
@@ -56,7 +57,7 @@ export class DirWatch {
   private queue: FsEvent[] = [];
   private lost = 0;
   private pending = 0;
-  private chain: Promise<void> = Promise.resolve();
+  private readonly handling = new SerialQueue();
   private waiters = new Set<() => void>();
   private capLogged = false;
 
@@ -223,8 +224,8 @@ export class DirWatch {
       return;
     }
     this.pending++;
-    this.chain = this.chain
-      .then(() => this.handle(dir, type, filename.toString()))
+    void this.handling
+      .run(() => this.handle(dir, type, filename.toString()))
       .catch((err: unknown) => this.log.warn({ event: 'fs_watch_error', watch_id: this.id, err }, 'a watch event could not be handled'))
       .finally(() => this.pending--);
   }

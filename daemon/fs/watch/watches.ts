@@ -6,7 +6,7 @@ import { LimitExceededError, NotFoundError } from '../../core/errors.js';
 import type { Guard } from '../paths/guard.js';
 import { DirWatch } from './watch.js';
 
-export interface WatchSetLimits {
+interface WatchSetLimits {
   max: number;
   queue: number;
   maxDirs: number;

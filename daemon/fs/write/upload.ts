@@ -21,9 +21,9 @@ import { placeTree } from './merge.js';
 import { checkPathInput, resolve, resolveTail, type Dir, type Target } from '../paths/resolve.js';
 import { commitTemp, pump, resolveForWrite, tempName } from './write.js';
 
-export type FsLimits = Config['fs'];
+type FsLimits = Config['fs'];
 
-export interface UploadDeps {
+interface UploadDeps {
   guard: Guard;
   /** The daemon's own folder for parts that cannot go beside their destination yet. */
   spoolDir: string;

@@ -16,7 +16,7 @@ import { O_PATH, openChecked, resolve, type Target } from '../paths/resolve.js';
 /** Writes go to disk in batches of up to this much (fs.WriteStream joins buffered chunks in one writev). */
 const WRITE_BATCH_BYTES = 1024 * 1024;
 
-export interface WriteLimit {
+interface WriteLimit {
   maxBytes: number;
   /** Names the limit in the 413 (`the request body`, and its setting). */
   what: string;

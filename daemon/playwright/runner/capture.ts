@@ -5,7 +5,7 @@
 // result must be JSON: a function, a symbol, a BigInt or a cycle anywhere in it fails the
 // execution, naming the problem.
 
-export interface OutputSink {
+interface OutputSink {
   /** Forwards `data` of the current execution. */
   forward(stream: 'stdout' | 'stderr', data: string): void;
 }

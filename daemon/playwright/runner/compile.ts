@@ -7,7 +7,7 @@
 // The same code compiles once: the last few compiled functions are kept by their source.
 import { stripTypeScriptTypes } from 'node:module';
 
-export type CodeFunction = (page: unknown, context: unknown, browser: unknown) => Promise<unknown>;
+type CodeFunction = (page: unknown, context: unknown, browser: unknown) => Promise<unknown>;
 
 /** The code does not compile; the message is Node's (or V8's), with the line in the caller's code. */
 export class CompileError extends Error {

@@ -4,6 +4,7 @@
 // `context` and `browser`; its output is forwarded while it runs and its result comes back as
 // JSON (capture.ts). Messages are JSON lines: requests on stdin, answers on fd 3 (protocol.ts).
 // The daemon enforces the timeout (SIGKILL to this group); an end of stdin ends the runner.
+import { SerialQueue } from '../../core/serial-queue.js';
 import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { ANSWER_FD, type ExecuteMessage, type HelloMessage, type OutputMessage, type ResultMessage, type ToRunner } from '../protocol.js';
@@ -90,7 +91,8 @@ async function execute(msg: ExecuteMessage, h: HelloMessage, conn: Connection): 
   send(answer, answer.success ? raw : undefined);
 }
 
-let chain: Promise<void> = Promise.resolve();
+/** One execution at a time, in the order asked. */
+const executions = new SerialQueue();
 
 function onMessage(msg: ToRunner): void {
   if (msg.type === 'hello') {
@@ -103,7 +105,7 @@ function onMessage(msg: ToRunner): void {
   const h = hello;
   const conn = connection;
   if (h === null || conn === null) process.exit(71); // protocol broken: the daemon replaces the runner
-  chain = chain.then(() => execute(msg, h, conn));
+  void executions.run(() => execute(msg, h, conn));
 }
 
 let pending = '';

@@ -9,15 +9,17 @@
 // every signal is preceded by a check.
 //
 // "Living" means a member that is not a zombie, read from /proc: an orphan in a container whose
-// init does not reap stays a zombie forever, and kill(-pgid, 0) alone would count it.
-import { setTimeout as sleep } from 'node:timers/promises';
+// init does not reap stays a zombie forever, and kill(-pgid, 0) alone would count it. /proc is read
+// asynchronously (core/process/proc.ts); checks made in the same turn of the event loop share one
+// scan. What the getters say (ended, size) is as of the last check; the routes check first.
 import { sessionMembers, signalSession, type GroupSignal } from '../../core/process/group.js';
-import { CLOCK_TICKS_PER_SEC, pageBytes, type ProcInfo } from '../../core/process/proc.js';
+import { escalate, type Killable } from '../../core/process/kill.js';
+import { CLOCK_TICKS_PER_SEC, isDead, listProcessesNow, pageBytes, type ProcInfo } from '../../core/process/proc.js';
 
 /** At shutdown, how long process groups get after SIGTERM before SIGKILL. */
 export const PROCESS_STOP_GRACE_MS = 3000;
 /** How often groups whose leader has exited are checked for living members. */
-export const LINGER_POLL_MS = 500;
+const LINGER_POLL_MS = 500;
 const POLL_MS = 50;
 /** After SIGKILL, how long to wait for the kernel to take the groups down. */
 const KILL_WAIT_MS = 2000;
@@ -53,27 +55,27 @@ export class ProcessGroup {
   }
 
   /** true while a member lives: checked now once the leader has exited. */
-  alive(): boolean {
+  async alive(): Promise<boolean> {
     if (this.isGone) return false;
     if (this.leaderRunning) return true;
-    this.set.refresh([this]);
+    await this.set.refresh([this]);
     return !this.isGone;
   }
 
   /** Signals every group of the session while a member lives; false (nothing sent) when nothing of it is left. EPERM throws. */
-  signal(signal: GroupSignal): boolean {
-    if (!this.alive()) return false;
-    return signalSession(this.pgid, signal);
+  async signal(signal: GroupSignal): Promise<boolean> {
+    if (!(await this.alive())) return false;
+    return signalSession((await sessionMembers([this.pgid])).get(this.pgid) ?? [], signal);
   }
 
   /**
    * CPU and memory of the living members (null when none lives): CPU time over the time since
    * `startedAt`, in percent of one core (as ps %CPU), and the sum of resident memory in bytes.
-   * `scan`: the members of many sessions read at once (sessionMembers), for a list.
+   * `scan`: the members of sessions as read by sessionMembers (no I/O here).
    */
-  usage(startedAt: Date, scan?: ReadonlyMap<number, ProcInfo[]>): { cpu_pct: number; mem_bytes: number } | null {
+  usage(startedAt: Date, scan: ReadonlyMap<number, ProcInfo[]>): { cpu_pct: number; mem_bytes: number } | null {
     if (this.isGone) return null;
-    const members = (scan ?? sessionMembers([this.pgid])).get(this.pgid) ?? [];
+    const members = scan.get(this.pgid) ?? [];
     if (members.length === 0) return null;
     const ticks = members.reduce((n, p) => n + p.utime + p.stime, 0);
     const elapsedSec = Math.max((Date.now() - startedAt.getTime()) / 1000, 0.01);
@@ -82,19 +84,19 @@ export class ProcessGroup {
   }
 
   /** `signal` for timers and event handlers, where an error (EPERM) has nowhere to go. */
-  trySignal(signal: GroupSignal): boolean {
+  async trySignal(signal: GroupSignal): Promise<boolean> {
     try {
-      return this.signal(signal);
+      return await this.signal(signal);
     } catch {
       return false; // not ours to signal any more; shutdown tries again
     }
   }
 
   /** The leader has exited and was reaped: the group is gone now, or lingers while members live. */
-  leaderExit(): void {
-    if (!this.leaderRunning) return;
+  leaderExit(): Promise<void> {
+    if (!this.leaderRunning) return Promise.resolve();
     this.leaderRunning = false;
-    this.set.refresh([this]);
+    return this.set.refresh([this]);
   }
 
   /** Called by the set once no member lives. */
@@ -123,9 +125,8 @@ export class GroupSet {
     return group;
   }
 
-  /** Groups not yet known to be gone (after a fresh check of those whose leader has exited). */
+  /** Groups not known to be gone, as of the last check (refresh() checks). */
   get size(): number {
-    this.refresh();
     return this.groups.size;
   }
 
@@ -133,10 +134,10 @@ export class GroupSet {
    * Checks the groups whose leader has exited (all, or `only`) and forgets those with no living
    * member in their session, calling their onGone callbacks: one /proc scan for all.
    */
-  refresh(only?: Iterable<ProcessGroup>): void {
+  async refresh(only?: Iterable<ProcessGroup>): Promise<void> {
     const candidates = [...(only ?? this.groups.values())].filter((g) => g.leaderExited && !g.ended);
     if (candidates.length > 0) {
-      const living = sessionMembers(candidates.map((g) => g.pgid));
+      const living = await sessionMembers(candidates.map((g) => g.pgid));
       for (const g of candidates) if (!living.has(g.pgid)) this.forget(g);
     }
     this.schedule();
@@ -144,21 +145,31 @@ export class GroupSet {
 
   /** SIGTERM to every group, SIGKILL after `graceMs` to those with a living member. Returns the counts. */
   async endAll(graceMs: number): Promise<{ terminated: number; killed: number }> {
-    this.refresh();
-    const alive = this.living([...this.groups.values()]);
-    if (alive.length === 0) return { terminated: 0, killed: 0 };
-    this.signalEach(alive, 'SIGTERM');
-    const stubborn = await this.waitGone(alive, graceMs);
-    if (stubborn.length > 0) {
-      this.signalEach(stubborn, 'SIGKILL');
-      await this.waitGone(stubborn, KILL_WAIT_MS);
-    }
-    return { terminated: alive.length, killed: stubborn.length };
+    await this.refresh();
+    const { signalled, killed } = await escalate([...this.groups.values()].map((g) => this.target(g)), { graceMs, killWaitMs: KILL_WAIT_MS, pollMs: POLL_MS });
+    return { terminated: signalled.length, killed: killed.length };
   }
 
-  /** SIGKILL to every group that still has a member, at once (also those endAll is still working on). */
+  /**
+   * SIGKILL to every group that still has a member, at once (also those endAll is still working
+   * on): for a daemon about to exit, so /proc is read synchronously.
+   */
   killAll(): void {
-    this.signalEach([...this.groups.values()], 'SIGKILL');
+    const open = [...this.groups.values()].filter((g) => !g.ended);
+    if (open.length === 0) return;
+    const sids = new Set(open.map((g) => g.pgid));
+    const members = new Map<number, ProcInfo[]>();
+    for (const p of listProcessesNow()) {
+      if (!sids.has(p.sid) || isDead(p)) continue;
+      members.set(p.sid, [...(members.get(p.sid) ?? []), p]);
+    }
+    for (const g of open) {
+      try {
+        signalSession(members.get(g.pgid) ?? [], 'SIGKILL');
+      } catch {
+        // EPERM: not ours to signal any more; nothing more can be done here.
+      }
+    }
   }
 
   /** Stops the periodic check (the groups stay tracked). */
@@ -176,41 +187,34 @@ export class GroupSet {
   private schedule(): void {
     const lingering = [...this.groups.values()].some((g) => g.leaderExited);
     if (lingering && this.timer === null) {
-      this.timer = setInterval(() => this.refresh(), this.lingerPollMs);
+      this.timer = setInterval(() => void this.refresh().catch(() => {}), this.lingerPollMs);
       this.timer.unref();
     } else if (!lingering) {
       this.close();
     }
   }
 
-  /** The groups among `groups` still tracked and with a living member. */
-  private living(groups: ProcessGroup[]): ProcessGroup[] {
-    this.refresh(groups);
-    const open = groups.filter((g) => !g.ended);
-    const alive = sessionMembers(open.map((g) => g.pgid));
-    return open.filter((g) => alive.has(g.pgid));
-  }
-
-  private signalEach(groups: ProcessGroup[], signal: GroupSignal): void {
-    this.refresh(groups); // never signal a group already gone: its number may be someone else's
-    const open = groups.filter((g) => !g.ended);
-    const members = sessionMembers(open.map((g) => g.pgid));
-    for (const g of open) {
-      try {
-        signalSession(g.pgid, signal, members.get(g.pgid) ?? ([] as ProcInfo[]));
-      } catch {
-        // EPERM: not ours to signal any more; nothing more can be done here.
-      }
-    }
-  }
-
-  private async waitGone(groups: ProcessGroup[], ms: number): Promise<ProcessGroup[]> {
-    const deadline = Date.now() + ms;
-    let alive = this.living(groups);
-    while (alive.length > 0 && Date.now() < deadline) {
-      await sleep(POLL_MS);
-      alive = this.living(alive);
-    }
-    return alive;
+  /**
+   * The group as a target of the kill escalation: alive while its session has a living member
+   * (a group whose leader has exited is forgotten once none lives); each signal goes to the groups
+   * of the members found by the check before it, never to a group already gone.
+   */
+  private target(g: ProcessGroup): Killable {
+    let members: ProcInfo[] = [];
+    return {
+      alive: async () => {
+        if (g.ended) return false;
+        members = (await sessionMembers([g.pgid])).get(g.pgid) ?? [];
+        if (members.length === 0 && g.leaderExited) this.forget(g);
+        return members.length > 0;
+      },
+      signal: (sig) => {
+        try {
+          signalSession(members, sig);
+        } catch {
+          // EPERM: not ours to signal any more; nothing more can be done here.
+        }
+      },
+    };
   }
 }

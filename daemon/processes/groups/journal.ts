@@ -15,7 +15,7 @@ import { closeSync, openSync, readFileSync, writeFileSync, writeSync } from 'nod
 import path from 'node:path';
 import { bootId, procInfo } from '../../core/process/proc.js';
 
-export const JOURNAL_FILE = 'process-groups.log';
+const JOURNAL_FILE = 'process-groups.log';
 
 export interface JournalEntry {
   pgid: number;

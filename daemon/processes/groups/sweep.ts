@@ -11,10 +11,10 @@
 //    wrap around within the daemon's downtime.)
 // A leader pid now held by a process with another start time means the recorded session is gone
 // (its number was free to reuse): skipped. Every signal is preceded by a fresh check.
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../core/log.js';
-import { signalSession, type GroupSignal } from '../../core/process/group.js';
-import { bootId, isDead, listProcesses, readCmdline, type ProcInfo } from '../../core/process/proc.js';
+import { signalSession } from '../../core/process/group.js';
+import { escalate, type KillSignal } from '../../core/process/kill.js';
+import { bootId, isDead, readCmdline, scanProcesses, type ProcInfo } from '../../core/process/proc.js';
 import type { JournalEntry } from './journal.js';
 
 const POLL_MS = 50;
@@ -22,13 +22,13 @@ const POLL_MS = 50;
 const KILL_WAIT_MS = 2000;
 
 /** The recorded groups that are provably ours and have living members, with those members: one /proc scan. */
-export function verifiedLeftovers(entries: readonly JournalEntry[], boot = bootId()): Map<JournalEntry, ProcInfo[]> {
+async function verifiedLeftovers(entries: readonly JournalEntry[], boot = bootId()): Promise<Map<JournalEntry, ProcInfo[]>> {
   const out = new Map<JournalEntry, ProcInfo[]>();
   const candidates = entries.filter((e) => e.boot === boot && e.pgid > 1 && e.pgid !== process.pid);
   if (candidates.length === 0) return out;
   const byPid = new Map<number, ProcInfo>();
   const bySid = new Map<number, ProcInfo[]>();
-  for (const p of listProcesses()) {
+  for (const p of await scanProcesses()) {
     byPid.set(p.pid, p);
     if (isDead(p)) continue;
     const list = bySid.get(p.sid);
@@ -48,7 +48,7 @@ export function verifiedLeftovers(entries: readonly JournalEntry[], boot = bootI
   return out;
 }
 
-export interface SweepResult {
+interface SweepResult {
   /** The groups found and ended. */
   ended: number[];
   /** Groups still alive after SIGKILL (kept in the journal for the next start). */
@@ -58,7 +58,7 @@ export interface SweepResult {
 /** Ends every provably-ours group of `entries` that still lives: SIGTERM, SIGKILL after `graceMs`, wait. */
 export async function endLeftoverGroups(entries: readonly JournalEntry[], log: Logger, graceMs: number): Promise<SweepResult> {
   const boot = bootId();
-  const first = verifiedLeftovers(entries, boot);
+  const first = await verifiedLeftovers(entries, boot);
   if (first.size === 0) return { ended: [], survivors: [] };
   const pgids = [...first.keys()].map((e) => e.pgid);
   const members = [...first.values()].flat();
@@ -68,37 +68,34 @@ export async function endLeftoverGroups(entries: readonly JournalEntry[], log: L
       pgids,
       child_pids: members.map((p) => p.pid),
       // The programs only: arguments may hold what must not be logged.
-      programs: [...new Set(members.map((p) => readCmdline(p.pid).split('\0')[0] ?? ''))].slice(0, 10),
+      programs: [...new Set(await Promise.all(members.map(async (p) => (await readCmdline(p.pid)).split('\0')[0] ?? '')))].slice(0, 10),
       grace_ms: graceMs,
     },
     'ending process groups an earlier run of the daemon left',
   );
-  const signal = (found: Map<JournalEntry, ProcInfo[]>, sig: GroupSignal): void => {
-    for (const [e, list] of found) {
-      try {
-        signalSession(e.pgid, sig, list);
-      } catch {
-        // EPERM: not ours to signal (a member changed its uid); it stays a survivor
-      }
-    }
-  };
-  const waitGone = async (ms: number): Promise<Map<JournalEntry, ProcInfo[]>> => {
-    const until = Date.now() + ms;
-    let left = verifiedLeftovers(entries, boot);
-    while (left.size > 0 && Date.now() < until) {
-      await sleep(POLL_MS);
-      left = verifiedLeftovers(entries, boot);
-    }
-    return left;
-  };
-  signal(first, 'SIGTERM');
-  let left = await waitGone(graceMs);
-  const killed = [...left.keys()].map((e) => e.pgid);
-  if (left.size > 0) {
-    signal(left, 'SIGKILL');
-    left = await waitGone(KILL_WAIT_MS);
-  }
-  const survivors = [...left.keys()];
+  // Each group as a target of the kill escalation: alive while it is provably ours and has living
+  // members (checked afresh each time: the checks of all groups share one /proc scan), and each
+  // signal goes to the members that check found.
+  const targets = [...first].map(([entry, found]) => {
+    let members = found;
+    return {
+      entry,
+      alive: async () => {
+        members = (await verifiedLeftovers([entry], boot)).get(entry) ?? [];
+        return members.length > 0;
+      },
+      signal: (sig: KillSignal) => {
+        try {
+          signalSession(members, sig);
+        } catch {
+          // EPERM: not ours to signal (a member changed its uid); it stays a survivor
+        }
+      },
+    };
+  });
+  const result = await escalate(targets, { graceMs, killWaitMs: KILL_WAIT_MS, pollMs: POLL_MS });
+  const killed = result.killed.map((t) => t.entry.pgid);
+  const survivors = result.survivors.map((t) => t.entry);
   log.info(
     { event: 'process_leftover_ended', pgids, child_pids: members.map((p) => p.pid), killed_pgids: killed, surviving_pgids: survivors.map((e) => e.pgid) },
     survivors.length === 0 ? 'process groups left by an earlier run have ended' : 'some process groups left by an earlier run survive SIGKILL',

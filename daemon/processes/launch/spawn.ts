@@ -24,7 +24,7 @@ export interface LaunchSpec {
   tty?: { rows: number; cols: number } | null | undefined;
 }
 
-export interface Tty {
+interface Tty {
   /** The current size (after resizes). */
   readonly size: { rows: number; cols: number };
   /** false once the terminal is closed. */
@@ -54,7 +54,7 @@ export interface Launched {
  * UnsupportedFieldError for a field this daemon cannot honour (as_root when not root).
  */
 export async function launch(spec: LaunchSpec, onSpawn: (pid: number) => void): Promise<Launched> {
-  const user = resolveUser(spec.as_user ?? undefined, spec.as_root === true);
+  const user = await resolveUser(spec.as_user ?? undefined, spec.as_root === true);
   const cwd = resolveCwd(spec.cwd ?? undefined, user);
   const env = childEnv(user, spec.env, spec.tty != null);
   if (spec.tty != null) return launchOnTty(spec, spec.tty, user, cwd, env, onSpawn);

@@ -2,7 +2,8 @@
 // BROWSERD_TOKEN and other secrets) is never passed on: a child starts from a minimal environment
 // (PATH, LANG, TZ of the daemon; HOME, USER, LOGNAME, SHELL of the user it runs as) and the
 // request's `env` is merged over it.
-import { accessSync, constants, readFileSync, statSync } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { BadRequestError, UnsupportedFieldError } from '../../core/errors.js';
 
@@ -31,23 +32,51 @@ function currentUser(): RunAs {
   };
 }
 
-/** One line of /etc/passwd for `name`, or null. */
-function lookupPasswd(name: string, passwdFile: string): RunAs | null {
-  let text: string;
+/** A passwd file as read last: its users by name, and what tells a changed file (a stat). */
+interface PasswdCache {
+  file: string;
+  version: string;
+  users: Map<string, RunAs | null>;
+}
+let passwd: PasswdCache | null = null;
+
+/**
+ * One line of /etc/passwd for `name`, or null. The file is read again only when it changed (its
+ * inode, size or mtime differ: useradd writes a new file and renames it over the old one); each
+ * spawn costs one asynchronous stat.
+ */
+async function lookupPasswd(name: string, passwdFile: string): Promise<RunAs | null> {
+  let version: string;
   try {
-    text = readFileSync(passwdFile, 'utf8');
+    const st = await stat(passwdFile, { bigint: true });
+    version = `${st.ino}:${st.size}:${st.mtimeNs}`;
   } catch {
     return null;
   }
+  if (passwd === null || passwd.file !== passwdFile || passwd.version !== version) {
+    let text: string;
+    try {
+      text = await readFile(passwdFile, 'utf8');
+    } catch {
+      return null;
+    }
+    passwd = { file: passwdFile, version, users: parsePasswd(text) };
+  }
+  return passwd.users.get(name) ?? null;
+}
+
+/** The users of a passwd file by name (null: a line of that name whose ids are not numbers); the first line of a name counts. */
+function parsePasswd(text: string): Map<string, RunAs | null> {
+  const users = new Map<string, RunAs | null>();
   for (const line of text.split('\n')) {
     const f = line.split(':');
-    if (f.length < 7 || f[0] !== name) continue;
+    const name = f[0] as string;
+    if (f.length < 7 || users.has(name)) continue;
     const uid = Number(f[2]);
     const gid = Number(f[3]);
-    if (!Number.isInteger(uid) || !Number.isInteger(gid)) return null;
-    return { name, uid, gid, home: f[5] || '/', shell: f[6] || '/bin/sh', switchUser: true };
+    users.set(name, Number.isInteger(uid) && Number.isInteger(gid) ? { name, uid, gid, home: f[5] || '/', shell: f[6] || '/bin/sh', switchUser: true } : null);
   }
-  return null;
+  return users;
 }
 
 /**
@@ -56,7 +85,7 @@ function lookupPasswd(name: string, passwdFile: string): RunAs | null {
  * named user of /etc/passwd (400 `as_user: …` when unknown, or when the daemon may not switch
  * users). Both at once: 400.
  */
-export function resolveUser(asUser: string | undefined, asRoot = false, passwdFile = '/etc/passwd'): RunAs {
+export async function resolveUser(asUser: string | undefined, asRoot = false, passwdFile = '/etc/passwd'): Promise<RunAs> {
   const me = currentUser();
   if (asRoot) {
     if (asUser !== undefined) throw BadRequestError.field('as_root', `true cannot be combined with as_user ("${asUser}"): give one of them`);
@@ -69,7 +98,7 @@ export function resolveUser(asUser: string | undefined, asRoot = false, passwdFi
     return me;
   }
   if (asUser === undefined || asUser === me.name) return me;
-  const user = lookupPasswd(asUser, passwdFile);
+  const user = await lookupPasswd(asUser, passwdFile);
   if (user === null) throw BadRequestError.field('as_user', `no user "${asUser}" in ${passwdFile}`);
   if (user.uid === me.uid && user.gid === me.gid) return { ...user, switchUser: false };
   if (me.uid !== 0) {

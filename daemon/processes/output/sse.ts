@@ -11,7 +11,7 @@ import type { ReplayBuffer } from './replay-buffer.js';
 /** Chunks are taken from the buffer in batches of about this many bytes. */
 const READ_BATCH_BYTES = 256 * 1024;
 
-export interface StreamOptions {
+interface StreamOptions {
   /** The offset to start at (0, or the `Last-Event-ID` of a reconnecting client). */
   from: number;
   signal: AbortSignal;

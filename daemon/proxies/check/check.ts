@@ -18,9 +18,9 @@ import { fetchThrough } from './tunnel.js';
 import { upstreamFor, type Upstream } from '../upstream/upstream.js';
 
 /** How much of a check URL's answer is read to find the exit IP. */
-export const CHECK_BODY_LIMIT_BYTES = 64 * 1024;
+const CHECK_BODY_LIMIT_BYTES = 64 * 1024;
 
-export interface DefaultOutcome {
+interface DefaultOutcome {
   available: boolean;
   /** The exit IP of the first answer that held one; null when none did. */
   ip: string | null;
@@ -28,7 +28,7 @@ export interface DefaultOutcome {
   failure: { code: CheckCause; message: string } | null;
 }
 
-export interface CheckerDeps {
+interface CheckerDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
@@ -41,12 +41,11 @@ export class ProxyChecker {
   private readonly stopping = new AbortController();
   private readonly stopReason = 'the daemon is stopping';
 
-  /** BROWSERD_TEST_HOOKS `direct-to=<port>` (tests only): direct url checks go to 127.0.0.1:<port>. */
+  /** The test build only (core/test-hooks.ts): direct url checks go to 127.0.0.1:<port>. */
   private readonly directToPort: number | undefined;
 
   constructor(private readonly deps: CheckerDeps) {
-    const hook = deps.config.testHooks.get('direct-to');
-    this.directToPort = hook !== undefined && /^\d{1,5}$/.test(hook) ? Number(hook) : undefined;
+    this.directToPort = deps.config.testHooks.directToPort;
   }
 
   /**
@@ -177,7 +176,7 @@ export class ProxyChecker {
 }
 
 /** The exit IP in a check URL's answer: the whole body as an IP address, or JSON with `ip`. */
-export function exitIp(body: Buffer): string | null {
+function exitIp(body: Buffer): string | null {
   const text = body.toString('utf8').trim();
   const asIp = (s: unknown): string | null =>
     typeof s === 'string' && (ipaddr.IPv4.isValidFourPartDecimal(s) || ipaddr.IPv6.isValid(s)) ? ipaddr.process(s).toString() : null;

@@ -14,6 +14,7 @@
 // most RESOLVE_GRACE_MS more (a server that drops AAAA queries must not cost the whole deadline):
 // the check connects to a checked address either way.
 import { Resolver as DnsResolver } from 'node:dns/promises';
+import type { TestHooks } from '../../core/test-hooks.js';
 import { CheckFailure } from '../upstream/dial.js';
 
 export interface ResolveOptions {
@@ -44,7 +45,7 @@ function timeout(hostname: string, why: string): CheckFailure {
 }
 
 /** The DNS resolver; `servers` (host:port) instead of those of /etc/resolv.conf when given. */
-export function dnsResolver(servers?: readonly string[]): Resolver {
+function dnsResolver(servers?: readonly string[]): Resolver {
   return (hostname, { deadline, signal }) => {
     const left = deadline - Date.now();
     if (signal.aborted) return Promise.reject(timeout(hostname, 'before the daemon stopped'));
@@ -117,26 +118,13 @@ function lookupFailure(hostname: string, results: PromiseSettledResult<string[]>
 }
 
 /**
- * The daemon's resolver. For the test suite only (never in production), BROWSERD_TEST_HOOKS:
- * - `resolve=<host>:<addr>[/<addr>...][;<host>:...]` answers those host names with those
- *   addresses at once (so a test can make a name "public" while every byte stays on loopback);
- * - `dns=<ip>:<port>` sends every other lookup to that DNS server instead of /etc/resolv.conf's.
+ * The daemon's resolver: DNS, or in the test build (core/test-hooks.ts) the hooks' table of names
+ * first and the hooks' DNS server instead of /etc/resolv.conf's.
  */
-export function createResolver(testHooks: ReadonlyMap<string, string>): Resolver {
-  const server = testHooks.get('dns');
-  const dns = dnsResolver(server !== undefined && server !== '' ? [server] : undefined);
-  const table = hookTable(testHooks);
+export function createResolver(hooks: TestHooks): Resolver {
+  const server = hooks.dnsServer;
+  const dns = dnsResolver(server !== undefined ? [server] : undefined);
+  const table = hooks.resolveTable;
   if (table.size === 0) return dns;
   return async (hostname, opts) => table.get(hostname.toLowerCase()) ?? dns(hostname, opts);
-}
-
-/** The names of BROWSERD_TEST_HOOKS `resolve=` and their addresses (empty without the hook); the forwarding proxy's direct connections use it too. */
-export function hookTable(testHooks: ReadonlyMap<string, string>): ReadonlyMap<string, string[]> {
-  const table = new Map<string, string[]>();
-  for (const entry of (testHooks.get('resolve') ?? '').split(';').filter(Boolean)) {
-    const colon = entry.indexOf(':');
-    if (colon <= 0) continue;
-    table.set(entry.slice(0, colon).toLowerCase(), entry.slice(colon + 1).split('/').filter(Boolean));
-  }
-  return table;
 }

@@ -71,7 +71,7 @@ function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
 }
 
 /** Why `address` may not be a check target (`not a public address (loopback)`), or null when it is public. */
-export function addressProblem(address: string): string | null {
+function addressProblem(address: string): string | null {
   const parsed = parseAddress(address);
   if (parsed === null) return 'not an IP address';
   const range = parsed.range();

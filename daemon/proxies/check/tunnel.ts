@@ -19,7 +19,7 @@ import type { Upstream } from '../upstream/upstream.js';
 
 export { CheckFailure, type CheckCause } from '../upstream/dial.js';
 
-export interface TunnelRequest {
+interface TunnelRequest {
   url: URL;
   /** Where the request goes: the pinned address of a url check, or the URL's host name. */
   connectHost: string;
@@ -29,11 +29,11 @@ export interface TunnelRequest {
   signal: AbortSignal;
   /** Read at most this many bytes of the body (0: only the status line and headers). */
   bodyLimitBytes: number;
-  /** For the test suite only (BROWSERD_TEST_HOOKS `direct-to`): a direct request goes to this loopback port instead. */
+  /** The test build only (core/test-hooks.ts): a direct request goes to this loopback port instead. */
   directToPort?: number;
 }
 
-export interface TunnelResponse {
+interface TunnelResponse {
   status: number;
   statusText: string;
   body: Buffer;

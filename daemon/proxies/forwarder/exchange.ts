@@ -46,7 +46,7 @@ export interface ExchangeHooks {
   current(): boolean;
 }
 
-export interface ForwardTarget {
+interface ForwardTarget {
   url: URL;
   /** null: straight to the target. */
   dial: Dial | null;

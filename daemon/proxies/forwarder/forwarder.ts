@@ -36,7 +36,7 @@ export interface ActiveProxy {
   problem?: string;
 }
 
-export interface ForwarderDeps {
+interface ForwarderDeps {
   log: Logger;
   metrics: Metrics;
   /** Deadline of one upstream or direct connection (connect, TLS, CONNECT answer). */

@@ -15,11 +15,11 @@
 // arrive while a pass over the table runs are answered from it, the pass ends as soon as every
 // waiting lookup is answered, and a connection not found in a pass that began before it was
 // accepted is looked for again in the next pass.
-import { open, readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 
-export const PROC_TABLES = ['/proc/net/tcp', '/proc/net/tcp6'] as const;
+const PROC_TABLES = ['/proc/net/tcp', '/proc/net/tcp6'] as const;
 
 export interface Endpoint {
   address: string;
@@ -61,7 +61,7 @@ function ipv6Bytes(address: string): number[] | null {
  * The spellings of `address:port` in /proc/net/tcp{,6} (`0100007F:1F90`): IPv4 in tcp, and in
  * tcp6 as IPv4-mapped; IPv6 (an IPv4-mapped one also as its IPv4) likewise.
  */
-export function procSpellings(ep: Endpoint): string[] {
+function procSpellings(ep: Endpoint): string[] {
   const port = ep.port.toString(16).toUpperCase().padStart(4, '0');
   let v4: number[] | null = null;
   let v6: number[] | null = null;
@@ -80,43 +80,12 @@ export function procSpellings(ep: Endpoint): string[] {
   return [...new Set(out)];
 }
 
-/**
- * The uid of the socket in `table` (the text of /proc/net/tcp or tcp6) whose local address is
- * `local` and whose remote address is `remote`, or null when there is none.
- */
-export function findSocketUid(table: string, local: Endpoint, remote: Endpoint): number | null {
-  const locals = new Set(procSpellings(local));
-  const remotes = new Set(procSpellings(remote));
-  for (const line of table.split('\n').slice(1)) {
-    // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-    const f = line.trim().split(/\s+/);
-    if (f.length < 8) continue;
-    if (locals.has(f[1] as string) && remotes.has(f[2] as string)) {
-      const uid = Number(f[7]);
-      return Number.isInteger(uid) ? uid : null;
-    }
-  }
-  return null;
-}
-
-/** The uid owning the other end of `socket` (a connection accepted on loopback), or null when it cannot be found. */
-export async function peerUid(socket: net.Socket, tables: readonly string[] = PROC_TABLES): Promise<number | null> {
-  const { remoteAddress, remotePort, localAddress, localPort } = socket;
-  if (remoteAddress === undefined || remotePort === undefined || localAddress === undefined || localPort === undefined) return null;
-  // The peer's socket: its local end is our remote end, and the other way round.
-  const peer = { address: remoteAddress, port: remotePort };
-  const us = { address: localAddress, port: localPort };
-  for (const file of tables) {
-    let text: string;
-    try {
-      text = await readFile(file, 'utf8');
-    } catch {
-      continue;
-    }
-    const uid = findSocketUid(text, peer, us);
-    if (uid !== null) return uid;
-  }
-  return null;
+/** One socket line of /proc/net/tcp{,6} (`sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid …`); null for the header or a short line. */
+function socketLine(line: string): { local: string; remote: string; uid: number | null } | null {
+  const f = line.trim().split(/\s+/);
+  if (f.length < 8 || !(f[0] as string).endsWith(':')) return null;
+  const uid = Number(f[7]);
+  return { local: f[1] as string, remote: f[2] as string, uid: Number.isInteger(uid) ? uid : null };
 }
 
 interface Waiting {
@@ -151,13 +120,12 @@ class TableReader {
     const buf = Buffer.alloc(READ_CHUNK_BYTES);
     let rest = '';
     const scan = (line: string): void => {
-      const f = line.trim().split(/\s+/);
-      if (f.length < 8 || !(f[0] as string).endsWith(':')) return;
-      const hits = run.waiting.filter((w) => w.locals.has(f[1] as string) && w.remotes.has(f[2] as string));
+      const socket = socketLine(line);
+      if (socket === null) return;
+      const hits = run.waiting.filter((w) => w.locals.has(socket.local) && w.remotes.has(socket.remote));
       if (hits.length === 0) return;
-      const uid = Number(f[7]);
       run.waiting = run.waiting.filter((w) => !hits.includes(w));
-      for (const w of hits) w.resolve(Number.isInteger(uid) ? uid : null);
+      for (const w of hits) w.resolve(socket.uid);
     };
     try {
       const fh = await open(this.file, 'r');
@@ -191,7 +159,7 @@ class TableReader {
 const READ_CHUNK_BYTES = 64 * 1024;
 
 /**
- * peerUid with shared, early-stopping reads of the tables: one pass of a table serves every lookup
+ * The uid owning the other end of a loopback connection, with shared, early-stopping reads of the tables: one pass of a table serves every lookup
  * waiting while it runs and ends as soon as all of them are answered. One instance per server.
  */
 export class PeerLookup {

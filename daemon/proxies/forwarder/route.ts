@@ -5,7 +5,7 @@
 //   direct    loopback targets (127.0.0.0/8, ::1, `localhost`, `*.localhost`); every target while no
 //             proxy is active; hosts matching the active proxy's bypass_hosts
 //   upstream  everything else, through the active proxy (upstream/dial.ts)
-// A direct connection resolves a name itself (BROWSERD_TEST_HOOKS `resolve=` first, for the tests,
+// A direct connection resolves a name itself (in the test build, the hooks' table first,
 // else the system resolver: getaddrinfo, /etc/hosts included, as Chromium without a proxy would)
 // and judges the address again, so a name that resolves to a local address with one of the
 // daemon's ports is refused too. Through an upstream the upstream resolves the name, far away.
@@ -60,7 +60,7 @@ export function isLocalAddress(address: string): boolean {
   return range === 'loopback' || range === 'unspecified' || interfaceAddresses().has(ip);
 }
 
-export interface RouteInput {
+interface RouteInput {
   /** The daemon's API port and the forwarder's own port. */
   ownPorts: readonly number[];
   /** Whether a proxy is active (else every target is direct). */

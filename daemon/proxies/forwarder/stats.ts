@@ -12,7 +12,7 @@ import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../../core/metrics.js';
 import type { CheckCause } from '../upstream/dial.js';
 
-export const MAX_UPSTREAM_LABELS = 16;
+const MAX_UPSTREAM_LABELS = 16;
 const LOG_BURST = 20;
 const LOG_WINDOW_MS = 1000;
 

@@ -45,7 +45,7 @@ function canonicalName(v: string): string | null {
 }
 
 /** The stored form of one entry, or why it is refused. */
-export function parseBypassEntry(raw: string): { entry: string } | { problem: string } {
+function parseBypassEntry(raw: string): { entry: string } | { problem: string } {
   const v = raw.trim();
   if (v.length === 0) return { problem: 'must not be empty' };
   if (v.length > BYPASS_LIMITS.maxChars) return { problem: `must be at most ${BYPASS_LIMITS.maxChars} characters` };
@@ -87,7 +87,7 @@ export const bypassHostsSchema = z
   });
 
 /** The host of a request target in the form entries are stored in. */
-export function canonicalTarget(host: string): string {
+function canonicalTarget(host: string): string {
   const ip = canonicalIp(host);
   if (ip !== null) return ip;
   return domainToASCII(host.replace(/\.$/, '')) || host.toLowerCase();

@@ -28,7 +28,7 @@ YE YT
 ZA ZM ZW
 `;
 
-export const COUNTRY_CODES: ReadonlySet<string> = new Set(CODES.split(/\s+/).filter(Boolean));
+const COUNTRY_CODES: ReadonlySet<string> = new Set(CODES.split(/\s+/).filter(Boolean));
 
 /** True for an assigned ISO 3166-1 alpha-2 code, in upper case. */
 export function isCountryCode(code: string): boolean {

@@ -10,13 +10,13 @@ import { isCountryCode } from './countries.js';
 
 export const PROXY_TYPES = ['datacenter', 'isp', 'residential', 'mobile', 'custom'] as const;
 export type ProxyType = (typeof PROXY_TYPES)[number];
-export const PROXY_PROTOCOLS = ['http', 'https'] as const;
-export const PROXY_STATUSES = ['available', 'unavailable'] as const;
+const PROXY_PROTOCOLS = ['http', 'https'] as const;
+const PROXY_STATUSES = ['available', 'unavailable'] as const;
 /** Why a check failed: `inner_error.code` of a url check, `last_check_error.code` of a default check. */
-export const CHECK_CAUSES = ['proxy_unreachable', 'proxy_auth_failed', 'target_unreachable', 'tls_failed', 'timeout'] as const;
+const CHECK_CAUSES = ['proxy_unreachable', 'proxy_auth_failed', 'target_unreachable', 'tls_failed', 'timeout'] as const;
 
 /** Every size limit of a Proxy's fields. */
-export const FIELD_LIMITS = {
+const FIELD_LIMITS = {
   nameMaxChars: 255,
   hostMaxChars: 253,
   usernameMaxChars: 255,
@@ -28,7 +28,7 @@ export const FIELD_LIMITS = {
   cityMaxChars: 64,
 } as const;
 
-export const MOBILE_CARRIERS = [
+const MOBILE_CARRIERS = [
   'a1', 'aircel', 'airtel', 'att', 'celcom', 'chinamobile', 'claro', 'comcast', 'cox', 'digi', 'dt', 'docomo', 'dtac',
   'etisalat', 'idea', 'kyivstar', 'meo', 'megafon', 'mtn', 'mtnza', 'mts', 'optus', 'orange', 'qwest', 'reliance_jio',
   'robi', 'sprint', 'telefonica', 'telstra', 'tmobile', 'tigo', 'tim', 'verizon', 'vimpelcom', 'vodacomza', 'vodafone',
@@ -84,11 +84,11 @@ function geoRules(c: Record<string, unknown>, ctx: z.RefinementCtx): void {
 }
 
 const countryDefaultUs = z.strictObject({ country: country.default('US') });
-export const datacenterConfig = countryDefaultUs.meta({ description: 'Datacenter: `country` defaults to US' });
-export const ispConfig = countryDefaultUs.meta({ description: 'ISP: `country` defaults to US' });
+const datacenterConfig = countryDefaultUs.meta({ description: 'Datacenter: `country` defaults to US' });
+const ispConfig = countryDefaultUs.meta({ description: 'ISP: `country` defaults to US' });
 /** The targeting fields of residential and mobile proxies (geoRules judges them together). */
 const geoFields = { country: country.optional(), city: city.optional(), state: state.optional(), zip: zip.optional(), asn: asn.optional() };
-export const residentialConfig = z
+const residentialConfig = z
   .strictObject({
     ...geoFields,
     os: z
@@ -97,7 +97,7 @@ export const residentialConfig = z
       .meta({ deprecated: true, description: 'Deprecated: accepted and stored, logged as deprecated, not used for targeting' }),
   })
   .superRefine(geoRules, alwaysOnObjects);
-export const mobileConfig = z
+const mobileConfig = z
   .strictObject({
     ...geoFields,
     carrier: z.enum(MOBILE_CARRIERS, { message: 'is not a known mobile carrier' }).optional(),
@@ -111,7 +111,7 @@ function isHost(v: string): boolean {
 }
 
 /** Why a PEM bundle is refused, or null: each block must parse as an X.509 certificate. */
-export function pemBundleProblem(pem: string): string | null {
+function pemBundleProblem(pem: string): string | null {
   if (Buffer.byteLength(pem, 'utf8') > FIELD_LIMITS.caBundleMaxBytes) return `is over its limit of ${FIELD_LIMITS.caBundleMaxBytes} bytes`;
   const blocks = pem.match(PEM_BLOCK_RE) ?? [];
   if (blocks.length === 0) return 'holds no PEM certificate (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)';
@@ -179,10 +179,6 @@ export const customConfig = z
     if (c.password !== undefined && c.username === undefined) ctx.addIssue({ code: 'custom', path: ['username'], message: 'is required when password is set' });
   }, alwaysOnObjects);
 
-export type CustomConfig = z.output<typeof customConfig>;
-export type ResidentialConfig = z.output<typeof residentialConfig>;
-export type MobileConfig = z.output<typeof mobileConfig>;
-export type ManagedConfig = { country?: string } & Partial<Omit<ResidentialConfig, 'os'>> & Partial<MobileConfig>;
 
 const name = rule(
   (v) => v.trim().length >= 1 && v.trim().length <= FIELD_LIMITS.nameMaxChars && !CONTROL.test(v),
@@ -213,14 +209,12 @@ export const createProxySchema = z
     { error: () => 'must be one of datacenter, isp, residential, mobile, custom' },
   )
   .meta({ description: 'A proxy; `type` decides the shape of `config`' });
-export type ProxyCreate = z.output<typeof createProxySchema>;
 
 /** PATCH /proxies/{id}: the fields that may change; at least one. */
 export const updateProxySchema = z
   .strictObject({ name: name.optional(), bypass_hosts: bypassHostsSchema.optional() })
   .refine((v) => v.name !== undefined || v.bypass_hosts !== undefined, { message: 'must set name or bypass_hosts (or both)' })
   .meta({ description: 'The new name and/or bypass_hosts; every other field of a proxy is fixed at creation (create a new proxy to change it)' });
-export type ProxyUpdate = z.output<typeof updateProxySchema>;
 
 /** POST /proxies/{id}/check: an optional target. */
 export const checkBodySchema = z.strictObject({

@@ -9,6 +9,7 @@
 // the in-memory list only changes once its write is on disk (a failed write changes nothing).
 // A file that cannot be read as a store at start is renamed aside (`proxies.json.broken-<time>`)
 // and reported (`proxy_store_broken`), never overwritten.
+import { SerialQueue } from '../../core/serial-queue.js';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
@@ -65,7 +66,7 @@ const fileSchema = z.object({
 export class ProxyStore {
   private records: readonly StoredProxy[];
   private activeId: string | null;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new SerialQueue();
 
   private constructor(
     readonly file: string,
@@ -138,7 +139,7 @@ export class ProxyStore {
   mutate<T>(
     change: (current: readonly StoredProxy[], active: string | null) => { next: readonly StoredProxy[]; active?: string | null; result: T },
   ): Promise<T> {
-    const run = this.queue.then(async () => {
+    return this.queue.run(async () => {
       const { next, active = this.activeId, result } = change(this.records, this.activeId);
       if (next !== this.records || active !== this.activeId) {
         await this.write(next, active);
@@ -147,8 +148,6 @@ export class ProxyStore {
       }
       return result;
     });
-    this.queue = run.catch(() => undefined);
-    return run;
   }
 
   insert(record: StoredProxy): Promise<StoredProxy> {
@@ -174,8 +173,8 @@ export class ProxyStore {
   }
 
   /** Resolves once every change asked for so far is on disk (or failed). */
-  async idle(): Promise<void> {
-    await this.queue;
+  idle(): Promise<void> {
+    return this.queue.drain();
   }
 
   private write(records: readonly StoredProxy[], active: string | null): Promise<void> {

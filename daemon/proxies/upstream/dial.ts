@@ -51,7 +51,7 @@ const NOT_TLS_CODES = new Set([
 /** TLS failures after which the probe may tell a plain HTTP proxy (a close before any TLS answer). */
 const PROBE_CODES = new Set(['ECONNRESET', 'EPIPE']);
 
-export interface DialOptions {
+interface DialOptions {
   /** Absolute time (ms since epoch) by which every phase must be done. */
   deadline: number;
   /** What the deadline is, for timeout messages ("the check's deadline"). */

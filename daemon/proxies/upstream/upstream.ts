@@ -22,9 +22,9 @@ export interface Upstream {
  * `-<field>-<value>` with the value lower case (asn as its number): `user-country-us-state-co-city-denver`.
  * The deprecated residential `os` is not sent.
  */
-export const TARGETING_ORDER = ['country', 'state', 'city', 'zip', 'asn', 'carrier'] as const;
+const TARGETING_ORDER = ['country', 'state', 'city', 'zip', 'asn', 'carrier'] as const;
 
-export function targetingUsername(base: string, config: Record<string, unknown>): string {
+function targetingUsername(base: string, config: Record<string, unknown>): string {
   const parts = base === '' ? [] : [base];
   for (const field of TARGETING_ORDER) {
     const value = config[field];

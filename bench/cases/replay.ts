@@ -27,7 +27,11 @@ function treeCpu(root: number): number {
   const below = new Set([root]);
   for (let grew = true; grew; ) {
     grew = false;
-    for (const p of all) if (!below.has(p.pid) && below.has(p.ppid)) (below.add(p.pid), (grew = true));
+    for (const p of all) {
+      if (below.has(p.pid) || !below.has(p.ppid)) continue;
+      below.add(p.pid);
+      grew = true;
+    }
   }
   return all.filter((p) => below.has(p.pid)).reduce((s, p) => s + p.utime + p.stime, 0) / CLOCK_TICKS_PER_SEC;
 }

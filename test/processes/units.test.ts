@@ -416,7 +416,7 @@ describe('process groups', () => {
     const child = spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' });
     const pgid = child.pid as number;
     const group = set.add(pgid);
-    child.once('exit', () => group.leaderExit());
+    child.once('exit', () => void group.leaderExit());
     return { pgid, group };
   }
 

@@ -16,6 +16,7 @@ import { createPlaywright } from './playwright/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
+import { createTelemetry } from './telemetry/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -85,7 +86,16 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
 
-  const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
+  // The live event stream: the browser's CDP clients, its runs and the daemon's requests feed it.
+  const telemetry = createTelemetry({ config, log });
+  const browser = createBrowser({
+    config,
+    log,
+    metrics,
+    onChromiumLine: logs.chromiumLine,
+    cdpClientEvents: { connected: (c) => telemetry.cdpConnected(c), closed: (c) => telemetry.cdpDisconnected(c) },
+  });
+  telemetry.watchBrowser(browser);
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
@@ -120,7 +130,7 @@ async function main(): Promise<void> {
   }
   readable = (file) => files.resolveReadable(file);
   // The browser's downloads: the daemon owns the download behaviour, whichever CDP client sets it.
-  const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir });
+  const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir, onChange: (event, d) => telemetry.download(event, d) });
   const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   // Closed in reverse: the runners end before Chromium.
   const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, playwright];
@@ -144,8 +154,9 @@ async function main(): Promise<void> {
     ...logs.routes,
     ...files.routes,
     ...downloads.routes,
+    ...telemetry.routes,
   ];
-  const server = new HttpServer({ config, log, metrics, keyring, routes });
+  const server = new HttpServer({ config, log, metrics, keyring, routes, onRequestDone: (r) => telemetry.requestDone(r) });
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {

@@ -30,6 +30,22 @@ export interface BridgeHost {
   notReadyReason(): string | null;
 }
 
+/** A CDP client's connection, for the telemetry's cdp_connect / cdp_disconnect. */
+export interface CdpClientEvents {
+  connected(c: { remote: string; target: string | undefined; pid: number }): void;
+  closed(c: { remote: string; reason: 'client_close' | 'upstream_changed' | 'upstream_error' | 'context_cancelled'; ms: number; messages: number; code: number }): void;
+}
+
+/** Why a connection ended, in the SDK's words (BrowserCdpDisconnectEvent.reason). */
+const REASON_BY_END: Record<ChannelEnd['code'], 'client_close' | 'upstream_changed' | 'upstream_error' | 'context_cancelled'> = {
+  browser_gone: 'upstream_changed',
+  restart: 'upstream_changed',
+  stopping: 'context_cancelled',
+  target_closed: 'upstream_error',
+  too_big: 'upstream_error',
+  client_closed: 'client_close',
+};
+
 const CLOSE_BY_END: Record<ChannelEnd['code'], number> = {
   browser_gone: CLOSE.SERVICE_RESTART,
   restart: CLOSE.SERVICE_RESTART,
@@ -42,7 +58,7 @@ const CLOSE_BY_END: Record<ChannelEnd['code'], number> = {
 export class CdpBridge extends WebSocketHub {
   constructor(
     private readonly host: BridgeHost,
-    private readonly opts: { maxMessageBytes: number; log: Logger },
+    private readonly opts: { maxMessageBytes: number; log: Logger; events?: CdpClientEvents },
   ) {
     super(opts.maxMessageBytes);
   }
@@ -57,9 +73,13 @@ export class CdpBridge extends WebSocketHub {
     if (bad !== null) throw new InvalidRequestError(bad);
     if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
     const deadline = Deadline.in(CDP_READY_WAIT_MS, 'waiting for Chromium');
-    const holder: { ws: WebSocket | null; early: Buffer[]; end: ChannelEnd | null } = { ws: null, early: [], end: null };
+    const holder: { ws: WebSocket | null; early: Buffer[]; end: ChannelEnd | null; messages: number } = { ws: null, early: [], end: null, messages: 0 };
     const sink = {
-      message: (data: Buffer) => (holder.ws === null ? holder.early.push(data) : this.toClient(holder.ws, data, channel)),
+      message: (data: Buffer) => {
+        holder.messages++;
+        if (holder.ws === null) holder.early.push(data);
+        else this.toClient(holder.ws, data, channel);
+      },
       ended: (end: ChannelEnd) => {
         holder.end = end;
         if (holder.ws !== null) this.closeClient(holder.ws, end);
@@ -99,9 +119,13 @@ export class CdpBridge extends WebSocketHub {
       if (!ctx.socket.destroyed) throw new BrowserUnavailableError(holder.end?.message ?? 'browserd is stopping');
       return;
     }
+    const remote = `${ctx.req.socket.remoteAddress ?? ''}:${ctx.req.socket.remotePort ?? ''}`;
     this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
       holder.ws = ws;
       this.live.add(ws);
+      const since = performance.now();
+      ws.on('message', () => holder.messages++);
+      this.opts.events?.connected({ remote, target: kind.kind === 'target' ? kind.targetId : undefined, pid });
       ctx.log.info({ event: 'cdp_connected', chromium_pid: pid, target: kind.kind === 'target' ? kind.targetId : undefined, connections: this.live.size }, 'CDP client connected');
       ws.on('message', (data: Buffer, isBinary: boolean) => {
         if (isBinary) return this.closeClient(ws, { code: 'client_closed', message: 'binary frames are not CDP' }, 1003);
@@ -115,6 +139,7 @@ export class CdpBridge extends WebSocketHub {
         this.live.delete(ws);
         ch.close();
         ctx.log.info({ event: 'cdp_closed', chromium_pid: pid, code, by: ch.endReason?.code ?? 'client' }, 'CDP connection closed');
+        this.opts.events?.closed({ remote, reason: REASON_BY_END[ch.endReason?.code ?? 'client_closed'], ms: performance.now() - since, messages: holder.messages, code });
       });
       for (const data of holder.early.splice(0)) this.toClient(ws, data, ch);
     });

@@ -4,7 +4,7 @@
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { CdpBridge } from '../cdp/bridge.js';
+import { CdpBridge, type CdpClientEvents } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
@@ -20,6 +20,8 @@ export interface BrowserDeps {
   metrics: Metrics;
   /** Every line Chromium writes (the log stream keeps recent ones). */
   onChromiumLine?(line: string): void;
+  /** CDP clients connecting and leaving (the telemetry). */
+  cdpClientEvents?: CdpClientEvents;
 }
 
 export function createBrowser(deps: BrowserDeps): Browser {
@@ -41,7 +43,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
   });
   const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
-  const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, { maxMessageBytes: config.chromium.cdpMaxMessageBytes, log });
+  const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, { maxMessageBytes: config.chromium.cdpMaxMessageBytes, log, events: deps.cdpClientEvents });
 
   const snapshot = (): BrowserSnapshot => {
     const s = sup.status();

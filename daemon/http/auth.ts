@@ -23,6 +23,8 @@ export const SCOPES = [
   'logs:read',
   'fs:read',
   'fs:write',
+  'telemetry:read',
+  'telemetry:write',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

@@ -52,26 +52,29 @@ export function createTelemetry(deps: { config: Config; log: Logger }): Telemetr
   let lastState: BrowserState | null = null;
   let lastPid: number | null = null;
 
+  // The supervisor records an exit (last_exit) before or during the state change that follows it:
+  // each new last_exit is told once, before the next start.
+  let lastExitAt: string | null = null;
   const onState = (state: BrowserState, snap: BrowserSnapshot): void => {
     const prev = lastState;
     lastState = state;
     if (state === prev) return;
-    if (state === 'ready') {
-      lastPid = snap.chromium.pid;
-      bus.emit('chromium_started', 'system', chromium, { pid: snap.chromium.pid, version: snap.chromium.version, restarts: snap.chromium.restarts });
-      return;
-    }
     if (prev === 'ready') monitor.runEnded();
     const exit = snap.chromium.last_exit;
-    if ((prev === 'ready' || prev === 'starting' || prev === 'restarting') && exit !== null && state !== 'starting') {
+    if (exit !== null && exit.at !== lastExitAt) {
+      lastExitAt = exit.at;
       bus.emit('chromium_exited', 'system', chromium, { pid: lastPid, code: exit.code, signal: exit.signal, reason: exit.reason });
       if (exit.reason === 'crash' || exit.reason === 'launch failed') {
-        const data: Record<string, unknown> = { phase: exit.reason === 'crash' && prev === 'ready' ? 'running' : 'startup', service_name: 'chromium' };
+        const data: Record<string, unknown> = { phase: exit.reason === 'crash' ? 'running' : 'startup', service_name: 'chromium' };
         if (lastPid !== null) data.pid = lastPid;
         bus.emit('service_crashed', 'system', chromium, data);
       }
     }
     if (state === 'failed') bus.emit('service_crashed', 'system', chromium, { phase: 'gave_up', service_name: 'chromium' });
+    if (state === 'ready') {
+      lastPid = snap.chromium.pid;
+      bus.emit('chromium_started', 'system', chromium, { pid: snap.chromium.pid, version: snap.chromium.version, restarts: snap.chromium.restarts });
+    }
   };
 
   return {

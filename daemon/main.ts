@@ -113,7 +113,7 @@ async function main(): Promise<void> {
   });
   const extensions = createExtensions({ config, log, metrics, browser });
   await extensions.start();
-  const processes = createProcesses({ config, log, metrics });
+  const processes = createProcesses({ config, log, metrics, onExit: (p) => telemetry.emit('process_exited', 'system', { kind: 'local_process', event: 'exit' }, p) });
   try {
     await processes.start(); // the terminal module, and the process groups a daemon killed with SIGKILL left
   } catch (err) {

@@ -15,6 +15,8 @@ export interface ProcessTableOptions {
   maxLive: number;
   retentionMs: number;
   metrics: Metrics;
+  /** A spawned process exited (the telemetry's process_exited). */
+  onExit?(proc: { process_id: string; pid: number; exit_code: number | null; signal: string | null }): void;
 }
 
 export class ProcessTable {
@@ -56,6 +58,8 @@ export class ProcessTable {
   /** Adds a started process; once it has exited and its group is gone it is kept for the retention period, then removed. */
   add(proc: ManagedProcess): void {
     this.procs.set(proc.id, proc);
+    const onExit = this.opts.onExit;
+    if (onExit !== undefined) void proc.exited.then((info) => onExit({ process_id: proc.id, pid: proc.pid, exit_code: info.exit_code, signal: info.signal }));
     void proc.done.then(() => {
       const timer = setTimeout(() => this.forget(proc.id), this.opts.retentionMs);
       timer.unref();

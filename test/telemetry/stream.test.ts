@@ -126,6 +126,14 @@ test('an exec is an api_call: its route, status and request id, never its body',
   assert.ok(!JSON.stringify(seen).includes(EXEC_MARKER), 'the exec body is in the stream');
 });
 
+test('a spawned process exiting is a process_exited event with its exit code', async () => {
+  const mark = lastSeq();
+  const p = await kernel(d).browsers.process.spawn('local', { command: 'sh', args: ['-c', 'exit 3'] });
+  const exited = await waitEvent('process_exited', (e) => e.event.type === 'process_exited' && e.event.data?.process_id === p.process_id, mark);
+  assert.equal(exited.event.data?.exit_code, 3);
+  assert.equal(exited.event.data?.pid, p.pid);
+});
+
 /** The pids of Chromium's renderers: processes under the Chromium pid whose command line says --type=renderer. */
 function renderers(chromiumPid: number): number[] {
   const parent = new Map<number, number>();
@@ -209,7 +217,7 @@ test('Last-Event-ID resumes with exactly the missed events, in order; every even
   // Every event type seen so far, against the SDK's shapes.
   for (const e of seen) checkShape(e);
   const types = new Set(seen.map((e) => e.event.type));
-  for (const t of ['api_call', 'cdp_connect', 'cdp_disconnect', 'console_log', 'console_error', 'network_request', 'network_response', 'page_navigation', 'page_load', 'page_tab_opened', 'page_crashed', 'chromium_started', 'chromium_exited']) {
+  for (const t of ['api_call', 'cdp_connect', 'cdp_disconnect', 'console_log', 'console_error', 'network_request', 'network_response', 'page_navigation', 'page_load', 'page_tab_opened', 'page_crashed', 'chromium_started', 'chromium_exited', 'process_exited']) {
     assert.ok(types.has(t), `no ${t} event was seen`);
   }
   // The secrets, in the parsed events and in the raw text of the paged list and the stream.

@@ -20,11 +20,12 @@ import { ptyBench } from './cases/pty.js';
 import { describeMachine, markdown, table } from './report.js';
 import { restartBench } from './cases/restart.js';
 import { stdinBench } from './cases/stdin.js';
+import { telemetryBench } from './cases/telemetry.js';
 import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, telemetryBench,
 ];
 
 function usage(): string {

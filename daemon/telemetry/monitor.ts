@@ -131,7 +131,8 @@ export class CdpMonitor {
     const opts = { sessionId: sess.sessionId, timeoutMs: 10_000 };
     const isPage = sess.rawType === 'page' || sess.rawType === 'iframe';
     const calls: Promise<unknown>[] = [cdp.send(s.console ? 'Runtime.enable' : 'Runtime.disable', {}, opts)];
-    if (sess.rawType !== 'service_worker' || s.network) calls.push(cdp.send(s.network ? 'Network.enable' : 'Network.disable', {}, opts));
+    // No bodies are read: Chromium need not keep any for this session, nor post data.
+    calls.push(s.network ? cdp.send('Network.enable', { maxTotalBufferSize: 0, maxResourceBufferSize: 0, maxPostDataSize: 0 }, opts) : cdp.send('Network.disable', {}, opts));
     if (isPage) calls.push(cdp.send(s.page ? 'Page.enable' : 'Page.disable', {}, opts));
     await Promise.allSettled(calls);
   }

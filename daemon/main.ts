@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     const active = proxies.active();
     return active === null ? { proxy: null } : { proxy_id: active.id, proxy: active };
   });
-  const extensions = createExtensions({ config, log, metrics, browser });
+  const extensions = createExtensions({ config, log, metrics, browser, onInstalled: (e) => telemetry.emit('extension_installed', 'system', { kind: 'kernel_api', event: 'extension_upload' }, e) });
   await extensions.start();
   const processes = createProcesses({ config, log, metrics, onExit: (p) => telemetry.emit('process_exited', 'system', { kind: 'local_process', event: 'exit' }, p) });
   try {

@@ -130,6 +130,11 @@ export const SCHEMAS: Record<string, z.ZodType> = {
   chromium_started: event('chromium_started', 'system', z.strictObject({ pid: z.number().nullable(), version: z.string().nullable(), restarts: z.number() })),
   chromium_exited: event('chromium_exited', 'system', z.strictObject({ pid: z.number().nullable(), code: z.number().nullable(), signal: z.string().nullable(), reason: z.string() })),
   process_exited: event('process_exited', 'system', z.strictObject({ process_id: z.string(), pid: z.number(), exit_code: z.number().nullable(), signal: z.string().nullable() })),
+  extension_installed: event(
+    'extension_installed',
+    'system',
+    z.strictObject({ name: z.string(), id: z.string(), version: z.string(), activation: z.string(), deferred: z.boolean() }),
+  ),
   events_dropped: event('events_dropped', 'monitor', z.strictObject({ count: z.number().int().positive(), from_seq: z.number(), to_seq: z.number() })),
 };
 

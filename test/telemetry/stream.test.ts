@@ -11,7 +11,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import puppeteer from 'puppeteer-core';
+import { expectUploaded, indexed, upload } from '../helpers/extensions.js';
 import { kernel } from '../helpers/fs.js';
+import { fixtureZip } from '../helpers/zip.js';
 import { waitBrowser } from '../kit/browser.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
@@ -134,6 +136,13 @@ test('a spawned process exiting is a process_exited event with its exit code', a
   assert.equal(exited.event.data?.pid, p.pid);
 });
 
+test('an extension install is an extension_installed event', async () => {
+  const mark = lastSeq();
+  await expectUploaded(await upload(d, indexed([['telext', fixtureZip('content-script')]])));
+  const e = await waitEvent('extension_installed', (x) => x.event.type === 'extension_installed' && x.event.data?.name === 'telext', mark);
+  assert.equal(typeof e.event.data?.id, 'string');
+});
+
 /** The pids of Chromium's renderers: processes under the Chromium pid whose command line says --type=renderer. */
 function renderers(chromiumPid: number): number[] {
   const parent = new Map<number, number>();
@@ -217,7 +226,7 @@ test('Last-Event-ID resumes with exactly the missed events, in order; every even
   // Every event type seen so far, against the SDK's shapes.
   for (const e of seen) checkShape(e);
   const types = new Set(seen.map((e) => e.event.type));
-  for (const t of ['api_call', 'cdp_connect', 'cdp_disconnect', 'console_log', 'console_error', 'network_request', 'network_response', 'page_navigation', 'page_load', 'page_tab_opened', 'page_crashed', 'chromium_started', 'chromium_exited', 'process_exited']) {
+  for (const t of ['api_call', 'cdp_connect', 'cdp_disconnect', 'console_log', 'console_error', 'network_request', 'network_response', 'page_navigation', 'page_load', 'page_tab_opened', 'page_crashed', 'chromium_started', 'chromium_exited', 'process_exited', 'extension_installed']) {
     assert.ok(types.has(t), `no ${t} event was seen`);
   }
   // The secrets, in the parsed events and in the raw text of the paged list and the stream.

@@ -100,7 +100,13 @@ async function main(): Promise<void> {
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
   try {
-    proxies = createProxies({ config, log, metrics, browserBody: () => ({ ...browser.snapshot() }) });
+    proxies = createProxies({
+      config,
+      log,
+      metrics,
+      browserBody: () => ({ ...browser.snapshot() }),
+      onSwitch: (sw) => telemetry.emit('proxy_switched', 'system', { kind: 'kernel_api', event: 'proxy_switch' }, sw),
+    });
   } catch (err) {
     exitBadSetting(log, err);
   }

@@ -25,6 +25,8 @@ export interface ProxiesDeps {
   resolver?: Resolver;
   /** The body of GET /browsers/{id}, answered by PATCH /browsers/{id} too (with `proxy_id` and `proxy` set here); default {}. */
   browserBody?: () => Record<string, unknown>;
+  /** The browser's proxy changed (ids only). */
+  onSwitch?: (s: { proxy_id: string | null; previous: string | null }) => void;
 }
 
 export interface Proxies {
@@ -70,7 +72,7 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     lookup: createLookup(hookTable(config.testHooks)),
     apiPort: () => apiPort,
   });
-  const active = new ActiveControl(store, forwarder, config.proxies.providers, log);
+  const active = new ActiveControl(store, forwarder, config.proxies.providers, log, deps.onSwitch);
   active.restore();
   let closing: Promise<void> | null = null;
   return {

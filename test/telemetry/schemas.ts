@@ -135,6 +135,7 @@ export const SCHEMAS: Record<string, z.ZodType> = {
     'system',
     z.strictObject({ name: z.string(), id: z.string(), version: z.string(), activation: z.string(), deferred: z.boolean() }),
   ),
+  proxy_switched: event('proxy_switched', 'system', z.strictObject({ proxy_id: z.string().nullable(), previous: z.string().nullable() })),
   events_dropped: event('events_dropped', 'monitor', z.strictObject({ count: z.number().int().positive(), from_seq: z.number(), to_seq: z.number() })),
 };
 

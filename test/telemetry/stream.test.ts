@@ -206,6 +206,11 @@ test('Last-Event-ID resumes with exactly the missed events, in order; every even
   // A proxy with a password (the api_call of its creation carries no body).
   const proxy = await d.call<{ id: string }>('/proxies', { method: 'POST', json: { type: 'custom', name: 'tel', protocol: 'http', config: { host: '127.0.0.1', port: 9, username: 'u', password: PROXY_PASSWORD } } }, 201);
   assert.ok(proxy.id);
+  await d.call('/browsers/local', { method: 'PATCH', json: { proxy_id: proxy.id } });
+  const sw = await waitEvent('proxy_switched', (e) => e.event.type === 'proxy_switched' && e.event.data?.proxy_id === proxy.id);
+  assert.equal(sw.event.data?.previous, null);
+  await d.call('/browsers/local', { method: 'PATCH', json: { proxy_id: null } });
+  await waitEvent('proxy_switched back', (e) => e.event.type === 'proxy_switched' && e.event.data?.proxy_id === null, sw.seq);
   await d.call('/telemetry/events', { method: 'POST', json: { type: 'test.marker', data: { n: 1 } } }, 201);
   const marker = await waitEvent('the custom event', (e) => e.event.type === 'test.marker');
   const resumeAfter = seen[Math.max(0, seen.length - 30)] as Envelope;
@@ -226,7 +231,7 @@ test('Last-Event-ID resumes with exactly the missed events, in order; every even
   // Every event type seen so far, against the SDK's shapes.
   for (const e of seen) checkShape(e);
   const types = new Set(seen.map((e) => e.event.type));
-  for (const t of ['api_call', 'cdp_connect', 'cdp_disconnect', 'console_log', 'console_error', 'network_request', 'network_response', 'page_navigation', 'page_load', 'page_tab_opened', 'page_crashed', 'chromium_started', 'chromium_exited', 'process_exited', 'extension_installed']) {
+  for (const t of ['api_call', 'cdp_connect', 'cdp_disconnect', 'console_log', 'console_error', 'network_request', 'network_response', 'page_navigation', 'page_load', 'page_tab_opened', 'page_crashed', 'chromium_started', 'chromium_exited', 'process_exited', 'extension_installed', 'proxy_switched']) {
     assert.ok(types.has(t), `no ${t} event was seen`);
   }
   // The secrets, in the parsed events and in the raw text of the paged list and the stream.

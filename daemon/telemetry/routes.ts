@@ -36,6 +36,7 @@ const streamQuery = z.strictObject({
   replay: qString('`all`: start with the oldest event the ring keeps; anything else: only new events. A Last-Event-ID header takes precedence (resume after that seq)', 16),
 });
 
+const KNOWN_CATEGORIES: ReadonlySet<string> = new Set([...CATEGORIES, 'monitor']);
 const DURATION = /^(\d{1,9})(ms|s|m|h|d)$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const timeParam = (what: string) =>
@@ -58,9 +59,19 @@ const eventsQuery = z.strictObject({
   offset: qInt('The cursor: the X-Next-Offset of the previous page (a seq). Ascending: events from this seq on; descending: events before it', 0, Number.MAX_SAFE_INTEGER),
   limit: qInt(`Events per page (default 100, at most ${PAGE_MAX})`, 1, PAGE_MAX),
   category: z
-    .union([z.enum([...CATEGORIES, 'monitor']), z.array(z.enum([...CATEGORIES, 'monitor'])).max(16)])
+    .union([z.string().max(512), z.array(z.string().max(512)).max(16)])
+    .transform((v, ctx) => {
+      // The SDK sends a list comma-separated (category=console,network); repeating the parameter works too.
+      const names = (Array.isArray(v) ? v : [v]).flatMap((x) => x.split(','));
+      const bad = names.filter((n) => !KNOWN_CATEGORIES.has(n));
+      if (bad.length > 0) {
+        ctx.addIssue({ code: 'custom', message: `unknown category ${JSON.stringify(bad[0])} (${[...KNOWN_CATEGORIES].join(', ')})` });
+        return z.NEVER;
+      }
+      return names;
+    })
     .optional()
-    .meta({ description: 'Only events of these categories (repeat the parameter); applied within the page' }),
+    .meta({ description: 'Only events of these categories (comma-separated, or the parameter repeated); applied within the page', type: 'string' }),
   order: z.enum(['asc', 'desc']).optional().meta({ description: 'asc (default): oldest first; desc: newest first' }),
   since: timeParam('Start of the window: RFC 3339 or a duration ago (5m); default 5m; ignored with offset; not with order=desc'),
   until: timeParam('End of the window (exclusive): RFC 3339 or a duration ago'),
@@ -205,7 +216,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       handler: async (ctx) => {
         const q = ctx.query as z.infer<typeof eventsQuery>;
         const limit = q.limit ?? 100;
-        const cats = q.category === undefined ? null : new Set<string>(Array.isArray(q.category) ? q.category : [q.category]);
+        const cats = q.category === undefined ? null : new Set<string>(q.category);
         const until = q.until ?? Infinity;
         let page: Stored[];
         let hasMore: boolean;

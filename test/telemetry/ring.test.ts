@@ -128,6 +128,11 @@ test('GET …/telemetry/events: pages through the ring with X-Next-Offset and X-
   assert.deepEqual(await res.json(), []);
   assert.equal(res.headers.get('x-has-more'), 'true');
   assert.ok(Number(res.headers.get('x-next-offset')) > 1);
+  // The SDK's own list form (comma-separated): only custom events (control) and api calls here.
+  const cats: string[] = [];
+  for await (const e of client.browsers.telemetry.events('local', { offset: 1, limit: 50, category: ['control', 'monitor'] } as never)) cats.push(e.event.category);
+  assert.ok(cats.length > 0 && cats.every((c) => c === 'control'), cats.join());
+  assert.equal((await d.fetch('/telemetry/events?category=console,nosuch')).status, 400);
   const desc = await d.fetch('/telemetry/events?order=desc&limit=2');
   const items = (await desc.json()) as { seq: number }[];
   assert.equal(items.length, 2);

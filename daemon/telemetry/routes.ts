@@ -207,7 +207,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         description:
           'A JSON array of envelopes `{"seq","event"}`, with headers `X-Next-Offset` (the cursor of the next page) and `X-Has-More`. ' +
           'Ascending (default): from `offset` on, or from the first event at or after `since` (default 5m ago). Descending: the newest events before `offset` (or all), ' +
-          '`since` refused. `until` ends the window (exclusive). `category` (repeatable) filters within the page: a page may be empty while X-Has-More is true. ' +
+          '`since` refused. `until` ends the window (exclusive). `category` (comma-separated, or repeated) filters within the page: a page may be empty while X-Has-More is true. ' +
           'Only what the ring keeps is listed (BROWSERD_TELEMETRY_RING events / BROWSERD_TELEMETRY_RING_BYTES).',
         query: eventsQuery,
         responses: { 200: { description: 'one page of events (headers x-next-offset, x-has-more)', schema: { type: 'array', items: { type: 'object' } } } },

@@ -22,11 +22,12 @@ import { describeMachine, markdown, table } from './report.js';
 import { replayBench } from './cases/replay.js';
 import { restartBench } from './cases/restart.js';
 import { stdinBench } from './cases/stdin.js';
+import { telemetryBench } from './cases/telemetry.js';
 import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench,
 ];
 
 function usage(): string {

@@ -18,6 +18,7 @@ import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
 import { createCurl } from './curl/index.js';
+import { createTelemetry } from './telemetry/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -89,17 +90,32 @@ async function main(): Promise<void> {
     exitBadSetting(log, err);
   }
 
+  // The live event stream: the browser's CDP clients, its runs and the daemon's requests feed it.
+  const telemetry = createTelemetry({ config, log });
   let browser: Browser;
   try {
-    browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine, issueToken: (identity, scopes) => keyring.issueFor(identity, scopes) });
+    browser = createBrowser({
+      config,
+      log,
+      metrics,
+      onChromiumLine: logs.chromiumLine,
+      issueToken: (identity, scopes) => keyring.issueFor(identity, scopes),
+      cdpClientEvents: { connected: (c) => telemetry.cdpConnected(c), closed: (c) => telemetry.cdpDisconnected(c) },
+    });
   } catch (err) {
     exitBadSetting(log, err);
   }
+  telemetry.watchBrowser(browser);
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
   let proxies: ReturnType<typeof createProxies>;
   try {
-    proxies = createProxies({ config, log, metrics });
+    proxies = createProxies({
+      config,
+      log,
+      metrics,
+      onSwitch: (sw) => telemetry.emit('proxy_switched', 'system', { kind: 'kernel_api', event: 'proxy_switch' }, sw),
+    });
   } catch (err) {
     exitBadSetting(log, err);
   }
@@ -111,9 +127,9 @@ async function main(): Promise<void> {
     const active = proxies.active();
     return active === null ? { proxy: null } : { proxy_id: active.id, proxy: active };
   });
-  const extensions = createExtensions({ config, log, metrics, browser });
+  const extensions = createExtensions({ config, log, metrics, browser, onInstalled: (e) => telemetry.emit('extension_installed', 'system', { kind: 'kernel_api', event: 'extension_upload' }, e) });
   await extensions.start();
-  const processes = createProcesses({ config, log, metrics });
+  const processes = createProcesses({ config, log, metrics, onExit: (p) => telemetry.emit('process_exited', 'system', { kind: 'local_process', event: 'exit' }, p) });
   try {
     await processes.start(); // the terminal module, and the process groups a daemon killed with SIGKILL left
   } catch (err) {
@@ -131,7 +147,7 @@ async function main(): Promise<void> {
   }
   readable = (file) => files.resolveReadable(file);
   // The browser's downloads: the daemon owns the download behaviour, whichever CDP client sets it.
-  const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir });
+  const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir, onChange: (event, d) => telemetry.download(event, d) });
   const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   // Requests through the browser never target the daemon's own ports (its API: known once it listens).
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
@@ -162,8 +178,9 @@ async function main(): Promise<void> {
     ...downloads.routes,
     ...replays.routes,
     ...curl.routes,
+    ...telemetry.routes,
   ];
-  const server = new HttpServer({ config, log, metrics, keyring, routes });
+  const server = new HttpServer({ config, log, metrics, keyring, routes, onRequestDone: (r) => telemetry.requestDone(r) });
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {

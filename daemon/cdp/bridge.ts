@@ -33,6 +33,22 @@ export interface BridgeHost {
   notReadyReason(): string | null;
 }
 
+/** A CDP client's connection, for the telemetry's cdp_connect / cdp_disconnect. */
+export interface CdpClientEvents {
+  connected(c: { remote: string; target: string | undefined; pid: number }): void;
+  closed(c: { remote: string; reason: 'client_close' | 'upstream_changed' | 'upstream_error' | 'context_cancelled'; ms: number; messages: number; code: number }): void;
+}
+
+/** Why a connection ended, in the SDK's words (BrowserCdpDisconnectEvent.reason). */
+const REASON_BY_END: Record<ChannelEnd['code'], 'client_close' | 'upstream_changed' | 'upstream_error' | 'context_cancelled'> = {
+  browser_gone: 'upstream_changed',
+  restart: 'upstream_changed',
+  stopping: 'context_cancelled',
+  target_closed: 'upstream_error',
+  too_big: 'upstream_error',
+  client_closed: 'client_close',
+};
+
 const CLOSE_BY_END: Record<ChannelEnd['code'], number> = {
   browser_gone: CLOSE.SERVICE_RESTART,
   restart: CLOSE.SERVICE_RESTART,
@@ -60,6 +76,8 @@ class Client implements QueuedClient {
 
 export interface CdpBridgeOptions {
   maxMessageBytes: number;
+  /** CDP clients connecting and leaving (the telemetry). */
+  events?: CdpClientEvents;
   /** Unsent bytes one client may hold before a message (BROWSERD_CDP_CLIENT_QUEUE_BYTES). */
   clientQueueBytes: number;
   /** Unsent bytes over every client before a message (BROWSERD_CDP_QUEUE_TOTAL_BYTES). */
@@ -94,9 +112,13 @@ export class CdpBridge extends WebSocketHub {
     if (bad !== null) throw new InvalidRequestError(bad);
     if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
     const deadline = Deadline.in(CDP_READY_WAIT_MS, 'waiting for Chromium');
-    const holder: { ws: WebSocket | null; early: Buffer[]; end: ChannelEnd | null } = { ws: null, early: [], end: null };
+    const holder: { ws: WebSocket | null; early: Buffer[]; end: ChannelEnd | null; messages: number } = { ws: null, early: [], end: null, messages: 0 };
     const sink = {
-      message: (data: Buffer) => (holder.ws === null ? holder.early.push(data) : this.toClient(holder.ws, data)),
+      message: (data: Buffer) => {
+        holder.messages++;
+        if (holder.ws === null) holder.early.push(data);
+        else this.toClient(holder.ws, data);
+      },
       ended: (end: ChannelEnd) => {
         holder.end = end;
         if (holder.ws !== null) this.closeClient(holder.ws, end);
@@ -136,10 +158,14 @@ export class CdpBridge extends WebSocketHub {
       if (!ctx.socket.destroyed) throw new BrowserUnavailableError(holder.end?.message ?? 'browserd is stopping');
       return;
     }
+    const remote = `${ctx.req.socket.remoteAddress ?? ''}:${ctx.req.socket.remotePort ?? ''}`;
     this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
       holder.ws = ws;
       this.live.add(ws);
       this.clients.set(ws, new Client(ws, ch));
+      const since = performance.now();
+      ws.on('message', () => holder.messages++);
+      this.opts.events?.connected({ remote, target: kind.kind === 'target' ? kind.targetId : undefined, pid });
       ctx.log.info({ event: 'cdp_connected', chromium_pid: pid, target: kind.kind === 'target' ? kind.targetId : undefined, connections: this.live.size }, 'CDP client connected');
       ws.on('message', (data: Buffer, isBinary: boolean) => {
         if (isBinary) return this.closeClient(ws, { code: 'client_closed', message: 'binary frames are not CDP' }, 1003);
@@ -154,6 +180,7 @@ export class CdpBridge extends WebSocketHub {
         this.clients.delete(ws);
         ch.close();
         ctx.log.info({ event: 'cdp_closed', chromium_pid: pid, code, by: ch.endReason?.code ?? 'client' }, 'CDP connection closed');
+        this.opts.events?.closed({ remote, reason: REASON_BY_END[ch.endReason?.code ?? 'client_closed'], ms: performance.now() - since, messages: holder.messages, code });
       });
       for (const data of holder.early.splice(0)) this.toClient(ws, data);
     });

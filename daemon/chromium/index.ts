@@ -4,7 +4,7 @@
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import { CdpBridge } from '../cdp/bridge.js';
+import { CdpBridge, type CdpClientEvents } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
@@ -30,6 +30,8 @@ interface BrowserDeps {
   onChromiumLine?(line: string): void;
   /** Signs the session token of cdp_ws_url (the key ring): the caller's scopes among `narrowTo`. */
   issueToken(identity: Identity, narrowTo: readonly Scope[]): Promise<{ token: string }>;
+  /** CDP clients connecting and leaving (the telemetry). */
+  cdpClientEvents?: CdpClientEvents;
 }
 
 /** The scopes a cdp_ws_url token carries at most: the CDP endpoint, and the SDK's direct /curl calls. */
@@ -100,6 +102,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     clientQueueBytes: config.chromium.cdpClientQueueBytes,
     queueTotalBytes: config.chromium.cdpQueueTotalBytes,
     log,
+    events: deps.cdpClientEvents,
   });
   metrics.memoryPool('cdp_client_queue', () => bridge.queuedBytes);
 

@@ -172,6 +172,16 @@ export interface Config {
     /** Log streams open at once. */
     maxStreams: number;
   };
+  telemetry: {
+    /** Events the ring keeps at most (BROWSERD_TELEMETRY_RING). */
+    ringEvents: number;
+    /** Bytes of event JSON the ring keeps at most. */
+    ringBytes: number;
+    /** One event's JSON at most (past it, its data is dropped: truncated). */
+    eventMaxBytes: number;
+    /** Telemetry streams open at once. */
+    maxStreams: number;
+  };
   /** BROWSERD_TEST_HOOKS: only the test build has them (test-hooks.ts); the production build refuses the setting. */
   testHooks: TestHooks;
 }
@@ -348,6 +358,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       chromiumLines: int('BROWSERD_LOG_CHROMIUM_LINES', 2000, 1, 1_000_000),
       fileBacklogBytes: int('BROWSERD_LOG_FILE_BACKLOG_BYTES', 64 * 1024, 0, 64 * MiB),
       maxStreams: int('BROWSERD_LOG_MAX_STREAMS', 32, 1, 10_000),
+    },
+    telemetry: {
+      ringEvents: int('BROWSERD_TELEMETRY_RING', 1024, 1, 1_000_000),
+      ringBytes: int('BROWSERD_TELEMETRY_RING_BYTES', 16 * MiB, 64 * 1024, 1024 * MiB),
+      eventMaxBytes: int('BROWSERD_TELEMETRY_EVENT_MAX_BYTES', 64 * 1024, 4096, 16 * MiB),
+      maxStreams: int('BROWSERD_TELEMETRY_MAX_STREAMS', 32, 1, 10_000),
     },
     testHooks: parseTestHooks(get('BROWSERD_TEST_HOOKS')),
   };

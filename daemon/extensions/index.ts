@@ -18,6 +18,8 @@ interface ExtensionsDeps {
   log: Logger;
   metrics: Metrics;
   browser: Browser;
+  /** An extension was activated. */
+  onInstalled?(e: { name: string; id: string; version: string; activation: string; deferred: boolean }): void;
 }
 
 export interface Extensions {
@@ -36,7 +38,7 @@ export function createExtensions(deps: ExtensionsDeps): Extensions {
   const log = deps.log.child({ module: 'extensions' });
   const store = new Store(config.stateDir, log);
   const publisher = new PolicyPublisher(store, config.chromium.policyDir, log);
-  const installer = new Installer({ config, metrics, browser, store, publisher });
+  const installer = new Installer({ config, metrics, browser, store, publisher, onInstalled: deps.onInstalled });
   browser.setLaunchExtras(() => installer.launchExtras());
   browser.addSnapshotFields(() => ({ extensions: installer.list() }));
 

@@ -32,6 +32,8 @@ export interface InstallerDeps {
   browser: Browser;
   store: Store;
   publisher: PolicyPublisher;
+  /** An extension was activated (the telemetry's extension_installed). */
+  onInstalled?(e: { name: string; id: string; version: string; activation: string; deferred: boolean }): void;
 }
 
 export interface InstallResult {
@@ -167,6 +169,7 @@ export class Installer {
     this.count(plans, 'ok', ms);
     for (const p of plans) {
       log.info({ event: 'extension_activated', name: p.entry.name, id: p.entry.id, version: p.entry.version, mode: p.mode, ms, deferred }, 'extension activated');
+      this.deps.onInstalled?.({ name: p.entry.name, id: p.entry.id, version: p.entry.version, activation: p.mode, deferred });
     }
     return {
       extensions: plans.map((p) => ({ name: p.entry.name, id: p.entry.id, version: p.entry.version, activation: p.mode })),

@@ -30,6 +30,8 @@ const SCOPES = [
   'replays:read',
   'replays:write',
   'browser:fetch',
+  'telemetry:read',
+  'telemetry:write',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

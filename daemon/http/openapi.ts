@@ -88,7 +88,7 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
       responses[String(status)] = { description: ERROR_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
     }
     const op: Record<string, unknown> = {
-      operationId: `${route.method.toLowerCase()}${route.path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
+      operationId: operationIdOf(route.method, route.path),
       summary: d.summary,
       description: d.description,
       security: route.scope === null ? [] : [{ bearer: [] }, { sessionToken: [] }, { sessionTokenQuery: [] }],
@@ -119,4 +119,9 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
     },
     paths,
   };
+}
+
+/** A route's OpenAPI operationId: `getBrowsersIdTelemetryStream` for GET /browsers/{id}/telemetry/stream. */
+export function operationIdOf(method: string, routePath: string): string {
+  return `${method.toLowerCase()}${routePath.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`;
 }

@@ -32,6 +32,8 @@ export interface ServerDeps {
   metrics: Metrics;
   keyring: KeyRing;
   routes: Route[];
+  /** Every request, once its response has closed (the telemetry's api_call): no bodies, no query. */
+  onRequestDone?(r: { method: string; route: string; status: number; ms: number; reqId: string; keyId: string | undefined }): void;
 }
 
 export class HttpServer {
@@ -140,6 +142,7 @@ export class HttpServer {
       const status = res.headersSent ? res.statusCode : 499;
       this.deps.metrics.httpDuration.observe({ method: req.method ?? '', route: routeName, status: String(status) }, ms / 1000);
       log.info({ event: 'request', method: req.method, route: routeName, status, ms: Math.round(ms * 10) / 10, key_id: keyId }, 'request');
+      this.deps.onRequestDone?.({ method: req.method ?? '', route: routeName, status, ms, reqId, keyId });
       this.live.delete(live);
       if (keyed) return;
       gone.abort();

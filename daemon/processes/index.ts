@@ -26,6 +26,8 @@ interface ProcessesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
+  /** A spawned process exited. */
+  onExit?(proc: { process_id: string; pid: number; exit_code: number | null; signal: string | null }): void;
 }
 
 export interface Processes {
@@ -45,7 +47,7 @@ export interface Processes {
 
 export function createProcesses(deps: ProcessesDeps): Processes {
   const { config, log, metrics } = deps;
-  const table = new ProcessTable({ maxLive: config.processes.maxLive, retentionMs: config.processes.retentionMs, retainedBytes: config.processes.outputRetainedBytes, metrics });
+  const table = new ProcessTable({ maxLive: config.processes.maxLive, retentionMs: config.processes.retentionMs, retainedBytes: config.processes.outputRetainedBytes, metrics, onExit: deps.onExit });
   const groups = new GroupSet();
   const journal = new GroupJournal(config.stateDir);
   const attach = new AttachHub({ maxFrameBytes: config.processes.stdinLimitBytes, log });

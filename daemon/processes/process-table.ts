@@ -18,6 +18,8 @@ interface ProcessTableOptions {
   /** Real bytes of the output buffers of finished processes kept, together (BROWSERD_OUTPUT_RETAINED_BYTES). */
   retainedBytes: number;
   metrics: Metrics;
+  /** A spawned process exited (the telemetry's process_exited). */
+  onExit?(proc: { process_id: string; pid: number; exit_code: number | null; signal: string | null }): void;
 }
 
 export class ProcessTable {
@@ -59,6 +61,8 @@ export class ProcessTable {
   /** Adds a started process; once it has exited and its group is gone it is kept for the retention period, then removed. */
   add(proc: ManagedProcess): void {
     this.procs.set(proc.id, proc);
+    const onExit = this.opts.onExit;
+    if (onExit !== undefined) void proc.exited.then((info) => onExit({ process_id: proc.id, pid: proc.pid, exit_code: info.exit_code, signal: info.signal }));
     void proc.done.then(() => {
       const timer = setTimeout(() => this.forget(proc.id), this.opts.retentionMs);
       timer.unref();

@@ -27,6 +27,8 @@ export class ActiveControl {
     private readonly forwarder: Forwarder,
     private readonly providers: Partial<Record<ManagedProxyType, ProxyGateway>>,
     private readonly log: Logger,
+    /** The browser's proxy changed (the telemetry's proxy_switched): ids only, never credentials. */
+    private readonly onSwitch?: (s: { proxy_id: string | null; previous: string | null }) => void,
   ) {}
 
   /** Routes the forwarder through the stored active proxy (at start). */
@@ -67,6 +69,7 @@ export class ActiveControl {
       if (before === wanted) return;
       this.forwarder.use(active);
       log.info({ event: 'proxy_active_set', proxy_id: wanted ?? 'direct', previous: before ?? 'direct' }, wanted === null ? 'the browser goes direct' : 'the browser goes through a proxy');
+      this.onSwitch?.({ proxy_id: wanted, previous: before });
     });
   }
 

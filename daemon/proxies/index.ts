@@ -24,6 +24,8 @@ interface ProxiesDeps {
   metrics: Metrics;
   /** How check URLs' hosts are resolved; default: DNS under the check's deadline (in the test build, its hooks first: core/test-hooks.ts). */
   resolver?: Resolver;
+  /** The browser's proxy changed (ids only). */
+  onSwitch?: (s: { proxy_id: string | null; previous: string | null }) => void;
 }
 
 interface Proxies {
@@ -71,7 +73,7 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     lookup: createLookup(config.testHooks.resolveTable),
     apiPort: () => apiPort,
   });
-  const active = new ActiveControl(store, forwarder, config.proxies.providers, log);
+  const active = new ActiveControl(store, forwarder, config.proxies.providers, log, deps.onSwitch);
   active.restore();
   let closing: Promise<void> | null = null;
   return {

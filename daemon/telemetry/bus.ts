@@ -1,0 +1,158 @@
+// The telemetry bus: every event gets the next seq (from 1, monotonic for the daemon's life) and
+// goes into a ring bounded both by count and by bytes (the envelope's JSON, made once here and sent
+// as is to every reader). A reader holds only the seq it wants next: it reads what the ring has,
+// waits for more, and learns how many it lost when the ring moved past it (it read too slowly, or
+// resumed from too far back). Publishing never waits for a reader, and no reader holds a queue.
+import { CATEGORIES, DEFAULT_ON, nowMicros, type Category, type EventCategory, type EventSource, type TelemetryEvent } from './event.js';
+
+export interface Stored {
+  seq: number;
+  category: EventCategory;
+  ts: number;
+  /** The envelope as JSON. */
+  json: string;
+  /** Its size in bytes. */
+  bytes: number;
+}
+
+export interface BusLimits {
+  /** Events kept at most. */
+  maxEvents: number;
+  /** Bytes of envelope JSON kept at most. */
+  maxBytes: number;
+  /** One event's envelope JSON at most: past it, its data is dropped and `truncated: true`. */
+  maxEventBytes: number;
+}
+
+export type CategorySwitches = Record<Category, boolean>;
+
+export class TelemetryBus {
+  private readonly ring: Stored[] = [];
+  private head = 0;
+  private bytes = 0;
+  private nextSeq = 1;
+  private waiters = new Set<() => void>();
+  private readonly switches: CategorySwitches;
+  private readonly switchListeners: ((s: CategorySwitches) => void)[] = [];
+
+  constructor(readonly limits: BusLimits) {
+    this.switches = Object.fromEntries(CATEGORIES.map((c) => [c, DEFAULT_ON.has(c)])) as CategorySwitches;
+  }
+
+  /** Whether events of `category` are captured now (`monitor`: whenever a CDP category is). */
+  enabled(category: EventCategory): boolean {
+    if (category === 'monitor') return this.switches.console || this.switches.network || this.switches.page || this.switches.interaction;
+    return this.switches[category];
+  }
+
+  categories(): CategorySwitches {
+    return { ...this.switches };
+  }
+
+  /** Sets some switches (the others stay); listeners hear of the new set. */
+  setCategories(patch: Partial<CategorySwitches>): CategorySwitches {
+    let changed = false;
+    for (const c of CATEGORIES) {
+      const v = patch[c];
+      if (v !== undefined && v !== this.switches[c]) {
+        this.switches[c] = v;
+        changed = true;
+      }
+    }
+    if (changed) for (const l of this.switchListeners) l(this.categories());
+    return this.categories();
+  }
+
+  onSwitch(listener: (s: CategorySwitches) => void): void {
+    this.switchListeners.push(listener);
+  }
+
+  /** Publishes an event of an enabled category (else drops it); returns its seq, or null. */
+  emit(type: string, category: EventCategory, source: EventSource, data?: Record<string, unknown>, opts: { truncated?: boolean; ts?: number } = {}): number | null {
+    if (!this.enabled(category)) return null;
+    const event: TelemetryEvent = { ts: opts.ts ?? nowMicros(), type, category, source };
+    if (data !== undefined) event.data = data;
+    if (opts.truncated === true) event.truncated = true;
+    const seq = this.nextSeq++;
+    let json = JSON.stringify({ seq, event });
+    if (Buffer.byteLength(json) > this.limits.maxEventBytes) {
+      delete event.data;
+      event.truncated = true;
+      json = JSON.stringify({ seq, event });
+    }
+    this.store({ seq, category, ts: event.ts, json, bytes: Buffer.byteLength(json) });
+    return seq;
+  }
+
+  private store(s: Stored): void {
+    const size = s.bytes;
+    while (this.size > 0 && (this.size >= this.limits.maxEvents || this.bytes + size > this.limits.maxBytes)) this.dropOldest();
+    this.ring.push(s);
+    this.bytes += size;
+    if (this.waiters.size > 0) {
+      const waiters = this.waiters;
+      this.waiters = new Set();
+      for (const w of waiters) w();
+    }
+  }
+
+  private dropOldest(): void {
+    const old = this.ring[this.head] as Stored;
+    this.bytes -= old.bytes;
+    this.head++;
+    // Compacted now and then: amortised O(1) per event.
+    if (this.head > 1024 && this.head * 2 > this.ring.length) {
+      this.ring.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  /** The seq of the oldest event kept (end() when none is). */
+  get first(): number {
+    return this.ring.length > this.head ? (this.ring[this.head] as Stored).seq : this.nextSeq;
+  }
+
+  /** The seq the next event will get. */
+  get end(): number {
+    return this.nextSeq;
+  }
+
+  get size(): number {
+    return this.ring.length - this.head;
+  }
+
+  /** Up to `max` events from seq `from` on (or from the oldest kept, counting the ones lost before it). */
+  read(from: number, max: number): { events: Stored[]; lost: number; next: number } {
+    const first = this.first;
+    const lost = from < first ? first - from : 0;
+    const start = Math.max(from, first);
+    const count = Math.max(0, Math.min(max, this.nextSeq - start));
+    // Seqs are consecutive in the ring: the index of `start` is its distance from the oldest.
+    const at = this.head + (start - first);
+    return { events: this.ring.slice(at, at + count), lost, next: start + count };
+  }
+
+  /** Events at or before seq `before` (exclusive), newest first, up to `max` (paging downwards). */
+  readBack(before: number, max: number): Stored[] {
+    const first = this.first;
+    const end = Math.min(before, this.nextSeq);
+    if (end <= first) return [];
+    const stop = this.head + (end - first);
+    const startIdx = Math.max(this.head, stop - max);
+    return this.ring.slice(startIdx, stop).reverse();
+  }
+
+  /** Resolves once an event numbered `from` or later exists, or `signal` aborts. */
+  wait(from: number, signal: AbortSignal): Promise<void> {
+    if (this.nextSeq > from || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        signal.removeEventListener('abort', done);
+        this.waiters.delete(done);
+        resolve();
+      };
+      this.waiters.add(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}

@@ -1,0 +1,84 @@
+// What never leaves the daemon in an event, and how big one may be. Header maps lose every
+// credential-bearing header (cookies, authorization, proxy credentials, API keys, tokens); URLs lose
+// their user info and the values of secret-looking query parameters; strings past a limit are cut,
+// and the event says `truncated: true`. Bodies are never taken in the first place.
+
+/** A header whose value is replaced by "[redacted]". */
+const SECRET_HEADER = /^(cookie|set-cookie|set-cookie2|authorization|proxy-authorization|proxy-authenticate|www-authenticate|x-api-key|api-key|x-auth-token|x-access-token|x-csrf-token|x-xsrf-token|x-amz-security-token)$|token|secret|password|session/i;
+/** A query parameter whose value is replaced (jwt, token, key, signature, password, …). */
+const SECRET_PARAM = /jwt|token|secret|passw|pwd|auth|key|sig|session|code|credential/i;
+
+export const REDACTED = '[redacted]';
+/** One string value (a URL, a console argument, a header) at most this many characters. */
+export const MAX_STRING_CHARS = 2048;
+/** Console arguments kept per event. */
+export const MAX_ARGS = 16;
+
+export interface Cut {
+  /** Set when something was cut. */
+  truncated: boolean;
+}
+
+export function cutString(s: string, cut: Cut, max = MAX_STRING_CHARS): string {
+  if (s.length <= max) return s;
+  cut.truncated = true;
+  return `${s.slice(0, max)}…`;
+}
+
+/** A URL without credentials: user info dropped, secret-looking query values replaced, then cut. */
+export function redactUrl(raw: string, cut: Cut): string {
+  let out = raw;
+  if (/^(https?|wss?|ftp):/i.test(raw) && URL.canParse(raw)) {
+    const u = new URL(raw);
+    if (u.username !== '' || u.password !== '') {
+      u.username = '';
+      u.password = '';
+    }
+    for (const k of [...u.searchParams.keys()]) if (SECRET_PARAM.test(k)) u.searchParams.set(k, REDACTED);
+    out = u.toString();
+  } else if (/^data:/i.test(raw)) {
+    out = raw.slice(0, raw.indexOf(',') + 1 || 64);
+    if (out.length < raw.length) cut.truncated = true;
+    return out;
+  }
+  return cutString(out, cut);
+}
+
+/** A header map with every credential replaced; names kept as they came. */
+export function redactHeaders(headers: Record<string, unknown> | undefined, cut: Cut): Record<string, string> | undefined {
+  if (headers === undefined) return undefined;
+  const out: Record<string, string> = {};
+  let n = 0;
+  for (const [name, value] of Object.entries(headers)) {
+    if (++n > 64) {
+      cut.truncated = true;
+      break;
+    }
+    out[name] = SECRET_HEADER.test(name) ? REDACTED : cutString(String(value), cut, 512);
+  }
+  return out;
+}
+
+/** Strings cut at MAX_STRING_CHARS, arrays and objects bounded, at any depth (custom events). */
+export function boundValue(v: unknown, cut: Cut, depth = 0): unknown {
+  if (typeof v === 'string') return cutString(v, cut);
+  if (v === null || typeof v !== 'object') return v;
+  if (depth > 8) {
+    cut.truncated = true;
+    return null;
+  }
+  if (Array.isArray(v)) {
+    if (v.length > 256) cut.truncated = true;
+    return v.slice(0, 256).map((x) => boundValue(x, cut, depth + 1));
+  }
+  const out: Record<string, unknown> = {};
+  let n = 0;
+  for (const [k, x] of Object.entries(v)) {
+    if (++n > 256) {
+      cut.truncated = true;
+      break;
+    }
+    out[k] = boundValue(x, cut, depth + 1);
+  }
+  return out;
+}

@@ -13,6 +13,7 @@ import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { createComputer } from './computer/index.js';
 import { createReplays } from './replays/index.js';
+import { createLive } from './live/index.js';
 import { createPlaywright } from './playwright/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
@@ -114,6 +115,9 @@ async function main(): Promise<void> {
   }
   const computer = createComputer({ config, log, metrics, browser });
   const replays = createReplays({ config, log, currentPage: (deadline) => computer.shownPage(deadline), notReadyReason: () => browser.notReadyReason() });
+  const live = createLive({ log, sessionId: config.sessionId, screencast: replays.screencast, computer });
+  // The link to hand a person (view and control). The JWT signer plugs in with live.setLinkSigner().
+  browser.addSnapshotFields(() => ({ browser_live_view_url: live.liveViewUrl(['live:view', 'live:control']) }));
   let files: ReturnType<typeof createFs>;
   try {
     files = createFs({ config, log, metrics });
@@ -125,7 +129,7 @@ async function main(): Promise<void> {
   const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir });
   const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, playwright];
+  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, live, playwright];
 
   // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
   // that neither the start nor an idle daemon pays for.
@@ -147,6 +151,7 @@ async function main(): Promise<void> {
     ...files.routes,
     ...downloads.routes,
     ...replays.routes,
+    ...live.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes });
 
@@ -196,6 +201,7 @@ async function main(): Promise<void> {
   browser.setPublicAddress(address.address, address.port);
   proxies.setApiPort(address.port);
   playwright.setListenAddress(address.address, address.port);
+  live.setPublicAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
 }
 

@@ -50,7 +50,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         summary: 'The browser session: state, the current Chromium, its last exit, the CDP URL',
         description:
           "A superset of the SDK's BrowserRetrieveResponse: its names (session_id, cdp_ws_url, created_at, headless, stealth, timeout_seconds, " +
-          'webdriver_ws_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir).',
+          'webdriver_ws_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir, browser_live_view_url — the live view page to hand a person).',
         responses: { 200: { description: 'the browser', schema: snapshotSchema } },
       },
       handler: async () => ({ status: 200, body: deps.snapshot() }),

@@ -25,6 +25,8 @@ export const SCOPES = [
   'fs:write',
   'replays:read',
   'replays:write',
+  'live:view',
+  'live:control',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

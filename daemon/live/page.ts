@@ -161,7 +161,8 @@ kb.addEventListener('keyup', (e) => {
   send(keyMsg('keyup', e));
 });
 kb.addEventListener('compositionend', (e) => { if (e.data) send({ t: 'text', text: e.data }); kb.value = ''; });
-kb.addEventListener('input', (e) => { if (!e.isComposing) kb.value = ''; });
+// Text that came without a key press we forwarded (an on-screen keyboard, dictation, a character the layout lacks).
+kb.addEventListener('input', (e) => { if (e.isComposing) return; if (e.inputType === 'insertText' && e.data) send({ t: 'text', text: e.data }); kb.value = ''; });
 document.addEventListener('paste', (e) => {
   if (!live.control || document.activeElement === urlBox) return;
   const text = e.clipboardData ? e.clipboardData.getData('text/plain') : '';

@@ -7,7 +7,7 @@
 // `state` (tabs, URL, history; when it changed, checked every STATE_MS), `copied` (the selected
 // text after a copy) and `error`; from it the input of computer/live-input.ts, one message at a time
 // in order on the controls' input queue (mouse moves waiting behind others are merged: the newest
-// wins). A view-only viewer's input is ignored.
+// wins). A view-only viewer's input is ignored (each message answered with an `error`).
 import type { RawData, WebSocket } from 'ws';
 import type { ComputerModule, LiveInput } from '../computer/index.js';
 import { liveInputSchema } from '../computer/index.js';
@@ -124,7 +124,11 @@ function serve(ws: WebSocket, control: boolean, deps: ViewerDeps, log: Logger): 
   };
 
   ws.on('message', (data: RawData, isBinary: boolean) => {
-    if (!control || isBinary) return;
+    if (isBinary) return;
+    if (!control) {
+      sendJson({ t: 'error', message: 'view only: input is ignored' });
+      return;
+    }
     let parsed;
     try {
       parsed = liveInputSchema.safeParse(JSON.parse(String(data)));

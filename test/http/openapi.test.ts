@@ -76,6 +76,8 @@ const CONTRACT_ROUTES = [
   'DELETE /browsers/{id}/replays/{replay_id}',
   'POST /browsers/{id}/replays/{replay_id}/stop',
   'POST /browsers/{id}/replays/{replay_id}/markers',
+  'GET /browsers/{id}/live',
+  'GET /browsers/{id}/live/ws',
 ].sort();
 
 let d: Daemon;

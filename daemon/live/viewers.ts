@@ -15,6 +15,7 @@ import { BrowserdError, InvalidRequestError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { CLOSE, handshakeProblem, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
 import type { Frame, Screencast } from '../replays/index.js';
+import { NewestFrame } from './newest-frame.js';
 
 /** Bytes waiting in a viewer's socket above which frames are held back (the newest kept). */
 export const FRAME_HIGH_WATER_BYTES = 256 * 1024;
@@ -63,22 +64,19 @@ function serve(ws: WebSocket, control: boolean, deps: ViewerDeps, log: Logger): 
   sendJson({ t: 'hello', control });
 
   // Frames: one in flight, the newest waiting.
-  let inFlight = false;
-  let waiting: Frame | null = null;
-  const sendFrame = (frame: Frame): void => {
-    if (ws.readyState !== ws.OPEN) return;
-    if (inFlight || ws.bufferedAmount > FRAME_HIGH_WATER_BYTES) {
-      waiting = frame;
-      return;
-    }
-    inFlight = true;
-    ws.send(frame.jpeg, { binary: true }, () => {
-      inFlight = false;
-      const next = waiting;
-      waiting = null;
-      if (next !== null) sendFrame(next);
-    });
-  };
+  const slot = new NewestFrame(
+    {
+      get bufferedAmount() {
+        return ws.bufferedAmount;
+      },
+      get open() {
+        return ws.readyState === ws.OPEN;
+      },
+      send: (data, done) => ws.send(data, { binary: true }, () => done()),
+    },
+    FRAME_HIGH_WATER_BYTES,
+  );
+  const sendFrame = (frame: Frame): void => slot.offer(frame.jpeg);
   const latest = deps.screencast.latest();
   if (latest !== null) sendFrame(latest);
   const unsubscribe = deps.screencast.subscribe(sendFrame);
@@ -151,7 +149,7 @@ function serve(ws: WebSocket, control: boolean, deps: ViewerDeps, log: Logger): 
     stop.abort();
     clearInterval(timer);
     unsubscribe();
-    waiting = null;
+    slot.clear();
     pending.length = 0;
   });
 }

@@ -9,6 +9,7 @@ import { repoRoot } from '../test/kit/daemon.js';
 import { activationBench, liveBench } from './cases/activation.js';
 import { cdpBench } from './cases/cdp.js';
 import { computerBench } from './cases/computer.js';
+import { liveViewBench } from './cases/live-view.js';
 import { daemonBench } from './cases/daemon-cost.js';
 import { forwarderChromiumBench } from './cases/forwarder-chromium.js';
 import { forwarderBench } from './cases/forwarder.js';
@@ -24,7 +25,7 @@ import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, liveViewBench,
 ];
 
 function usage(): string {

@@ -12,7 +12,7 @@ import WebSocket from 'ws';
 import { openTab, type Tab } from '../helpers/computer.js';
 import { daemonCdp, waitBrowser, type CdpClient } from '../kit/browser.js';
 import { keysFile, startDaemon, TEST_TOKEN, type Daemon } from '../kit/daemon.js';
-import { until } from '../kit/wait.js';
+import { until, within } from '../kit/wait.js';
 
 const VIEW_TOKEN = 'live-view-only-token-0123456789';
 
@@ -184,8 +184,9 @@ test('read-only and view-only viewers: their input is ignored', async () => {
     const s = await rawSocket(query);
     assert.equal(s.hello.control, false, query);
     for (const t of ['down', 'up']) {
-      const reply = await s.ask({ t, x: 360 / 800, y: 50 / 600, button: 'left', clicks: 1, mods: 0 });
-      assert.match(reply.message ?? '', /view only/);
+      const reply = s.ask({ t, x: 360 / 800, y: 50 / 600, button: 'left', clicks: 1, mods: 0 });
+      assert.ok(await within(reply, 30_000), `${query}: the ${t} is answered`);
+      assert.match((await reply).message ?? '', /view only/);
     }
     s.close();
   }

@@ -10,6 +10,7 @@ import { activationBench, liveBench } from './cases/activation.js';
 import { cdpBench } from './cases/cdp.js';
 import { curlBench } from './cases/curl.js';
 import { computerBench } from './cases/computer.js';
+import { liveViewBench } from './cases/live-view.js';
 import { daemonBench } from './cases/daemon-cost.js';
 import { forwarderChromiumBench } from './cases/forwarder-chromium.js';
 import { forwarderBench } from './cases/forwarder.js';
@@ -27,7 +28,7 @@ import { unzipBench } from './cases/unzip.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench,
 ];
 
 function usage(): string {

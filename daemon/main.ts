@@ -13,6 +13,7 @@ import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { createComputer } from './computer/index.js';
 import { createReplays } from './replays/index.js';
+import { createLive } from './live/index.js';
 import { createPlaywright } from './playwright/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
@@ -139,6 +140,7 @@ async function main(): Promise<void> {
   }
   const computer = createComputer({ config, log, metrics, browser });
   const replays = createReplays({ config, log, currentPage: (deadline) => computer.shownPage(deadline), notReadyReason: () => browser.notReadyReason() });
+  const live = createLive({ log, screencast: replays.screencast, computer });
   let files: ReturnType<typeof createFs>;
   try {
     files = createFs({ config, log, metrics });
@@ -155,7 +157,7 @@ async function main(): Promise<void> {
   const held = config.testHooks.holdReady; // a test hook: the last ready hook, once every other is added
   if (held !== undefined) browser.onLaunch((_cdp, pid) => held(pid, log));
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, playwright];
+  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, live, playwright];
 
   // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
   // that neither the start nor an idle daemon pays for.
@@ -179,6 +181,7 @@ async function main(): Promise<void> {
     ...replays.routes,
     ...curl.routes,
     ...telemetry.routes,
+    ...live.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes, onRequestDone: (r) => telemetry.requestDone(r) });
 

@@ -36,6 +36,8 @@ interface BrowserDeps {
 
 /** The scopes a cdp_ws_url token carries at most: the CDP endpoint, and the SDK's direct /curl calls. */
 export const CDP_URL_SCOPES: readonly Scope[] = ['cdp', 'browser:fetch'];
+/** The scopes a browser_live_view_url token carries at most: the live view, to watch and to take over. */
+export const LIVE_URL_SCOPES: readonly Scope[] = ['live:view', 'live:control'];
 
 /** Opens `<stateDir>/browser-settings.json` synchronously; one that cannot be read or set aside is a ConfigError naming BROWSERD_STATE_DIR. */
 export function createBrowser(deps: BrowserDeps): Browser {
@@ -145,8 +147,13 @@ export function createBrowser(deps: BrowserDeps): Browser {
       async direct(ctx) {
         const baseUrl = config.baseUrl ?? `http://${hostOf(ctx.req.headers.host)}`;
         const wsUrl = `${baseUrl.replace(/^http/, 'ws')}/browsers/${encodeURIComponent(sessionId)}/cdp`;
-        const { token } = ctx.identity === null ? { token: '' } : await deps.issueToken(ctx.identity, CDP_URL_SCOPES);
-        return { base_url: baseUrl, cdp_ws_url: `${wsUrl}?jwt=${token}` };
+        const sign = async (scopes: readonly Scope[]): Promise<string> => (ctx.identity === null ? '' : (await deps.issueToken(ctx.identity, scopes)).token);
+        const [cdpToken, liveToken] = await Promise.all([sign(CDP_URL_SCOPES), sign(LIVE_URL_SCOPES)]);
+        return {
+          base_url: baseUrl,
+          cdp_ws_url: `${wsUrl}?jwt=${cdpToken}`,
+          browser_live_view_url: `${baseUrl}/browsers/${encodeURIComponent(sessionId)}/live?jwt=${liveToken}`,
+        };
       },
       restart: ({ wait, signal }) =>
         withLock(

@@ -56,6 +56,8 @@ export const snapshotSchema = z.looseObject({
 export interface DirectFields {
   base_url: string;
   cdp_ws_url: string;
+  /** The live view page with a short-lived token of the caller's live scopes: the link to hand a person. */
+  browser_live_view_url: string;
 }
 
 export interface BrowserRouteDeps {
@@ -76,7 +78,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         summary: 'The browser session: state, the current Chromium, its last exit, the CDP URL',
         description:
           "A superset of the SDK's BrowserRetrieveResponse: its names (session_id, cdp_ws_url, created_at, headless, stealth, timeout_seconds, " +
-          'webdriver_ws_url, base_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir). ' +
+          'webdriver_ws_url, base_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir, browser_live_view_url — the live view page to hand a person). ' +
           "session_id, base_url and the `?jwt=` of cdp_ws_url fill the SDK's route cache: after `browsers.retrieve(id)` its `browsers.curl` and `browsers.fetch` go to base_url with that token.",
         responses: { 200: { description: 'the browser', schema: snapshotSchema } },
       },

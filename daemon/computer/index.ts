@@ -18,6 +18,9 @@ export interface ShownPage {
 }
 import { Computer } from './controller.js';
 import { computerRoutes } from './routes.js';
+import { dispatchLiveInput, liveState, type LiveInput, type LiveState } from './live-input.js';
+
+export { liveInputSchema, type LiveInput, type LiveState } from './live-input.js';
 
 interface ComputerDeps {
   config: Config;
@@ -26,10 +29,14 @@ interface ComputerDeps {
   browser: Browser;
 }
 
-interface ComputerModule {
+export interface ComputerModule {
   readonly routes: Route[];
   /** The page a person sees (the one the controls act on), with its session and viewport (CSS px). */
   shownPage(deadline: Deadline): Promise<ShownPage>;
+  /** A live viewer's input, on the controls' one input queue (the agent's and the person's never interleave); `copy` answers the selected text. */
+  liveInput(msg: LiveInput, signal: AbortSignal): Promise<string | null>;
+  /** The tabs and the current page's URL and history, for the live view. */
+  liveState(signal: AbortSignal): Promise<LiveState>;
   close(): Promise<void>;
 }
 
@@ -43,6 +50,8 @@ export function createComputer(deps: ComputerDeps): ComputerModule {
       const { cdp, page } = await computer.shownPage(deadline);
       return { cdp, sessionId: page.sessionId, width: Math.round(page.viewport.width), height: Math.round(page.viewport.height) };
     },
+    liveInput: (msg, signal) => dispatchLiveInput(computer, msg, signal),
+    liveState: (signal) => liveState(computer, signal),
     // Nothing of its own to stop: its sessions end with Chromium's run.
     close: async () => undefined,
   };

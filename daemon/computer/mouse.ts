@@ -5,7 +5,7 @@
 import type { Deadline } from '../core/deadline.js';
 import type { Page, Viewport } from './pages.js';
 
-type Button = 'left' | 'middle' | 'right' | 'back' | 'forward';
+export type Button = 'left' | 'middle' | 'right' | 'back' | 'forward';
 
 /** MouseEvent.buttons bits. */
 const BUTTON_BITS: Record<Button, number> = { left: 1, right: 2, middle: 4, back: 8, forward: 16 };

@@ -32,6 +32,8 @@ const SCOPES = [
   'browser:fetch',
   'telemetry:read',
   'telemetry:write',
+  'live:view',
+  'live:control',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

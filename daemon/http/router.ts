@@ -71,6 +71,13 @@ interface BaseRoute {
   /** null: public (no token). 'any': any valid token. Else the scope required. */
   scope: Scope | 'any' | null;
   doc: RouteDoc;
+  /**
+   * Also takes the token as the query parameter `token` (or `jwt`) when no Authorization header
+   * is sent: for pages and WebSockets opened from a link (the live view). Declare them in doc.query.
+   */
+  queryToken?: boolean;
+  /** Errors answer with a small HTML page (not JSON) to a client that accepts text/html: a page a person opens. */
+  htmlErrors?: boolean;
 }
 
 export interface HttpRoute extends BaseRoute {

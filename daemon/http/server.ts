@@ -129,6 +129,7 @@ export class HttpServer {
     const log = this.deps.log.child({ req_id: reqId });
     let routeName = 'unmatched';
     let keyId: string | undefined;
+    let htmlErrors = false;
     res.setHeader('x-request-id', reqId);
     // A request with an Idempotency-Key owns its work beyond its connection: the client going away
     // does not abort it (its retry picks the answer up); shutdown does.
@@ -156,6 +157,7 @@ export class HttpServer {
       if (match.kind === 'method') throw new MethodNotAllowedError(req.method ?? '', match.allowed);
       const { route, params } = match;
       routeName = route.path;
+      htmlErrors = route.htmlErrors === true && acceptsHtml(req);
       // A key answers at once; a session token is verified first (a promise). The body of a keyed
       // request is tapped before that wait: its bytes may come in meanwhile.
       const tap = keyed ? new BodyTap(req) : undefined;
@@ -196,7 +198,8 @@ export class HttpServer {
       }
       for (const [k, v] of Object.entries(httpErr.headers)) res.setHeader(k, v);
       if (!req.complete) res.on('finish', () => lingerOnRefusedBody(req));
-      writeJson(res, httpErr.status, httpErr.body);
+      if (htmlErrors) writeHtmlError(res, httpErr);
+      else writeJson(res, httpErr.status, httpErr.body);
     }
   }
 
@@ -224,7 +227,7 @@ export class HttpServer {
   private authorize(route: Route, req: IncomingMessage, params: Record<string, string>, url: URL): Identity | null | Promise<Identity> {
     const urlJwt = takeUrlJwt(url);
     if (route.scope === null) return null;
-    const identity = this.deps.keyring.authenticateRequest(req.headers.authorization, urlJwt);
+    const identity = this.deps.keyring.authenticateRequest(req.headers.authorization ?? (route.queryToken === true ? queryBearer(url) : undefined), urlJwt);
     if (identity instanceof Promise) return identity.then((id) => this.check(route, id, params));
     return this.check(route, identity, params);
   }
@@ -329,6 +332,37 @@ function requestId(req: IncomingMessage): string {
 export function writeJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** `Bearer <token>` from the query's `jwt` or `token` (routes with queryToken), else undefined. */
+function queryBearer(url: URL): string | undefined {
+  const token = url.searchParams.get('jwt') ?? url.searchParams.get('token');
+  return token === null || token === '' ? undefined : `Bearer ${token}`;
+}
+
+function acceptsHtml(req: IncomingMessage): boolean {
+  return /\btext\/html\b/i.test(req.headers.accept ?? '');
+}
+
+const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** The error as a small page a person can read: what happened and what to do (the JSON body's code and message). */
+function writeHtmlError(res: ServerResponse, err: HttpError): void {
+  const body = err.body as { code?: string; message?: string };
+  const what =
+    err.status === 401
+      ? 'This link is not valid: its token is wrong or has expired. Ask for a new link.'
+      : err.status === 403
+        ? 'This link does not allow this page. Ask for a link with the right access.'
+        : `This page cannot be shown (${err.status}).`;
+  const text =
+    '<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>browserd: ' +
+    escapeHtml(STATUS_CODES[err.status] ?? 'Error') +
+    '</title><style>body{font:16px system-ui,sans-serif;margin:3em auto;max-width:40em;padding:0 1em;color:#222}code{background:#eee;padding:0 .3em}</style></head><body>' +
+    `<h1 id="error">${escapeHtml(what)}</h1><p>${escapeHtml(body.message ?? '')}</p><p>Error code: <code>${escapeHtml(body.code ?? 'error')}</code></p></body></html>`;
+  for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+  res.writeHead(err.status, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
   res.end(text);
 }
 

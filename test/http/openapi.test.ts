@@ -96,6 +96,8 @@ const CONTRACT_ROUTES = [
     `GET ${at}/telemetry/events`,
     `GET ${at}/telemetry/stream`,
   ]),
+  'GET /browsers/{id}/live',
+  'GET /browsers/{id}/live/ws',
 ].sort();
 
 let d: Daemon;

@@ -1,0 +1,33 @@
+// The live view: a page a person opens to watch the browser and take it over (GET
+// /browsers/{id}/live), and its WebSocket. Its frames are the replays' screencast (one source for
+// recordings and viewers), its input the computer controls' (one input queue for the agent and the
+// person). Its public face is createLive().
+import type { ComputerModule } from '../computer/index.js';
+import type { Logger } from '../core/log.js';
+import type { Route } from '../http/router.js';
+import type { Screencast } from '../replays/index.js';
+import { liveRoutes } from './routes.js';
+import { LiveHub } from './viewers.js';
+
+export interface LiveDeps {
+  log: Logger;
+  /** The replays' shared screencast. */
+  screencast: Screencast;
+  computer: ComputerModule;
+}
+
+export interface LiveModule {
+  readonly routes: Route[];
+  close(): Promise<void>;
+}
+
+export function createLive(deps: LiveDeps): LiveModule {
+  const log = deps.log.child({ module: 'live' });
+  const hub = new LiveHub({ screencast: deps.screencast, computer: deps.computer, log });
+  // The link to hand a person, browser_live_view_url with a token of the live scopes, is made by the
+  // browser module's GET /browsers/{id} (its session tokens).
+  return {
+    routes: liveRoutes(hub),
+    close: async () => hub.close(),
+  };
+}

@@ -9,6 +9,7 @@ import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
+import { createProfiles } from './profiles/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { createComputer } from './computer/index.js';
@@ -89,9 +90,16 @@ async function main(): Promise<void> {
   const browser = createBrowser({ config, log, metrics, onChromiumLine: logs.chromiumLine });
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
+  let profiles: ReturnType<typeof createProfiles>;
+  try {
+    profiles = createProfiles({ config, log, browser });
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
+  await profiles.start();
   let proxies: ReturnType<typeof createProxies>;
   try {
-    proxies = createProxies({ config, log, metrics, browserBody: () => ({ ...browser.snapshot() }) });
+    proxies = createProxies({ config, log, metrics, browserBody: () => ({ ...browser.snapshot() }), profileUpdate: (value, ctx) => profiles.updateBrowser(value, ctx) });
   } catch (err) {
     exitBadSetting(log, err);
   }
@@ -125,7 +133,7 @@ async function main(): Promise<void> {
   const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir });
   const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, playwright];
+  const modules: Closable[] = [profiles, browser, proxies, extensions, processes, files, computer, replays, playwright];
 
   // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
   // that neither the start nor an idle daemon pays for.
@@ -139,6 +147,7 @@ async function main(): Promise<void> {
     ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }),
     ...browser.routes,
     ...proxies.routes,
+    ...profiles.routes,
     ...extensions.routes,
     ...processes.routes,
     ...computer.routes,

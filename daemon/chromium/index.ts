@@ -112,6 +112,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     restartLocked: (reason) => sup.restartLocked(reason),
     setLaunchExtras: (provider) => sup.setLaunchExtras(provider),
     setProxyPort: (provider) => sup.setProxyPort(provider),
+    setStopHook: (provider) => sup.setStopHook(provider),
     setCdpPolicy: (policy) => sup.setCdpPolicy(policy),
     onLaunch: (hook) =>
       sup.onReady(async (run) => {

@@ -51,6 +51,7 @@ export class Supervisor {
   private readonly shutdown = new AbortController();
   private extras: () => LaunchExtras = () => NO_EXTRAS;
   private proxyPort: () => number | null = () => null;
+  private stopHook: () => (() => Promise<void>) | null = () => null;
   private cdpPolicy: CommandPolicy | undefined;
   private readonly listeners = new Set<(state: BrowserState) => void>();
   private readonly readyHooks: ((run: ChromiumRun) => Promise<void>)[] = [];
@@ -108,6 +109,24 @@ export class Supervisor {
     this.extras = provider;
   }
 
+  /**
+   * Asked at every restart and graceful shutdown for work to run once the whole tree has stopped
+   * (and before the next launch): null for none. With work, the restart waits for the whole tree
+   * instead of handing the old run's leftovers to a background sweep. The work must not throw.
+   */
+  setStopHook(provider: () => (() => Promise<void>) | null): void {
+    this.stopHook = provider;
+  }
+
+  private async runStopHook(work: (() => Promise<void>) | null): Promise<void> {
+    if (work === null) return;
+    try {
+      await work();
+    } catch (err) {
+      this.deps.log.error({ event: 'stop_hook_failed', err }, 'the work after a browser stop failed');
+    }
+  }
+
   setProxyPort(provider: () => number | null): void {
     this.proxyPort = provider;
   }
@@ -153,7 +172,12 @@ export class Supervisor {
     if (fresh) this.crashes.reset();
     this.deps.log.info({ event: 'chromium_restart', reason, backoff_ms: 0, fresh }, 'restarting Chromium');
     this.setState(fresh ? 'starting' : 'restarting', null);
-    const old = await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' }, undefined, true);
+    const after = this.stopHook();
+    const old = await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' }, undefined, after === null);
+    if (after !== null) {
+      await endLeftovers(this.deps.profileDir, this.identity, this.deps.config.chromium.stopGraceMs, this.deps.log);
+      await this.runStopHook(after);
+    }
     try {
       return await this.launchLocked(fresh, metricReason(reason), old);
     } finally {
@@ -205,6 +229,7 @@ export class Supervisor {
             gaveUp.dispose();
             await this.stopRun('stopped', stopping);
             await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
+            await this.runStopHook(this.stopHook());
           },
           { signal: gaveUp.signal },
         );

@@ -84,6 +84,12 @@ export interface Browser {
   restartLocked(reason: string): Promise<RestartResult>;
   /** Called at every launch for the extension paths and networking needs. */
   setLaunchExtras(provider: () => LaunchExtras): void;
+  /**
+   * Asked at every restart (any reason) and at the graceful shutdown for work to run once the whole
+   * Chromium tree has stopped, before the next launch (the profiles module: save the profile, put
+   * the next one in place); null for none. The work must not throw (errors are logged).
+   */
+  setStopHook(provider: () => (() => Promise<void>) | null): void;
   /** Called at every launch for the forwarding proxy's port (--proxy-server), null for none. */
   setProxyPort(provider: () => number | null): void;
   /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */

@@ -17,6 +17,8 @@ export const SCOPES = [
   'proxies:read',
   'proxies:write',
   'proxies:check',
+  'profiles:read',
+  'profiles:write',
   'cdp',
   'computer',
   'playwright:execute',

@@ -5,7 +5,7 @@
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
-import type { Route } from '../http/router.js';
+import type { RequestContext, Route } from '../http/router.js';
 import { ActiveControl } from './active.js';
 import { ProxyChecker } from './check/check.js';
 import { Forwarder } from './forwarder/forwarder.js';
@@ -25,6 +25,8 @@ export interface ProxiesDeps {
   resolver?: Resolver;
   /** The body of GET /browsers/{id}, answered by PATCH /browsers/{id} too (with `proxy_id` and `proxy` set here); default {}. */
   browserBody?: () => Record<string, unknown>;
+  /** The `profile` part of PATCH /browsers/{id} (the profiles module). */
+  profileUpdate?: (value: unknown, ctx: RequestContext) => Promise<Record<string, unknown>>;
 }
 
 export interface Proxies {
@@ -74,7 +76,7 @@ export function createProxies(deps: ProxiesDeps): Proxies {
   active.restore();
   let closing: Promise<void> | null = null;
   return {
-    routes: proxyRoutes({ store, checker, active, browserBody: deps.browserBody ?? (() => ({})) }),
+    routes: proxyRoutes({ store, checker, active, browserBody: deps.browserBody ?? (() => ({})), profileUpdate: deps.profileUpdate }),
     async start() {
       await forwarder.listen();
     },

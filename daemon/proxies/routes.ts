@@ -25,6 +25,8 @@ export interface RouteDeps {
   active: ActiveControl;
   /** The body of GET /browsers/{id}, which PATCH /browsers/{id} answers too. */
   browserBody: () => Record<string, unknown>;
+  /** The `profile` part of PATCH /browsers/{id} (the profiles module); absent: 422 unsupported_field. */
+  profileUpdate?: (value: unknown, ctx: RequestContext) => Promise<Record<string, unknown>>;
 }
 
 const listQuery = z.strictObject({
@@ -45,7 +47,7 @@ const browserUpdateSchema = z
       .meta({ description: 'The stored proxy the browser goes through; "" or null: none (direct); omitted: unchanged' }),
     disable_default_proxy: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'true is accepted (there is no default proxy); false is 422 unsupported_field' }),
     name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
-    profile: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
+    profile: z.unknown().optional().meta({ description: 'The SDK\'s BrowserProfile {id | name, save_changes}: Chromium restarts on that profile (open tabs are lost); save_changes saves it back at the next stop (docs/profiles.md)' }),
     tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
     telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
     viewport: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
@@ -62,9 +64,9 @@ function identityOf(ctx: RequestContext): Identity {
 }
 
 /** The first field of a browser update that this daemon cannot honour, with why; null when none. */
-function unsupported(body: z.output<typeof browserUpdateSchema>): [string, string] | null {
-  for (const field of ['name', 'profile', 'tags', 'viewport'] as const) {
-    if (body[field] !== undefined) return [field, 'is not supported by this daemon (only proxy_id is)'];
+function unsupported(body: z.output<typeof browserUpdateSchema>, profiles: boolean): [string, string] | null {
+  for (const field of ['name', ...(profiles ? [] : ['profile' as const]), 'tags', 'viewport'] as const) {
+    if (body[field] !== undefined) return [field, `is not supported by this daemon (only proxy_id${profiles ? ' and profile are' : ' is'})`];
   }
   if (body.disable_default_proxy === false) return ['disable_default_proxy', 'false is not supported: this daemon has no default proxy'];
   const t = body.telemetry;
@@ -236,9 +238,10 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       },
       handler: async (ctx) => {
         const body = await ctx.json(browserUpdateSchema);
-        const refused = unsupported(body);
+        const refused = unsupported(body, deps.profileUpdate !== undefined);
         if (refused !== null) throw new UnsupportedFieldError(refused[0], refused[1]);
         if (body.proxy_id !== undefined) await active.set(body.proxy_id, identityOf(ctx).project, ctx.log);
+        if (body.profile !== undefined && deps.profileUpdate !== undefined) await deps.profileUpdate(body.profile, ctx);
         return { status: 200, body: browserBody() };
       },
     },

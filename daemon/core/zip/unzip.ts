@@ -20,6 +20,9 @@ export type ArchiveCause =
   | 'bad_entry_name' // backslash, NUL, empty segment, too long
   | 'duplicate_entry'
   | 'symlink'
+  | 'hardlink' // tar only
+  | 'bad_zstd' // not zstd data, or damaged (tar.zst only)
+  | 'bad_tar' // not a tar, truncated, checksum or structure error (tar only)
   | 'special_file' // device, fifo, socket
   | 'encrypted'
   | 'unsupported_compression'

@@ -118,6 +118,16 @@ export class Supervisor {
     this.stopHook = provider;
   }
 
+  /** Browser.close to the current run, for a stop whose profile is saved after it (ChromiumRun.closeOrderly). */
+  private async closeOrderly(): Promise<void> {
+    const run = this.run;
+    if (run === null) return;
+    run.intentional = true; // its exit is not a crash
+    const t0 = performance.now();
+    const exited = await run.closeOrderly(this.deps.config.chromium.stopGraceMs);
+    this.deps.log.info({ event: 'chromium_closed_orderly', chromium_pid: run.pid, exited, ms: Math.round(performance.now() - t0) }, exited ? 'Chromium closed on Browser.close' : 'Chromium did not exit on Browser.close in time: stopping it with signals');
+  }
+
   private async runStopHook(work: (() => Promise<void>) | null): Promise<void> {
     if (work === null) return;
     try {
@@ -173,6 +183,7 @@ export class Supervisor {
     this.deps.log.info({ event: 'chromium_restart', reason, backoff_ms: 0, fresh }, 'restarting Chromium');
     this.setState(fresh ? 'starting' : 'restarting', null);
     const after = this.stopHook();
+    if (after !== null) await this.closeOrderly();
     const old = await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' }, undefined, after === null);
     if (after !== null) {
       await endLeftovers(this.deps.profileDir, this.identity, this.deps.config.chromium.stopGraceMs, this.deps.log);
@@ -227,9 +238,11 @@ export class Supervisor {
           async () => {
             locked = true;
             gaveUp.dispose();
+            const after = this.stopHook();
+            if (after !== null) await this.closeOrderly();
             await this.stopRun('stopped', stopping);
             await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
-            await this.runStopHook(this.stopHook());
+            await this.runStopHook(after);
           },
           { signal: gaveUp.signal },
         );

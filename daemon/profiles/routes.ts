@@ -10,7 +10,7 @@ import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { z } from 'zod';
-import { ConflictError, LimitExceededError, NotFoundError, OperationFailedError, PayloadTooLargeError } from '../core/errors.js';
+import { BadRequestError, ConflictError, LimitExceededError, NotFoundError, OperationFailedError, PayloadTooLargeError } from '../core/errors.js';
 import { ArchiveError } from '../core/zip/unzip.js';
 import type { Identity } from '../http/auth.js';
 import { qInt, qString } from '../http/query.js';
@@ -135,7 +135,9 @@ export function profileRoutes(deps: RouteDeps): Route[] {
         let name: string | undefined;
         if (upload) {
           const q = ctx.query.name as string | undefined;
-          name = q === undefined ? undefined : nameSchema.parse(q);
+          const parsed = q === undefined ? undefined : nameSchema.safeParse(q);
+          if (parsed !== undefined && !parsed.success) throw BadRequestError.field('name', parsed.error.issues[0]?.message ?? 'is invalid');
+          name = parsed?.data;
         } else {
           name = (await ctx.json(createSchema, { optional: true })).name;
         }

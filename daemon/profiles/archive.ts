@@ -13,12 +13,12 @@
 //   Crash Reports, Crashpad, BrowserMetrics, BrowserMetrics-spare.pma
 //                        crash dumps and metrics of this machine's runs: not the user's data
 //   *.tmp at the top     temp files of an interrupted write
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
-import { packTar, safeUntar } from '../core/zip/tar.js';
-import { ArchiveError, type UnzipLimits, type UnzipResult } from '../core/zip/unzip.js';
+import { packTar, safeUntarZstd } from '../core/zip/tar.js';
+import type { UnzipLimits, UnzipResult } from '../core/zip/unzip.js';
 
 /** Names left out wherever they are in the tree. */
 const SKIP_ANY = new Set([
@@ -74,21 +74,6 @@ export function profileStream(dir: string): Readable {
 }
 
 /** Unpacks the tar.zst `file` into the empty folder `dest` with the safe-unpack's checks. */
-export async function unpackProfile(file: string, dest: string, limits: UnzipLimits): Promise<UnzipResult> {
-  const z = zlib.createZstdDecompress();
-  const src = createReadStream(file);
-  src.on('error', (err) => z.destroy(err));
-  src.pipe(z);
-  try {
-    return await safeUntar(z, dest, limits);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if ((typeof code === 'string' && code.startsWith('ERR_ZSTD')) || /zstd|Unknown frame|Data corruption/i.test((err as Error).message)) {
-      throw new ArchiveError('bad_zstd', 'the archive is not valid zstd data');
-    }
-    throw err;
-  } finally {
-    src.destroy();
-    z.destroy();
-  }
+export function unpackProfile(file: string, dest: string, limits: UnzipLimits): Promise<UnzipResult> {
+  return safeUntarZstd(file, dest, limits);
 }

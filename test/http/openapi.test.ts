@@ -72,6 +72,8 @@ const CONTRACT_ROUTES = [
   'POST /browsers/{id}/fs/upload',
   'POST /browsers/{id}/fs/upload_zip',
   'GET /browsers/{id}/fs/download_dir_zip',
+  'POST /browsers/{id}/fs/upload_zstd',
+  'GET /browsers/{id}/fs/download_dir_zstd',
   'POST /browsers/{id}/fs/watch',
   'GET /browsers/{id}/fs/watch/{watch_id}/events',
   'DELETE /browsers/{id}/fs/watch/{watch_id}',

@@ -6,10 +6,11 @@
 // Files are written 0644 and folders 0755, whatever the archive says. Written here rather than
 // taken from a package: the format is 512-byte blocks, and what the daemon needs of it (regular
 // files and folders, nothing else) is a few dozen lines each way, every refusal with its cause.
-import { createWriteStream, type Dirent } from 'node:fs';
+import { createReadStream, createWriteStream, type Dirent } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import zlib from 'node:zlib';
 import { PayloadTooLargeError } from '../errors.js';
 import { ArchiveError, checkEntryName, type UnzipLimits, type UnzipResult } from './unzip.js';
 
@@ -73,12 +74,12 @@ function paxRecord(key: string, value: string): Buffer {
   return Buffer.from(`${len}${body}`);
 }
 
-function padding(size: number): Buffer {
+export function padding(size: number): Buffer {
   const rest = size % BLOCK;
   return Buffer.alloc(rest === 0 ? 0 : BLOCK - rest);
 }
 
-function* entryHeaders(name: string, size: number, type: '0' | '5', mtime: number): Generator<Buffer> {
+export function* entryHeaders(name: string, size: number, type: '0' | '5', mtime: number): Generator<Buffer> {
   if (!fitsUstar(name)) {
     const pax = paxRecord('path', name);
     yield header('PaxHeader', pax.length, 'x', mtime, FILE_MODE);
@@ -301,6 +302,31 @@ export async function safeUntar(src: AsyncIterable<Buffer>, dest: string, limits
     if (pad.length < skipPad) throw new ArchiveError('bad_tar', 'the archive ends inside an entry (truncated)');
   }
   return { entries: count, bytes };
+}
+
+/** safeUntar of the zstd-compressed tar `file`; data that is not zstd is ArchiveError `bad_zstd`. */
+export async function safeUntarZstd(file: string, dest: string, limits: UnzipLimits): Promise<UnzipResult> {
+  const z = zlib.createZstdDecompress();
+  const src = createReadStream(file);
+  src.on('error', (err) => z.destroy(err));
+  src.pipe(z);
+  try {
+    return await safeUntar(z, dest, limits);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if ((typeof code === 'string' && code.startsWith('ERR_ZSTD')) || /zstd|Unknown frame|Data corruption/i.test((err as Error).message)) {
+      throw new ArchiveError('bad_zstd', 'the archive is not valid zstd data');
+    }
+    throw err;
+  } finally {
+    src.destroy();
+    z.destroy();
+  }
+}
+
+/** The end of a tar: two zero blocks. */
+export function tarEnd(): Buffer {
+  return Buffer.alloc(BLOCK * 2);
 }
 
 /** Creates each folder of `segments` under `root` with mode 0755 (umask does not apply). */

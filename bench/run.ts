@@ -21,10 +21,11 @@ import { describeMachine, markdown, table } from './report.js';
 import { restartBench } from './cases/restart.js';
 import { stdinBench } from './cases/stdin.js';
 import { unzipBench } from './cases/unzip.js';
+import { profilesBench } from './cases/profiles.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, profilesBench,
 ];
 
 function usage(): string {

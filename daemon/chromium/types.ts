@@ -52,6 +52,9 @@ export interface LaunchExtras {
   allowBackgroundNetworking: boolean;
 }
 
+/** Work after a stop (setStopHook); `orderly`: Chromium exited on Browser.close (its stores flushed), not by a signal. */
+export type StopWork = (stop: { orderly: boolean }) => Promise<void>;
+
 export interface RestartResult {
   pid: number;
   /** ms from spawn until ready. */
@@ -89,7 +92,7 @@ export interface Browser {
    * Chromium tree has stopped, before the next launch (the profiles module: save the profile, put
    * the next one in place); null for none. The work must not throw (errors are logged).
    */
-  setStopHook(provider: () => (() => Promise<void>) | null): void;
+  setStopHook(provider: () => StopWork | null): void;
   /** Called at every launch for the forwarding proxy's port (--proxy-server), null for none. */
   setProxyPort(provider: () => number | null): void;
   /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */

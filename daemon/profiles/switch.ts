@@ -16,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser } from '../chromium/index.js';
+import type { StopWork } from '../chromium/types.js';
 import { NotFoundError, OperationFailedError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { ArchiveError, type UnzipLimits } from '../core/zip/unzip.js';
@@ -60,13 +61,16 @@ export class ProfileSwitch {
   }
 
   /** The browser's stop hook: null when there is nothing to save and no profile to put in place. */
-  stopWork(): (() => Promise<void>) | null {
+  stopWork(): StopWork | null {
     const loaded = this.deps.store.loaded();
     const pending = this.pending;
     const save = loaded !== null && loaded.save_changes && this.deps.store.get(loaded.id) !== undefined;
     if (!save && pending === null) return null;
-    return async () => {
-      if (save) await this.save(loaded.id).catch((err: unknown) => this.deps.log.error({ event: 'profile_save_failed', profile_id: loaded.id, err }, 'the loaded profile could not be saved'));
+    return async ({ orderly }) => {
+      if (save && !orderly) {
+        // Killed by a signal, Chromium flushed nothing: the folder may hold a torn cookie store or LevelDB; the last save is kept.
+        this.deps.log.error({ event: 'profile_save_skipped', profile_id: loaded.id }, 'Chromium did not close orderly: the profile is not saved (its last save is kept)');
+      } else if (save) await this.save(loaded.id).catch((err: unknown) => this.deps.log.error({ event: 'profile_save_failed', profile_id: loaded.id, err }, 'the loaded profile could not be saved'));
       if (pending !== null) {
         try {
           await this.putInPlace(pending.id, pending.save);

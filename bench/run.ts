@@ -25,10 +25,11 @@ import { restartBench } from './cases/restart.js';
 import { stdinBench } from './cases/stdin.js';
 import { telemetryBench } from './cases/telemetry.js';
 import { unzipBench } from './cases/unzip.js';
+import { profilesBench } from './cases/profiles.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench,
 ];
 
 function usage(): string {

@@ -9,6 +9,7 @@ import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser, type Browser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
+import { createProfiles } from './profiles/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
 import { createComputer } from './computer/index.js';
@@ -109,6 +110,13 @@ async function main(): Promise<void> {
   telemetry.watchBrowser(browser);
   systemd.watchBrowser(browser);
   await browser.sweep(); // a Chromium left by a daemon killed with SIGKILL, whatever BROWSERD_BROWSER_AUTOSTART says
+  let profiles: ReturnType<typeof createProfiles>;
+  try {
+    profiles = createProfiles({ config, log, browser });
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
+  await profiles.start();
   let proxies: ReturnType<typeof createProxies>;
   try {
     proxies = createProxies({
@@ -157,7 +165,7 @@ async function main(): Promise<void> {
   const held = config.testHooks.holdReady; // a test hook: the last ready hook, once every other is added
   if (held !== undefined) browser.onLaunch((_cdp, pid) => held(pid, log));
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [browser, proxies, extensions, processes, files, computer, replays, live, playwright];
+  const modules: Closable[] = [profiles, browser, proxies, extensions, processes, files, computer, replays, live, playwright];
 
   // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
   // that neither the start nor an idle daemon pays for.
@@ -171,6 +179,7 @@ async function main(): Promise<void> {
     ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }),
     ...browser.routes,
     ...proxies.routes,
+    ...profiles.routes,
     ...extensions.routes,
     ...processes.routes,
     ...computer.routes,

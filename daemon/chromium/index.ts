@@ -191,6 +191,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     },
     addUpdateFields: (part) => void updateParts.splice(updateParts.length - 1, 0, part),
     setProxyPort: (provider) => sup.setProxyPort(provider),
+    setStopHook: (provider) => sup.setStopHook(provider),
     setCdpPolicy: (policy) => sup.setCdpPolicy(policy),
     onLaunch: (hook) =>
       sup.onReady(async (run) => {

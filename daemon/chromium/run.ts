@@ -158,6 +158,23 @@ export class ChromiumRun {
    * the rest (the crashpad handlers outside the group, the old TMPDIR entries) is handed to the
    * returned OldRunSweep, which the caller starts once the next run is launched (or failed to).
    */
+  /**
+   * Asks Chromium to close orderly (Browser.close on the pipe's root session: the daemon's own, never
+   * a client's, which the mux answers itself), waiting up to `ms` for the leader to exit. Chromium
+   * flushes its cookie store and LevelDB only then (a signal ends the network and storage
+   * processes first). Returns whether it exited; the caller stops the rest as usual.
+   */
+  async closeOrderly(ms: number): Promise<boolean> {
+    if (this.proc.exitInfo !== null) return true;
+    const ac = new AbortController();
+    void this.mux.call('Browser.close', {}, ac.signal).catch(() => undefined);
+    try {
+      return await Promise.race([this.proc.exited.then(() => true), sleep(ms, false, { signal: ac.signal }).catch(() => false)]);
+    } finally {
+      ac.abort();
+    }
+  }
+
   async stopAndHandOff(graceMs: number, end: ChannelEnd): Promise<OldRunSweep> {
     const { profileDir, identity, log, tmpDir } = this.deps;
     const t0 = performance.now();

@@ -22,7 +22,7 @@ import type { OldRunSweep } from './sweep/old-run.js';
 import { endLeftovers } from './sweep/profile.js';
 import { ChromiumRun, emptyDir } from './run.js';
 import type { SupervisorDeps, SupervisorStatus } from './state/deps.js';
-import type { BrowserState, LastExit, LaunchExtras, RestartResult } from './types.js';
+import type { BrowserState, LastExit, LaunchExtras, RestartResult, StopWork } from './types.js';
 
 export type { SupervisorDeps, SupervisorStatus };
 
@@ -51,6 +51,7 @@ export class Supervisor {
   private readonly shutdown = new AbortController();
   private extras: () => LaunchExtras = () => NO_EXTRAS;
   private proxyPort: () => number | null = () => null;
+  private stopHook: () => StopWork | null = () => null;
   private cdpPolicy: CommandPolicy | undefined;
   private readonly listeners = new Set<(state: BrowserState) => void>();
   private readonly readyHooks: ((run: ChromiumRun) => Promise<void>)[] = [];
@@ -108,6 +109,35 @@ export class Supervisor {
     this.extras = provider;
   }
 
+  /**
+   * Asked at every restart and graceful shutdown for work to run once the whole tree has stopped
+   * (and before the next launch): null for none. With work, the restart waits for the whole tree
+   * instead of handing the old run's leftovers to a background sweep. The work must not throw.
+   */
+  setStopHook(provider: () => StopWork | null): void {
+    this.stopHook = provider;
+  }
+
+  /** Browser.close to the current run, for a stop whose profile is saved after it (ChromiumRun.closeOrderly). */
+  private async closeOrderly(): Promise<boolean> {
+    const run = this.run;
+    if (run === null) return true;
+    run.intentional = true; // its exit is not a crash
+    const t0 = performance.now();
+    const exited = await run.closeOrderly(this.deps.config.chromium.stopGraceMs);
+    this.deps.log.info({ event: 'chromium_closed_orderly', chromium_pid: run.pid, exited, ms: Math.round(performance.now() - t0) }, exited ? 'Chromium closed on Browser.close' : 'Chromium did not exit on Browser.close in time: stopping it with signals');
+    return exited;
+  }
+
+  private async runStopHook(work: StopWork | null, orderly: boolean): Promise<void> {
+    if (work === null) return;
+    try {
+      await work({ orderly });
+    } catch (err) {
+      this.deps.log.error({ event: 'stop_hook_failed', err }, 'the work after a browser stop failed');
+    }
+  }
+
   setProxyPort(provider: () => number | null): void {
     this.proxyPort = provider;
   }
@@ -153,7 +183,13 @@ export class Supervisor {
     if (fresh) this.crashes.reset();
     this.deps.log.info({ event: 'chromium_restart', reason, backoff_ms: 0, fresh }, 'restarting Chromium');
     this.setState(fresh ? 'starting' : 'restarting', null);
-    const old = await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' }, undefined, true);
+    const after = this.stopHook();
+    const orderly = after !== null ? await this.closeOrderly() : false;
+    const old = await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' }, undefined, after === null);
+    if (after !== null) {
+      await endLeftovers(this.deps.profileDir, this.identity, this.deps.config.chromium.stopGraceMs, this.deps.log);
+      await this.runStopHook(after, orderly);
+    }
     try {
       return await this.launchLocked(fresh, metricReason(reason), old);
     } finally {
@@ -203,8 +239,11 @@ export class Supervisor {
           async () => {
             locked = true;
             gaveUp.dispose();
+            const after = this.stopHook();
+            const orderly = after !== null ? await this.closeOrderly() : false;
             await this.stopRun('stopped', stopping);
             await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
+            await this.runStopHook(after, orderly);
           },
           { signal: gaveUp.signal },
         );

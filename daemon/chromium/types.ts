@@ -67,6 +67,9 @@ export interface LaunchSettings {
   startUrl: string | null;
 }
 
+/** Work after a stop (setStopHook); `orderly`: Chromium exited on Browser.close (its stores flushed), not by a signal. */
+export type StopWork = (stop: { orderly: boolean }) => Promise<void>;
+
 export interface RestartResult {
   pid: number;
   /** ms from spawn until ready. */
@@ -99,6 +102,12 @@ export interface Browser {
   restartLocked(reason: string): Promise<RestartResult>;
   /** Called at every launch for the extension paths and networking needs. */
   setLaunchExtras(provider: () => LaunchExtras): void;
+  /**
+   * Asked at every restart (any reason) and at the graceful shutdown for work to run once the whole
+   * Chromium tree has stopped, before the next launch (the profiles module: save the profile, put
+   * the next one in place); null for none. The work must not throw (errors are logged).
+   */
+  setStopHook(provider: () => StopWork | null): void;
   /** Called at every launch for the forwarding proxy's port (--proxy-server), null for none. */
   setProxyPort(provider: () => number | null): void;
   /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */

@@ -48,7 +48,7 @@ export function describe(text: string): string {
   return `${text} ${FS_ERRORS}`;
 }
 
-export function limitsText(c: Config['fs']): Record<'write' | 'upload' | 'zip' | 'list' | 'download' | 'watch', string> {
+export function limitsText(c: Config['fs']): Record<'write' | 'upload' | 'zip' | 'zstd' | 'list' | 'download' | 'downloadZstd' | 'watch', string> {
   return {
     write:
       `Streams the raw body (any content type) to a temp file beside the target (.<name>.<random>.tmp, created O_EXCL), sets its mode ` +
@@ -75,6 +75,16 @@ export function limitsText(c: Config['fs']): Record<'write' | 'upload' | 'zip' |
       'declares); an unpacked size over the limit is 413; in every refusal nothing is written. Files are written 0644 and folders 0755. ' +
       `Limits: ${c.maxZipBytes} bytes of archive (BROWSERD_FS_MAX_ZIP_BYTES), ${c.maxZipEntries} entries (BROWSERD_FS_MAX_ZIP_ENTRIES), ` +
       `${c.maxUnpackedBytes} bytes unpacked (BROWSERD_FS_MAX_UNPACKED_BYTES), ${c.maxUploadBytes} bytes per request (BROWSERD_FS_MAX_UPLOAD_BYTES).`,
+    zstd:
+      'multipart/form-data with `dest_path` (a folder) and `archive_file`: a tar (ustar or pax) compressed with zstd. Placed like ' +
+      'upload_zip, unpacked by the same safe unpack (core/zip/tar.ts); refusals are 422 archive_rejected with inner_error.code ' +
+      'bad_zstd (not zstd data), bad_tar (not a tar, checksum, truncated header), zip_slip, bad_entry_name, duplicate_entry, symlink, ' +
+      'hardlink, special_file (device, fifo), too_many_entries, size_mismatch (truncated entry); nothing is written then. The same ' +
+      'limits as upload_zip (BROWSERD_FS_MAX_ZIP_BYTES, BROWSERD_FS_MAX_ZIP_ENTRIES, BROWSERD_FS_MAX_UNPACKED_BYTES).',
+    downloadZstd:
+      'A tar (ustar, pax names past 255 bytes) compressed with zstd level 3, built while it is sent, of the same entries as ' +
+      'download_dir_zip (folders and regular files, sorted; symlinks, devices, fifos, sockets and what the files API refuses left out). ' +
+      `More than ${c.maxZipEntries} entries (BROWSERD_FS_MAX_ZIP_ENTRIES) is 413 before the first byte; an error after it cuts the response.`,
     list:
       'The entries of the folder (not recursive), sorted by name; symlinks are listed as links (not followed). Entries the files API ' +
       `refuses (the state directory, protected files) are left out. More than ${c.maxListEntries} entries (BROWSERD_FS_MAX_LIST_ENTRIES): 413.`,

@@ -20,6 +20,8 @@ import { streamWatch } from './watch/watch-sse.js';
 import type { WatchSet } from './watch/watches.js';
 import { resolveForWrite, writeAtomic } from './write/write.js';
 import { planZip, writeZip } from './read/zip-download.js';
+import { tarSource, zstdCompressor } from './read/tar-download.js';
+import { pipeline } from 'node:stream/promises';
 
 export interface RouteDeps {
   config: Config;
@@ -284,6 +286,45 @@ export function fsRoutes(deps: RouteDeps): Route[] {
           ctx.log.info({ event: 'fs_zip', path: plan.real, files: r.files, bytes: r.bytes }, 'folder archived');
         } catch (err) {
           ctx.log.warn({ event: 'fs_zip_cut', path: plan.real, err }, 'the archive was cut off');
+          res.destroy();
+        }
+        return null;
+      },
+    ),
+    route(
+      'POST',
+      'upload_zstd',
+      'fs:write',
+      described({
+        summary: 'Upload a tar.zst archive and unpack it into a folder',
+        description: text.zstd,
+        body: multipart({ type: 'object', required: ['dest_path', 'archive_file'], properties: { dest_path: { type: 'string' }, archive_file: BINARY } }),
+        responses: done,
+        errors: [409, 413, 422, 507],
+      }),
+      async (ctx) => {
+        const r = await receiveZip(ctx.req, { guard, spoolDir, limits: c }, 'tar.zst');
+        ctx.log.info({ event: 'fs_upload_zstd', entries: r.entries, bytes: r.bytes }, 'archive unpacked');
+        return { status: 204 };
+      },
+    ),
+    read(
+      'download_dir_zstd',
+      { summary: 'A folder as a tar.zst archive (streamed)', description: text.downloadZstd, responses: { 200: binary('the archive', 'application/zstd') }, errors: [400, 409, 413] },
+      async (ctx, p) => {
+        const plan = await planZip(guard, p, c.maxZipEntries);
+        const res = ctx.res;
+        res.writeHead(200, { 'content-type': 'application/zstd', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(plan.name)}.tar.zst` });
+        if (ctx.req.method === 'HEAD') {
+          res.end();
+          return null;
+        }
+        const tar = tarSource(guard, plan);
+        try {
+          await pipeline(tar.source, zstdCompressor(), res);
+          ctx.log.info({ event: 'fs_tar_zstd', path: plan.real, files: tar.files() }, 'folder archived');
+        } catch (err) {
+          ctx.log.warn({ event: 'fs_tar_zstd_cut', path: plan.real, err }, 'the archive was cut off');
           res.destroy();
         }
         return null;

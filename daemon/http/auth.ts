@@ -21,6 +21,8 @@ const SCOPES = [
   'proxies:read',
   'proxies:write',
   'proxies:check',
+  'profiles:read',
+  'profiles:write',
   'cdp',
   'computer',
   'playwright:execute',

@@ -167,12 +167,14 @@ test('an https proxy that speaks plain HTTP: the cause suggests protocol: http',
 
 test('PATCH /browsers/{id}: unsupported fields 422, unknown 400, scope browser:write, proxies of other projects 404', async () => {
   const mine = await createProxy(d, custom(authed.tiny.port));
-  for (const field of ['name', 'tags', 'profile']) {
+  for (const field of ['name', 'tags']) {
     const err = await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { [field]: field === 'name' ? 'x' : {} } }), 422, 'unsupported_field');
     assert.match(String(err.message), new RegExp(`^${field}: `));
     assert.equal((err.inner_error as { code: string }).code, field);
   }
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { disable_default_proxy: false } }), 422, 'unsupported_field');
+  // profile is the profiles module's (test/profiles): a reference without id or name is a bad request.
+  await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { profile: {} } }), 400, 'bad_request');
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { telemetry: { enabled: true } } }), 422, 'unsupported_field');
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: mine, tags: {} } }), 422, 'unsupported_field');
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: mine, viewport: {} } }), 400, 'bad_request');

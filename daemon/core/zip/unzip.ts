@@ -20,6 +20,9 @@ export type ArchiveCause =
   | 'bad_entry_name' // backslash, NUL, empty segment, too long
   | 'duplicate_entry'
   | 'symlink'
+  | 'hardlink' // tar only
+  | 'bad_zstd' // not zstd data, or damaged (tar.zst only)
+  | 'bad_tar' // not a tar, truncated, checksum or structure error (tar only)
   | 'special_file' // device, fifo, socket
   | 'encrypted'
   | 'unsupported_compression'
@@ -66,7 +69,7 @@ const DIR_MODE = 0o755;
  * archives made with `bsdtar -C dir .`) means the root: `./a.js` is `a.js`, and `./` alone is
  * the root folder itself (no segments).
  */
-function checkEntryName(name: string): string[] {
+export function checkEntryName(name: string): string[] {
   const shown = shortName(name);
   if (name.includes('\0')) throw new ArchiveError('bad_entry_name', `entry ${shown} has a NUL character in its name`);
   if (name.includes('\\')) throw new ArchiveError('bad_entry_name', `entry ${shown} has a backslash in its name`);

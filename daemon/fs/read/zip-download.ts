@@ -27,7 +27,7 @@ interface PlanEntry {
   mtime: Date;
 }
 
-interface ZipPlan {
+export interface ZipPlan {
   /** The folder's real path and its name (for the attachment's file name). */
   real: string;
   name: string;
@@ -95,7 +95,11 @@ interface Opened {
 }
 
 /** Opens a planned file and checks it is still what was planned; null when it is not (left out). */
-async function openPlanned(isProtected: (st: Stats, target: string) => Promise<boolean>, entry: PlanEntry, level: number): Promise<Opened | null> {
+/**
+ * Opens a planned file and checks it is still what was planned (the planned path, a regular file,
+ * not a protected inode); null when it is not (left out). For download_dir_zip and _zstd.
+ */
+export async function openPlannedFile(isProtected: (st: Stats, target: string) => Promise<boolean>, entry: PlanEntry): Promise<{ fh: FileHandle; st: Stats } | null> {
   let fh: FileHandle;
   try {
     fh = await open(entry.real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -109,6 +113,18 @@ async function openPlanned(isProtected: (st: Stats, target: string) => Promise<b
       await fh.close();
       return null;
     }
+    return { fh, st };
+  } catch {
+    await fh.close().catch(() => undefined);
+    return null;
+  }
+}
+
+async function openPlanned(isProtected: (st: Stats, target: string) => Promise<boolean>, entry: PlanEntry, level: number): Promise<Opened | null> {
+  const opened = await openPlannedFile(isProtected, entry);
+  if (opened === null) return null;
+  const { fh, st } = opened;
+  try {
     let content: Prepared | null = null;
     if (st.size <= SMALL_FILE_BYTES) {
       const buf = Buffer.alloc(st.size);

@@ -14,6 +14,7 @@ import type { Config } from '../../core/config.js';
 import { BadRequestError, ConflictError, NotFoundError, OperationFailedError } from '../../core/errors.js';
 import { pairListParts, parseListField, textBefore, type ListSpec } from '../../core/multipart/pairs.js';
 import { receiveMultipart, type ReceivedPart } from '../../core/multipart/receive.js';
+import { safeUntarZstd } from '../../core/zip/tar.js';
 import { ArchiveError, safeUnzip, type UnzipResult } from '../../core/zip/unzip.js';
 import { errnoOf, mapped } from '../paths/errno.js';
 import type { Guard } from '../paths/guard.js';
@@ -166,16 +167,16 @@ function multipartLimits(limits: FsLimits, maxFileBytes: number, noun: string, f
   };
 }
 
-/** dest_path and zip_file, each exactly once; any other field is a 400 detail. */
-function zipFields(parts: ReceivedPart[]): { dest: string; zip: string } {
+/** dest_path and the archive's field (zip_file, or archive_file for tar.zst), each exactly once; any other field is a 400 detail. */
+function zipFields(parts: ReceivedPart[], field: string): { dest: string; zip: string } {
   const problems: string[] = [];
   const dests = parts.filter((p) => p.fieldName === 'dest_path');
-  const zips = parts.filter((p) => p.fieldName === 'zip_file');
-  for (const p of parts) if (p.fieldName !== 'dest_path' && p.fieldName !== 'zip_file') problems.push(`${p.fieldName}: is not a field of this request (it takes dest_path and zip_file)`);
+  const zips = parts.filter((p) => p.fieldName === field);
+  for (const p of parts) if (p.fieldName !== 'dest_path' && p.fieldName !== field) problems.push(`${p.fieldName}: is not a field of this request (it takes dest_path and ${field})`);
   if (dests.length !== 1) problems.push(dests.length === 0 ? 'dest_path: is required' : 'dest_path: is given more than once');
-  if (zips.length !== 1) problems.push(zips.length === 0 ? 'zip_file: is required' : 'zip_file: is given more than once');
+  if (zips.length !== 1) problems.push(zips.length === 0 ? `${field}: is required` : `${field}: is given more than once`);
   if (dests[0] !== undefined && dests[0].kind !== 'field') problems.push('dest_path: must be a text field, not a file');
-  if (zips[0] !== undefined && zips[0].kind !== 'file') problems.push('zip_file: must be a file part (with a filename)');
+  if (zips[0] !== undefined && zips[0].kind !== 'file') problems.push(`${field}: must be a file part (with a filename)`);
   const dest = dests[0]?.value;
   if (dest !== undefined) {
     const why = destProblem(dest);
@@ -185,14 +186,19 @@ function zipFields(parts: ReceivedPart[]): { dest: string; zip: string } {
   return { dest: dest as string, zip: zips[0]?.file as string };
 }
 
-async function unpack(zip: string, dir: string, limits: FsLimits): Promise<UnzipResult> {
+/** The archive formats of upload_zip and upload_zstd: the multipart field and the safe unpack of each. */
+export type ArchiveFormat = 'zip' | 'tar.zst';
+const ARCHIVE_FIELD: Record<ArchiveFormat, string> = { zip: 'zip_file', 'tar.zst': 'archive_file' };
+
+async function unpack(zip: string, dir: string, limits: FsLimits, format: ArchiveFormat): Promise<UnzipResult> {
+  const archiveLimits = {
+    maxEntries: limits.maxZipEntries,
+    maxUnpackedBytes: limits.maxUnpackedBytes,
+    unpackedWhat: 'the unpacked archive',
+    unpackedSetting: 'BROWSERD_FS_MAX_UNPACKED_BYTES',
+  };
   try {
-    return await safeUnzip(zip, dir, {
-      maxEntries: limits.maxZipEntries,
-      maxUnpackedBytes: limits.maxUnpackedBytes,
-      unpackedWhat: 'the unpacked archive',
-      unpackedSetting: 'BROWSERD_FS_MAX_UNPACKED_BYTES',
-    });
+    return format === 'zip' ? await safeUnzip(zip, dir, archiveLimits) : await safeUntarZstd(zip, dir, archiveLimits);
   } catch (err) {
     if (err instanceof ArchiveError) throw new OperationFailedError('archive_rejected', `the archive is refused: ${err.message}`, { code: err.causeCode, message: err.message });
     throw err;
@@ -205,20 +211,21 @@ async function unpack(zip: string, dir: string, limits: FsLimits): Promise<Unzip
  * destination are missing, the temp folder stands for the first of them and holds the rest, so
  * that one rename creates them all and a refused archive leaves nothing.
  */
-export async function receiveZip(req: IncomingMessage, deps: UploadDeps): Promise<UnzipResult> {
+export async function receiveZip(req: IncomingMessage, deps: UploadDeps, format: ArchiveFormat = 'zip'): Promise<UnzipResult> {
+  const field = ARCHIVE_FIELD[format];
   const { guard, limits } = deps;
   const staging = new Staging(deps.spoolDir);
   let target: Target | null = null;
   let temp: { parent: Dir; name: string } | null = null;
   try {
     const parts = await receiveMultipart(req, multipartLimits(limits, limits.maxZipBytes, 'archive', 'BROWSERD_FS_MAX_ZIP_BYTES'), async (fieldName, _i, received) => {
-      if (fieldName !== 'zip_file') return null;
+      if (fieldName !== field) return null;
       const dest = received.find((p) => p.fieldName === 'dest_path' && p.kind === 'field')?.value;
       if (dest === undefined || destProblem(dest) !== null || target !== null) return staging.spool();
       target = await besideNow(guard, dest, 'dir');
       return target === null ? staging.spool() : staging.beside(target);
     });
-    const { dest, zip } = zipFields(parts);
+    const { dest, zip } = zipFields(parts, field);
     target ??= await besideNow(guard, dest, 'dir');
     if (target !== null) {
       const t: Target = target;
@@ -226,7 +233,7 @@ export async function receiveZip(req: IncomingMessage, deps: UploadDeps): Promis
       const tmpName = tempName(t.name);
       temp = { parent: t.parent, name: tmpName };
       await mapped(dest, () => mkdir(t.parent.at(tmpName), { mode: 0o700 }));
-      const result = await unpack(zip, t.parent.at(tmpName), limits);
+      const result = await unpack(zip, t.parent.at(tmpName), limits, format);
       await chmod(t.parent.at(tmpName), 0o755);
       await placeTree(guard, t, tmpName);
       return result;
@@ -246,7 +253,7 @@ export async function receiveZip(req: IncomingMessage, deps: UploadDeps): Promis
       await mapped(dest, () => mkdir(inner, { mode: 0o755 }));
       await chmod(inner, 0o755); // exactly 0755, whatever the umask
     }
-    const result = await unpack(zip, inner, limits);
+    const result = await unpack(zip, inner, limits, format);
     await chmod(top, 0o755);
     await mapped(dest, () => rename(top, dir.at(first)));
     return result;

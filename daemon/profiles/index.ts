@@ -1,0 +1,73 @@
+// The profiles concern: a store of Chromium user data archives on the VM (store.ts, archive.ts),
+// the SDK's /profiles routes (routes.ts), and loading one into the running browser with its
+// changes saved back at the next stop (switch.ts).
+// Public face: createProfiles() → { routes, start(), close() }; it adds `profile` to PATCH /browsers/{id}.
+import { ConfigError, type Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Browser } from '../chromium/index.js';
+import { profileDirOf } from '../chromium/sweep/profile.js';
+import type { RequestContext, Route } from '../http/router.js';
+import { BadRequestError } from '../core/errors.js';
+import { PROFILE_LIMITS } from './limits.js';
+import { profileRefSchema, profileRoutes, toPublic } from './routes.js';
+import { ProfileStore } from './store.js';
+import { ProfileSwitch } from './switch.js';
+
+export { PROFILE_LIMITS } from './limits.js';
+
+export interface Profiles {
+  readonly routes: Route[];
+  /** Removes what a killed daemon left (staging folders). */
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createProfiles(deps: { config: Config; log: Logger; browser: Browser }): Profiles {
+  const log = deps.log.child({ module: 'profiles' });
+  const stateDir = deps.config.stateDir;
+  let store: ProfileStore;
+  try {
+    store = ProfileStore.open(stateDir, log);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the profile store: ${(err as Error).message}`);
+  }
+  const sw = new ProfileSwitch({
+    store,
+    browser: deps.browser,
+    stateDir,
+    profileDir: profileDirOf(stateDir),
+    limits: { maxEntries: PROFILE_LIMITS.maxEntries, maxUnpackedBytes: PROFILE_LIMITS.maxUnpackedBytes, unpackedWhat: 'the unpacked profile' },
+    log,
+  });
+  deps.browser.setStopHook(() => sw.stopWork());
+  deps.browser.addSnapshotFields(() => {
+    const loaded = store.loaded();
+    const p = loaded === null ? undefined : store.get(loaded.id);
+    return p === undefined ? {} : { profile: toPublic(p) };
+  });
+  // The `profile` part of PATCH /browsers/{id} (the browser module owns the route).
+  deps.browser.addUpdateFields({
+    fields: {
+      profile: profileRefSchema.optional().meta({
+        description:
+          "The SDK's BrowserProfile {id | name, save_changes}: Chromium restarts on that profile (open tabs are lost); save_changes saves it " +
+          'back at the next stop (the next profile PATCH, a restart, a graceful shutdown). docs/profiles.md',
+      }),
+    },
+    scope: 'profiles:read',
+    async apply(body, ctx) {
+      if (body.profile !== undefined) await load(body.profile, ctx);
+    },
+  });
+  const load = async (value: unknown, ctx: RequestContext): Promise<void> => {
+    const parsed = profileRefSchema.safeParse(value);
+    if (!parsed.success) throw new BadRequestError(parsed.error.issues.map((i) => `profile${i.path.length > 0 ? `.${i.path.join('.')}` : ''}: ${i.message}`));
+    if (ctx.identity === null) throw new Error('the profile update needs an identity');
+    await sw.load(parsed.data, ctx.identity.project, ctx.log, ctx.clientGone);
+  };
+  return {
+    routes: profileRoutes({ store, stateDir }),
+    start: () => sw.cleanStaging(),
+    close: () => store.idle(),
+  };
+}

@@ -1,0 +1,156 @@
+// Loading a profile into the running browser, and saving the loaded one back.
+//
+// PATCH /browsers/{id} {profile: {id | name, save_changes}} (loadProfile): under the browser's
+// lifecycle lock (so profile changes, restarts, extension installs and shutdown run one at a time)
+// Chromium is restarted; between the stop and the launch (the browser's stop hook, stopWork):
+//   1. the loaded profile, if loaded with save_changes, is archived from the user data folder and
+//      replaces its stored content (Chromium has exited: SIGTERM makes it close orderly, which
+//      flushes the cookie store and LevelDB, before the kill escalation);
+//   2. the new profile's archive is unpacked into a staging folder beside the user data folder,
+//      the index records no loaded profile, the user data folder is replaced by the staging folder,
+//      and the index records the new one (a daemon killed in between never saves one profile's data
+//      over another's).
+// Every other restart and the graceful shutdown run step 1 only, when save_changes is on. Open tabs
+// are lost (a new Chromium starts on the new folder).
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Browser } from '../chromium/index.js';
+import type { StopWork } from '../chromium/types.js';
+import { NotFoundError, OperationFailedError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { ArchiveError, type UnzipLimits } from '../core/zip/unzip.js';
+import { packProfile, unpackProfile } from './archive.js';
+import type { ProfileStore, StoredProfile } from './store.js';
+
+const STAGING_PREFIX = '.profile-staging-';
+
+export interface ProfileRef {
+  id?: string;
+  name?: string;
+  save_changes?: boolean;
+}
+
+export interface SwitchDeps {
+  store: ProfileStore;
+  browser: Browser;
+  stateDir: string;
+  /** Chromium's user data folder (chromium/sweep/profile.ts profileDirOf). */
+  profileDir: string;
+  limits: UnzipLimits;
+  log: Logger;
+}
+
+/** The profile `project` may see named by id, else by name; NotFoundError otherwise. */
+export function findProfile(store: ProfileStore, idOrName: string, project: string | null): StoredProfile {
+  const visible = store.list().filter((p) => project === null || p.project === project);
+  const p = visible.find((x) => x.id === idOrName) ?? visible.find((x) => x.name === idOrName);
+  if (p === undefined) throw new NotFoundError(`no profile ${idOrName}`);
+  return p;
+}
+
+export class ProfileSwitch {
+  private pending: { id: string; save: boolean; error: Error | null; done: boolean } | null = null;
+
+  constructor(private readonly deps: SwitchDeps) {}
+
+  /** Removes the staging folders a killed daemon left. */
+  async cleanStaging(): Promise<void> {
+    const names = await readdir(this.deps.stateDir).catch(() => [] as string[]);
+    for (const n of names.filter((x) => x.startsWith(STAGING_PREFIX))) await rm(path.join(this.deps.stateDir, n), { recursive: true, force: true });
+  }
+
+  /** The browser's stop hook: null when there is nothing to save and no profile to put in place. */
+  stopWork(): StopWork | null {
+    const loaded = this.deps.store.loaded();
+    const pending = this.pending;
+    const save = loaded !== null && loaded.save_changes && this.deps.store.get(loaded.id) !== undefined;
+    if (!save && pending === null) return null;
+    return async ({ orderly }) => {
+      if (save && !orderly) {
+        // Killed by a signal, Chromium flushed nothing: the folder may hold a torn cookie store or LevelDB; the last save is kept.
+        this.deps.log.error({ event: 'profile_save_skipped', profile_id: loaded.id }, 'Chromium did not close orderly: the profile is not saved (its last save is kept)');
+      } else if (save) await this.save(loaded.id).catch((err: unknown) => this.deps.log.error({ event: 'profile_save_failed', profile_id: loaded.id, err }, 'the loaded profile could not be saved'));
+      if (pending !== null) {
+        try {
+          await this.putInPlace(pending.id, pending.save);
+        } catch (err) {
+          pending.error = err as Error;
+        } finally {
+          pending.done = true;
+        }
+      }
+    };
+  }
+
+  /**
+   * Restarts Chromium on the profile (validated, visible to `project`); with `save_changes` its
+   * changes are saved at the next stop. Resolves once Chromium is ready on it.
+   */
+  async load(ref: ProfileRef, project: string | null, log: Logger, signal?: AbortSignal): Promise<StoredProfile> {
+    const idOrName = ref.id ?? ref.name;
+    if (idOrName === undefined) throw new Error('a profile reference needs an id or a name');
+    findProfile(this.deps.store, idOrName, project); // 404 before waiting for the lock
+    return this.deps.browser.withLock(
+      'profile',
+      async () => {
+        const p = findProfile(this.deps.store, idOrName, project);
+        const pending = { id: p.id, save: ref.save_changes === true, error: null as Error | null, done: false };
+        this.pending = pending;
+        try {
+          await this.deps.browser.restartLocked('profile');
+        } finally {
+          this.pending = null;
+        }
+        if (pending.error !== null) throw pending.error;
+        if (!pending.done) throw new Error('the profile was not put in place');
+        log.info({ event: 'profile_loaded', profile_id: p.id, save_changes: pending.save }, 'profile loaded');
+        return this.deps.store.get(p.id) ?? p;
+      },
+      { signal },
+    );
+  }
+
+  /** Archives the user data folder as `id`'s content (Chromium is not running). */
+  private async save(id: string): Promise<void> {
+    const { store, profileDir, log } = this.deps;
+    const t0 = performance.now();
+    const tmp = store.tempPath();
+    try {
+      await packProfile(profileDir, tmp);
+      await store.commitArchive(id, tmp);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+    const now = new Date().toISOString();
+    await store.update(id, (p) => ({ ...p, has_content: true, updated_at: now }));
+    log.info({ event: 'profile_saved', profile_id: id, ms: Math.round(performance.now() - t0) }, 'profile saved');
+  }
+
+  private async putInPlace(id: string, saveChanges: boolean): Promise<void> {
+    const { store, stateDir, profileDir, limits } = this.deps;
+    const p = store.get(id);
+    if (p === undefined) throw new NotFoundError(`no profile ${id}: it was deleted meanwhile`);
+    const staging = path.join(stateDir, `${STAGING_PREFIX}${randomUUID()}`);
+    await mkdir(staging, { mode: 0o700 });
+    try {
+      if (p.has_content) {
+        try {
+          await unpackProfile(store.archivePath(id), staging, limits);
+        } catch (err) {
+          if (err instanceof ArchiveError) throw new OperationFailedError('archive_rejected', `the stored profile cannot be unpacked: ${err.message}`, { code: err.causeCode, message: err.message });
+          throw err;
+        }
+      }
+      await store.mutate((cur) => ({ next: cur, loaded: null, result: undefined }));
+      await rm(profileDir, { recursive: true, force: true });
+      await rename(staging, profileDir);
+    } catch (err) {
+      await rm(staging, { recursive: true, force: true });
+      throw err;
+    }
+    const now = new Date().toISOString();
+    await store.mutate((cur) => ({ next: cur.map((x) => (x.id === id ? { ...x, last_used_at: now } : x)), loaded: { id, save_changes: saveChanges }, result: undefined }));
+  }
+}

@@ -5,6 +5,7 @@
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
+import type { Route } from '../http/router.js';
 import { ActiveControl } from './active.js';
 import { ProxyChecker } from './check/check.js';
 import { Forwarder } from './forwarder/forwarder.js';

@@ -110,19 +110,18 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
 
 export const UPDATE_DOC = [
   "The SDK's browsers.update. Each field is owned by one module of the daemon: `proxy_id` (and `disable_default_proxy`) sets the browser's proxy, live (see the proxies docs); `viewport` {width, height, refresh_rate?} changes the size every tab renders at, live, without a restart (same Chromium pid, open tabs included), and is kept across Chromium and daemon restarts (scope browser:configure besides browser:write).",
-  'The whole body is checked before anything changes (unknown fields: 400). Fields this daemon cannot honour are 422 unsupported_field naming the field: `name`, `profile`, `tags`, `telemetry` other than null or {}. An empty body changes nothing and returns the browser.',
+  'The whole body is checked before anything changes (unknown fields: 400). `profile` {id | name, save_changes} restarts Chromium on a stored profile (open tabs are lost; docs/profiles.md; scope profiles:read besides browser:write). Fields this daemon cannot honour are 422 unsupported_field naming the field: `name`, `tags`, `telemetry` other than null or {}. An empty body changes nothing and returns the browser.',
 ].join('\n\n');
 
 /** The fields of BrowserUpdateParams this daemon cannot honour (422 unsupported_field). */
 export const unsupportedUpdatePart: BrowserUpdatePart = {
   fields: {
     name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
-    profile: z.unknown().optional().meta({ description: 'Not supported (no profiles yet): 422 unsupported_field' }),
     tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
     telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
   },
   check(body) {
-    for (const field of ['name', 'profile', 'tags'] as const) {
+    for (const field of ['name', 'tags'] as const) {
       if (body[field] !== undefined) throw new UnsupportedFieldError(field, 'is not supported by this daemon');
     }
     const t = body.telemetry;

@@ -76,7 +76,8 @@ describe('events', () => {
     writeFileSync(path.join(dir, 'x', 'y', 'z', 'deep.txt'), 'd');
     await w.next(is('CREATE', path.join(dir, 'x', 'y', 'z', 'deep.txt')));
     assert.equal((await d.fetch(`${F}/watch/${w.id}`, { method: 'DELETE' })).status, 204);
-    await assert.rejects(w.next(() => true), /the stream ended/, 'stopping the watch ends its stream');
+    // Events still on their way (deep.txt's WRITE) may come first; then the stream ends.
+    await assert.rejects(w.next(() => false), /the stream ended/, 'stopping the watch ends its stream');
   });
 
   test('not recursive: only the folder\'s own entries', async () => {

@@ -1,4 +1,4 @@
-// 15. Live view latency. Paint → frame: the page's colour is changed (Runtime.evaluate) and the time
+// 17. Live view latency. Paint → frame: the page's colour is changed (Runtime.evaluate) and the time
 // runs until the next frame arrives on a live view WebSocket (/browsers/{id}/live/ws, a Node client:
 // the daemon's path, not a viewer's JPEG decoding) vs the next Page.screencastFrame of a bare
 // Page.startScreencast over a hand-started Chromium's own port. Click → event: a down + up message on
@@ -150,7 +150,7 @@ export async function benchLiveView(): Promise<Row[]> {
     progress(`click → event: live view ${median(clicks.live).toFixed(1)} ms, bare ${median(clicks.bare).toFixed(1)} ms`);
     return [
       {
-        name: '15. live view paint → frame, p50',
+        name: '17. live view paint → frame, p50',
         unit: 'ms',
         browserd: median(paints.live),
         peer: median(paints.bare),
@@ -158,7 +158,7 @@ export async function benchLiveView(): Promise<Row[]> {
         note: `N=${N} each, interleaved; p95 ${percentile(paints.live, 95).toFixed(1)} vs ${percentile(paints.bare, 95).toFixed(1)} ms; the frame's arrival at a Node WebSocket client (no JPEG decoding)`,
       },
       {
-        name: '15. live view click → page event, p50',
+        name: '17. live view click → page event, p50',
         unit: 'ms',
         browserd: median(clicks.live),
         peer: median(clicks.bare),
@@ -176,4 +176,4 @@ export async function benchLiveView(): Promise<Row[]> {
   }
 }
 
-export const liveViewBench: Bench = { name: 'live-view', what: '15. live view latency: paint → frame and click → event vs bare CDP on a port', run: benchLiveView };
+export const liveViewBench: Bench = { name: 'live-view', what: '17. live view latency: paint → frame and click → event vs bare CDP on a port', run: benchLiveView };

@@ -1,4 +1,4 @@
-// 16. Recording (replays): what one recording costs at 1280×720 and the default framerate (10 fps)
+// 18. Recording (replays): what one recording costs at 1280×720 and the default framerate (10 fps)
 // while the page animates, against the same minutes without a recording.
 // - CPU: the daemon's whole process tree (the daemon, Chromium's processes, ffmpeg) over a window
 //   of WINDOW_MS with a page repainting continuously, as a share of one core; the peer is the same
@@ -82,8 +82,8 @@ export const replayBench: Bench = {
       await stop(id2);
       cdp.close();
       return [
-        { name: '16. recording CPU, daemon tree, 1280×720 @ 10 fps', unit: '% core', browserd: recording, peer: idle, peerName: 'the same tree and animating page, not recording', note: `${WINDOW_MS / 1000} s each; the page repaints every frame (the worst case for the encoder)` },
-        { name: '16. page load while recording, p50', unit: 'ms', browserd: median(recorded), peer: median(plain), peerName: 'the same page load, not recording', note: `${LOADS} loads each (navigation to load event)` },
+        { name: '18. recording CPU, daemon tree, 1280×720 @ 10 fps', unit: '% core', browserd: recording, peer: idle, peerName: 'the same tree and animating page, not recording', note: `${WINDOW_MS / 1000} s each; the page repaints every frame (the worst case for the encoder)` },
+        { name: '18. page load while recording, p50', unit: 'ms', browserd: median(recorded), peer: median(plain), peerName: 'the same page load, not recording', note: `${LOADS} loads each (navigation to load event)` },
       ];
     } finally {
       await d.cleanup();

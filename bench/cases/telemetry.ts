@@ -71,7 +71,7 @@ export async function benchTelemetry(): Promise<Row[]> {
     progress(`telemetry: the daemon's CPU per load p50 ${median(cpu.on ?? []).toFixed(1)} ms on vs ${median(cpu.off ?? []).toFixed(1)} ms off`);
     return [
       {
-        name: '25. page load with telemetry on (console, network, page; a stream reader), p50',
+        name: '19. page load with telemetry on (console, network, page; a stream reader), p50',
         unit: 'ms',
         browserd: median(withTelemetry),
         peer: median(off),
@@ -86,4 +86,4 @@ export async function benchTelemetry(): Promise<Row[]> {
   }
 }
 
-export const telemetryBench: Bench = { name: 'telemetry', what: '25. page load, telemetry on vs off', run: benchTelemetry };
+export const telemetryBench: Bench = { name: 'telemetry', what: '19. page load, telemetry on vs off', run: benchTelemetry };

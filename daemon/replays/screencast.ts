@@ -123,10 +123,15 @@ export class Screencast {
       });
       this.shown = { cdp, sessionId, off };
       this.deps.log.debug({ event: 'screencast_page', session_id: sessionId }, 'the screencast shows another page');
+      const still = (): boolean => this.shown?.cdp === cdp && this.shown.sessionId === sessionId;
       // A frame at once (a page that does not change sends none until it does).
       const shot = await cdp.send('Page.captureScreenshot', { format: 'jpeg', quality: QUALITY }, { sessionId, deadline });
-      if (this.shown?.sessionId === sessionId) this.emit(Buffer.from(shot.data, 'base64'), Date.now());
+      // The last consumer may have left meanwhile (stopShown): then no screencast is started, since
+      // one whose frames nobody acknowledges stalls at its first frame, for the next consumer too.
+      if (!still()) return;
+      this.emit(Buffer.from(shot.data, 'base64'), Date.now());
       await cdp.send('Page.startScreencast', { format: 'jpeg', quality: QUALITY, maxWidth: page.width, maxHeight: page.height, everyNthFrame: 1 }, { sessionId, deadline });
+      if (!still()) await cdp.send('Page.stopScreencast', {}, { sessionId, timeoutMs: 2000 }).catch(() => undefined);
     } finally {
       deadline.dispose();
     }

@@ -102,9 +102,11 @@ test('kill reaches every process group of the session: a job that moved into a g
 
 test("status while running carries the SDK's cpu_pct and mem_bytes (of the living members)", async () => {
   const { process_id } = await spawnProcess(d, { command: 'sleep', args: ['300'] });
-  const s = await status(d, process_id);
+  // Just spawned, the child may still be between its fork and its exec (no resident pages of its own yet).
+  let s = await status(d, process_id);
+  await until(() => `mem_bytes of a running sleep; last: ${JSON.stringify(s)}`, async () => ((s = await status(d, process_id)).mem_bytes ?? 0) > 0, 10_000, 20);
   assert.equal(typeof s.cpu_pct, 'number');
-  assert.ok((s.mem_bytes ?? 0) > 0, JSON.stringify(s));
+  assert.equal(s.state, 'running');
   assert.equal((await kill(d, process_id, 'KILL')).status, 200);
   const done = await waitExited(d, process_id);
   assert.equal(done.mem_bytes, undefined, 'nothing of the group lives');

@@ -7,12 +7,12 @@
 // taken from a package: the format is 512-byte blocks, and what the daemon needs of it (regular
 // files and folders, nothing else) is a few dozen lines each way, every refusal with its cause.
 import { createReadStream, createWriteStream, type Dirent } from 'node:fs';
-import { chmod, lstat, mkdir, open, readdir } from 'node:fs/promises';
+import { chmod, lstat, open, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { PayloadTooLargeError } from '../errors.js';
-import { ArchiveError, checkEntryName, type UnzipLimits, type UnzipResult } from './unzip.js';
+import { ArchiveError, checkEntryName, mkdirFixed, type UnzipLimits, type UnzipResult } from './unzip.js';
 
 const BLOCK = 512;
 const FILE_MODE = 0o644;
@@ -275,12 +275,12 @@ export async function safeUntar(src: AsyncIterable<Buffer>, dest: string, limits
     seen.add(rel);
     if (isDir) {
       if (size !== 0) throw new ArchiveError('bad_tar', `folder entry ${shown(name)} declares ${size} bytes of content`);
-      await mkdirFixed(dest, segments);
+      await mkdirFixed(dest, segments, 'bad_tar');
       continue;
     }
     bytes += size;
     if (bytes > limits.maxUnpackedBytes) throw new PayloadTooLargeError(limits.unpackedWhat ?? 'the unpacked archive', limits.maxUnpackedBytes, limits.unpackedSetting);
-    await mkdirFixed(dest, segments.slice(0, -1));
+    await mkdirFixed(dest, segments.slice(0, -1), 'bad_tar');
     const target = path.join(dest, ...segments);
     const out = createWriteStream(target, { flags: 'wx', mode: FILE_MODE });
     const opened = new Promise<void>((resolve, reject) => {
@@ -329,19 +329,3 @@ export function tarEnd(): Buffer {
   return Buffer.alloc(BLOCK * 2);
 }
 
-/** Creates each folder of `segments` under `root` with mode 0755 (umask does not apply). */
-async function mkdirFixed(root: string, segments: string[]): Promise<void> {
-  let dir = root;
-  for (const s of segments) {
-    dir = path.join(dir, s);
-    try {
-      await mkdir(dir, { mode: DIR_MODE });
-      await chmod(dir, DIR_MODE);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOTDIR') throw new ArchiveError('bad_tar', 'the archive has a file and a folder at the same path');
-      if (code !== 'EEXIST') throw err;
-      if (!(await lstat(dir)).isDirectory()) throw new ArchiveError('bad_tar', 'the archive has a file and a folder at the same path');
-    }
-  }
-}

@@ -6,7 +6,7 @@
 // declared), every entry exactly its declared size with a matching CRC. Files are written
 // 0644 and folders 0755, whatever the archive says.
 import { createWriteStream } from 'node:fs';
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -210,8 +210,12 @@ async function extractFile(zip: ZipFile, entry: Entry, target: string, meter: Me
   if ((meter.crc >>> 0) !== (entry.crc32 >>> 0)) throw new ArchiveError('bad_zip', `entry ${shortName(name)} fails its CRC check`);
 }
 
-/** Creates each folder of `segments` under `root` with mode 0755 (umask does not apply). */
-async function mkdirFixed(root: string, segments: string[]): Promise<void> {
+/**
+ * Creates each folder of `segments` under `root` with mode 0755 (umask does not apply). A file
+ * where a folder must be (an archive with a file and a folder at one path) is ArchiveError `cause`.
+ * The one folder maker of the safe unpacks (zip here, tar in tar.ts).
+ */
+export async function mkdirFixed(root: string, segments: string[], cause: 'bad_zip' | 'bad_tar' = 'bad_zip'): Promise<void> {
   let dir = root;
   for (const s of segments) {
     dir = path.join(dir, s);
@@ -219,7 +223,9 @@ async function mkdirFixed(root: string, segments: string[]): Promise<void> {
       await mkdir(dir, { mode: DIR_MODE });
       await chmod(dir, DIR_MODE);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EEXIST' && code !== 'ENOTDIR') throw err;
+      if (code === 'ENOTDIR' || !(await lstat(dir)).isDirectory()) throw new ArchiveError(cause, 'the archive has a file and a folder at the same path');
     }
   }
 }

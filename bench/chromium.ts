@@ -31,7 +31,8 @@ export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[
     headless: true,
     extraFlags: opts.extraFlags ?? [],
     extras: { extensionPaths: opts.extensionPaths ?? [], allowBackgroundNetworking: false },
-    isRoot: process.getuid?.() === 0,
+    // A hand-started Chromium as root (the benchmarks) cannot have its sandbox.
+    noSandbox: process.getuid?.() === 0,
     proxyPort: null,
   }).map((f) => (f === '--remote-debugging-pipe' ? '--remote-debugging-port=0' : f));
 }

@@ -6,7 +6,9 @@ import { createLogger, flushLogs, type Logger } from './core/log.js';
 import { createMetrics, type Metrics } from './core/metrics.js';
 import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
-import { createSystemd } from './core/systemd.js';
+import { createSystemd, NOTIFY_FD_ENV } from './core/systemd.js';
+import { closeStrayFds, inheritableFds, makeNonDumpable } from './core/harden.js';
+import { coverInChildren } from './core/process/launch.js';
 import { createBrowser, type Browser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
 import { createProfiles } from './profiles/index.js';
@@ -75,11 +77,21 @@ function lockOrExit(config: Config, log: Logger): void {
 }
 
 async function main(): Promise<void> {
+  // Before anything else: no descriptor of the daemon's reaches a child, and /proc/<daemon> is root's.
+  const notifyFd = Number(process.env[NOTIFY_FD_ENV]);
+  const strayFds = closeStrayFds(new Set(Number.isInteger(notifyFd) ? [notifyFd] : []));
+  coverInChildren(inheritableFds());
+  const nonDumpable = makeNonDumpable();
   const metrics = createMetrics();
   const { config, log, logs } = settingsOrExit(metrics);
   strayLog = log;
   strayCount = metrics.unhandledRejections;
   lockOrExit(config, log); // before anything in the state dir is read or written
+  if (strayFds.length > 0) log.info({ event: 'stray_fds_closed', fds: strayFds }, 'closed descriptors the daemon inherited without close-on-exec');
+  if (!nonDumpable) log.warn({ event: 'dumpable' }, 'the daemon could not make itself non-dumpable (it changes its egid for that: CAP_SETGID)');
+  if (!config.agent.separated) {
+    log.warn({ event: 'agent_not_separated', setting: 'BROWSERD_AGENT_USER', user: config.agent.user.name }, "the agent user is the daemon's own: Chromium and every process of the API can read the daemon's secrets");
+  }
   // Atomic writes a killed daemon left unfinished (proxies.json, chromium-executables.json, ...).
   for (const name of removeStaleTemps(config.stateDir)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished store write');
   const version = packageVersion();

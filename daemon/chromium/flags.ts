@@ -12,8 +12,8 @@ export interface FlagInputs {
   /** config.chromium.extraFlags (already refused when they name an owned flag). */
   extraFlags: readonly string[];
   extras: LaunchExtras;
-  /** process.getuid() === 0 */
-  isRoot: boolean;
+  /** BROWSERD_CHROMIUM_SANDBOX=false: the operator opted out of Chromium's sandbox. */
+  noSandbox: boolean;
   /** The daemon's forwarding proxy on 127.0.0.1 (every request of the browser goes there), or null. */
   proxyPort: number | null;
 }
@@ -23,7 +23,7 @@ const START_URL = 'about:blank';
 
 export function chromiumFlags(i: FlagInputs): string[] {
   const flags: string[] = [
-    // A dedicated profile in the state dir: no other Chromium shares it, and its leftovers are findable.
+    // A dedicated profile in the agent dir: no other Chromium shares it, and its leftovers are findable.
     `--user-data-dir=${i.profileDir}`,
     // DevTools over the child's fd 3/4 only, never a TCP port: no other local user can reach it,
     // every client goes through the authenticated proxy at /browsers/{id}/cdp (one pipe serves many
@@ -69,8 +69,9 @@ export function chromiumFlags(i: FlagInputs): string[] {
     // The new headless mode (the full browser without a window); BROWSERD_HEADLESS=false runs headful.
     flags.push('--headless');
   }
-  if (i.isRoot) {
-    // Chromium refuses to start its sandbox as root; the VM itself is the isolation boundary.
+  if (i.noSandbox) {
+    // Only on the operator's explicit opt-out (a kernel without unprivileged user namespaces):
+    // Chromium runs as the agent user, never root, and keeps its sandbox otherwise.
     flags.push('--no-sandbox');
   }
   if (i.extras.extensionPaths.length > 0) {
@@ -94,16 +95,18 @@ function xdgConfigDirOf(profileDir: string): string {
 
 /**
  * The environment Chromium gets: the daemon's, without its own settings (a token among them),
- * with XDG_CONFIG_HOME inside the profile (crashpad's database, otherwise under $HOME/.config)
- * and TMPDIR in the state dir (Chromium leaves org.chromium.Chromium.* there; emptied after
- * every stop, so a run leaves nothing in /tmp).
+ * with XDG_CONFIG_HOME inside the profile (crashpad's database, otherwise under $HOME/.config),
+ * TMPDIR in the agent dir (Chromium leaves org.chromium.Chromium.* there; emptied after every
+ * stop, so a run leaves nothing in /tmp), and the agent user's HOME, USER and LOGNAME (HOME is
+ * the agent dir: ~/.pki and caches go where that user may write).
  */
-export function chromiumEnv(env: NodeJS.ProcessEnv, profileDir: string, tmpDir: string): NodeJS.ProcessEnv {
+export function chromiumEnv(env: NodeJS.ProcessEnv, profileDir: string, tmpDir: string, user?: { name: string; home: string }): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { XDG_CONFIG_HOME: xdgConfigDirOf(profileDir), TMPDIR: tmpDir };
+  if (user !== undefined) Object.assign(out, { HOME: user.home, USER: user.name, LOGNAME: user.name });
   for (const [k, v] of Object.entries(env)) {
     if (k.startsWith('BROWSERD_')) continue; // settings, tokens: not Chromium's business
     if (SYSTEMD_VARS.has(k)) continue; // systemd's, meant for the daemon only
-    if (k === 'XDG_CONFIG_HOME' || k === 'TMPDIR') continue; // set above
+    if (k in out) continue; // set above
     out[k] = v;
   }
   return out;

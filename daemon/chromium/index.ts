@@ -53,7 +53,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     config,
     log,
     metrics,
-    profileDir: profileDirOf(config.stateDir),
+    profileDir: profileDirOf(config.agent.dir),
     tmpDir: config.chromium.tmpDir,
     onChromiumLine: deps.onChromiumLine,
   });

@@ -20,6 +20,7 @@ import type { ChromiumIdentity } from './sweep/identity.js';
 import { launch, type LaunchedProcess } from './launch/launcher.js';
 import { LineRateLimiter } from './launch/output.js';
 import { procInfo } from '../core/process/proc.js';
+import { ownedDir } from '../core/state-dir.js';
 import { OldRunSweep } from './sweep/old-run.js';
 import { endLeftovers, ensureProfileDir, findProfileProcesses, removeStaleFiles } from './sweep/profile.js';
 import type { LaunchExtras } from './types.js';
@@ -79,14 +80,20 @@ export class ChromiumRun {
     const { config, log, profileDir, tmpDir } = deps;
     const c = config.chromium;
     const t0 = performance.now();
+    const agent = config.agent;
+    const owner = agent.separated ? { uid: agent.user.uid, gid: agent.user.gid } : null;
     ensureProfileDir(profileDir);
+    // The profile and TMPDIR are the agent user's: Chromium runs as that user (setpriv, below).
+    ownedDir(profileDir, owner, 0o700);
     // After stopAndHandOff the old run's leftovers are the OldRunSweep's, told apart by start time.
     if (!opts.oldRunSwept) await endLeftovers(profileDir, deps.identity, c.stopGraceMs, log);
     const t1 = performance.now();
     removeStaleFiles(profileDir);
     await emptyDir(tmpDir);
+    ownedDir(tmpDir, owner, 0o700);
     const t2 = performance.now();
-    const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, isRoot: process.getuid?.() === 0, proxyPort: deps.proxyPort() });
+    const args = chromiumFlags({ profileDir, headless: c.headless, extraFlags: c.extraFlags, extras, noSandbox: !c.sandbox, proxyPort: deps.proxyPort() });
+    if (!c.sandbox) log.warn({ event: 'chromium_sandbox_off', setting: 'BROWSERD_CHROMIUM_SANDBOX' }, "Chromium starts without its sandbox (BROWSERD_CHROMIUM_SANDBOX=false): a renderer exploit owns the agent user's side");
     const pidRef = { pid: 0, starttime: 0 };
     const limiter = new LineRateLimiter(
       STDERR_LINES_PER_SECOND,
@@ -96,8 +103,9 @@ export class ChromiumRun {
     const proc = await launch({
       command: c.binary as string,
       args,
-      env: chromiumEnv(process.env, profileDir, tmpDir),
+      env: chromiumEnv(process.env, profileDir, tmpDir, { name: agent.user.name, home: agent.dir }),
       cwd: profileDir,
+      ...(owner === null ? {} : { user: owner }),
       extraPipes: 2,
       onSpawn: (pid) => {
         // Read before anything awaits: every process of this run started at or after it.

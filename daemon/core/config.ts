@@ -6,8 +6,9 @@ import { z } from 'zod';
 import { ConfigError } from './config-error.js';
 import { ownedBy, OWNED_FLAGS, splitFlags } from './flags-parse.js';
 import { DEFAULT_VIEWPORT, parseViewport, type Viewport } from './viewport.js';
-import { chromiumTmpDir, checkDownloadsDir, prepareStateDir } from './state-dir.js';
+import { chromiumTmpDir, checkDownloadsDir, prepareAgentDir, prepareStateDir } from './state-dir.js';
 import { parseTestHooks, type TestHooks } from './test-hooks.js';
+import { daemonUser, findSetpriv, lookupUser, maySwitchUsers, type UserEntry } from './users.js';
 
 export { ConfigError } from './config-error.js';
 
@@ -26,7 +27,19 @@ const providersSchema = z.partialRecord(z.enum(MANAGED_PROXY_TYPES), gatewaySche
 
 export interface Config {
   listen: { host: string; port: number };
+  /** The daemon's side: its secrets and records (0700, the daemon's uid). */
   stateDir: string;
+  /** The agent's side (docs/security.md): who runs Chromium and every process of the API, and its folder. */
+  agent: {
+    /** BROWSERD_AGENT_USER: never root. */
+    user: UserEntry;
+    /** false when the agent user is the daemon's own (no separation: a warning at start). */
+    separated: boolean;
+    /** Whether the daemon may start children as other users (root, or CAP_SETUID and CAP_SETGID). */
+    maySwitch: boolean;
+    /** BROWSERD_AGENT_DIR (the daemon's, 0711): Chromium's profile and TMPDIR (the agent user's), installed extensions. */
+    dir: string;
+  };
   sessionId: string;
   projectId: string | null;
   token: string | null;
@@ -64,8 +77,10 @@ export interface Config {
     cdpClientQueueBytes: number;
     /** Unsent bytes over every CDP client before a message; past it the one holding most is closed (1013). */
     cdpQueueTotalBytes: number;
-    /** Chromium's TMPDIR, in the state dir (emptied after every stop). */
+    /** Chromium's TMPDIR, in the agent dir (emptied after every stop). */
     tmpDir: string;
+    /** BROWSERD_CHROMIUM_SANDBOX=false: --no-sandbox, a warning at every launch. */
+    sandbox: boolean;
   };
   processes: {
     maxLive: number;
@@ -221,6 +236,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
 
   // systemd lists every StateDirectory= entry in STATE_DIRECTORY, colon separated: the first is the daemon's.
   const stateDir = prepareStateDir(path.resolve(cwd, get('BROWSERD_STATE_DIR') ?? get('STATE_DIRECTORY')?.split(':')[0] ?? '.browserd'));
+  const agent = loadAgent(get('BROWSERD_AGENT_USER') ?? 'browser', stateDir, path.resolve(cwd, get('BROWSERD_AGENT_DIR') ?? `${stateDir}-agent`));
   const sessionId = get('BROWSERD_SESSION_ID') ?? 'local';
   if (!SESSION_RE.test(sessionId)) throw new ConfigError('BROWSERD_SESSION_ID', 'must match ^[A-Za-z0-9._-]{1,128}$');
   const projectId = get('BROWSERD_PROJECT_ID') ?? null;
@@ -246,6 +262,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   return {
     listen: parseListen(get('BROWSERD_LISTEN') ?? '127.0.0.1:10001'),
     stateDir,
+    agent,
     sessionId,
     projectId,
     token,
@@ -277,7 +294,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       cdpMaxMessageBytes: int('BROWSERD_CDP_MAX_MESSAGE_BYTES', 256 * MiB, 1024, 1024 * MiB),
       cdpClientQueueBytes: int('BROWSERD_CDP_CLIENT_QUEUE_BYTES', 64 * MiB, 1024, 4096 * MiB),
       cdpQueueTotalBytes: int('BROWSERD_CDP_QUEUE_TOTAL_BYTES', 128 * MiB, 1024, 4096 * MiB),
-      tmpDir: chromiumTmpDir(stateDir),
+      tmpDir: chromiumTmpDir(agent.dir),
+      sandbox: bool('BROWSERD_CHROMIUM_SANDBOX', true),
     },
     processes: {
       maxLive: int('BROWSERD_MAX_PROCESSES', 64, 1, 10_000),
@@ -367,6 +385,28 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     },
     testHooks: parseTestHooks(get('BROWSERD_TEST_HOOKS')),
   };
+}
+
+/**
+ * The agent user (BROWSERD_AGENT_USER): an existing user of /etc/passwd, not root; another user
+ * than the daemon's needs a daemon that may switch users and setpriv(1). Its folder is prepared
+ * (created, 0711) here.
+ */
+function loadAgent(name: string, stateDir: string, dir: string): Config['agent'] {
+  const setting = 'BROWSERD_AGENT_USER';
+  const user = lookupUser(name);
+  if (user === null) {
+    throw new ConfigError(setting, `no user "${name}" in /etc/passwd: create it (useradd --system --user-group --create-home --home-dir /var/lib/${name}-home --shell /usr/sbin/nologin ${name}; .ci/setup and systemd/install.sh do) or name another`);
+  }
+  if (user.uid === 0) throw new ConfigError(setting, `"${name}" is root (uid 0): the agent user must be an unprivileged user`);
+  const me = daemonUser();
+  const separated = user.uid !== me.uid;
+  const maySwitch = maySwitchUsers();
+  if (separated && !maySwitch) {
+    throw new ConfigError(setting, `the daemon runs as uid ${me.uid} without CAP_SETUID and CAP_SETGID, so it cannot run processes as "${name}" (uid ${user.uid}): grant them (systemd/browserd.service) or set ${setting}=${me.name} (no separation)`);
+  }
+  if (separated && findSetpriv() === null) throw new ConfigError(setting, `setpriv(1) (util-linux), which starts processes as "${name}", is not on the daemon's PATH`);
+  return { user, separated, maySwitch, dir: prepareAgentDir(dir, stateDir) };
 }
 
 export function parseListen(raw: string): { host: string; port: number } {

@@ -22,7 +22,7 @@ import type { Browser, BrowserSnapshot, BrowserState } from '../chromium/types.j
 import type { Logger } from './log.js';
 
 /** Set by systemd/notify-exec.pl: the descriptor of the datagram socket connected to NOTIFY_SOCKET. */
-const NOTIFY_FD_ENV = 'BROWSERD_NOTIFY_FD';
+export const NOTIFY_FD_ENV = 'BROWSERD_NOTIFY_FD';
 /** Removed from process.env once read, so no child process sees them. */
 const SYSTEMD_ENV = ['NOTIFY_SOCKET', NOTIFY_FD_ENV, 'WATCHDOG_USEC', 'WATCHDOG_PID'] as const;
 /** STATUS= is one line in `systemctl status`; longer texts are cut. */

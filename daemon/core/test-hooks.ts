@@ -24,6 +24,8 @@ export interface TestHooks {
   failActivation(...subjects: string[]): boolean;
   /** Holds an install of any of `names` until the test lets go (resolves at once when none is held). */
   holdActivation(extensionsDir: string, names: string[], log: { info(obj: object, msg: string): void }): Promise<void>;
+  /** The uid the forwarding proxy serves instead of the agent user's (the suite's own clients run as root); undefined: none. */
+  readonly forwarderUid: number | undefined;
   /** The last ready hook of every launch, holding it until the test lets go (a test kills Chromium inside that window); undefined: none. */
   readonly holdReady: ((pid: number, log: { info(obj: object, msg: string): void }) => Promise<void>) | undefined;
   /** Runs once the daemon listens: the faults a test of the crash policy asks for (a stray rejection, an uncaught exception). */
@@ -40,6 +42,7 @@ const NONE: TestHooks = {
   failActivation: () => false,
   holdActivation: async () => {},
   holdReady: undefined,
+  forwarderUid: undefined,
   afterListening: () => {},
 };
 

@@ -28,19 +28,34 @@ export interface Downloads {
   list(): Download[];
 }
 
+/** The user Chromium runs as (the agent user), when it is not the daemon's own; null: the daemon's. */
+export interface BrowserUser {
+  uid: number;
+  gid: number;
+}
+
 /**
  * Whether a client's download path is a folder the browser may write into on this VM: it exists,
- * is a folder, is writable and searchable for the browser's user, and is not the daemon's state
- * dir or in it. One stat and one access(2), synchronous: a client's commands keep their order.
+ * is a folder, is writable and searchable for the browser's user (Chromium runs as the agent user:
+ * its rights by the folder's owner, group and mode; as the daemon's own user, access(2)), and is not
+ * the daemon's state dir or in it. A realpath and a stat, synchronous: a client's commands keep
+ * their order. The agent's supplementary groups are not counted: such a folder is taken as not
+ * writable, and the download goes to the downloads folder.
  */
-export function writableDirFor(stateDir: string): (dir: string) => boolean {
+export function writableDirFor(stateDir: string, browserUser: BrowserUser | null = null): (dir: string) => boolean {
   return (dir) => {
     try {
       const real = realpathSync(dir);
       if (real === stateDir || real.startsWith(`${stateDir}/`)) return false;
-      if (!statSync(real).isDirectory()) return false;
-      accessSync(real, constants.W_OK | constants.X_OK);
-      return true;
+      const st = statSync(real);
+      if (!st.isDirectory()) return false;
+      if (browserUser === null) {
+        accessSync(real, constants.W_OK | constants.X_OK);
+        return true;
+      }
+      if (browserUser.uid === 0) return true;
+      const bits = st.uid === browserUser.uid ? (st.mode >> 6) & 7 : st.gid === browserUser.gid ? (st.mode >> 3) & 7 : st.mode & 7;
+      return (bits & 3) === 3;
     } catch {
       return false;
     }
@@ -50,7 +65,8 @@ export function writableDirFor(stateDir: string): (dir: string) => boolean {
 export function createDownloads(deps: DownloadsDeps): Downloads {
   const { config, browser, downloadsDir } = deps;
   const log = deps.log.child({ module: 'downloads' });
-  const behaviors = new DownloadBehaviors({ downloadsDir, writableDir: writableDirFor(config.stateDir) });
+  const agent = config.agent.separated ? { uid: config.agent.user.uid, gid: config.agent.user.gid } : null;
+  const behaviors = new DownloadBehaviors({ downloadsDir, writableDir: writableDirFor(config.stateDir, agent) });
   const tracker = new DownloadTracker({ log, downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, onChange: deps.onChange });
   let daemonCdp: CdpClient | null = null;
 

@@ -36,7 +36,7 @@ const MV2_REMOVED_IN = 139;
 export function createExtensions(deps: ExtensionsDeps): Extensions {
   const { config, metrics, browser } = deps;
   const log = deps.log.child({ module: 'extensions' });
-  const store = new Store(config.stateDir, log);
+  const store = new Store(config.stateDir, log, config.agent.dir);
   const publisher = new PolicyPublisher(store, config.chromium.policyDir, log);
   const installer = new Installer({ config, metrics, browser, store, publisher, onInstalled: deps.onInstalled });
   browser.setLaunchExtras(() => installer.launchExtras());

@@ -44,7 +44,7 @@ export interface InstallResult {
 /** Why extensions cannot work with this state dir (Chromium's --load-extension splits paths at commas), else null. */
 function unusableReason(installedDir: string): string | null {
   if (!installedDir.includes(',')) return null;
-  return `the extensions folder ${installedDir} has a comma in its path, which Chromium's --load-extension cannot take (it separates paths with commas): set BROWSERD_STATE_DIR to a path without commas`;
+  return `the extensions folder ${installedDir} has a comma in its path, which Chromium's --load-extension cannot take (it separates paths with commas): set BROWSERD_AGENT_DIR to a path without commas`;
 }
 
 export class Installer {

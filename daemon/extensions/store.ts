@@ -1,4 +1,7 @@
-// The installed set and its folders under <state>/extensions:
+// The installed set and its folders: under <state>/extensions (the daemon's side) the set, the
+// keys and the CRX files; under <agent dir>/extensions (the agent's side: Chromium, running as the
+// agent user, must read the unpacked trees; the folders are the daemon's, 0755) installed/,
+// staging/ and previous/ (one filesystem: a tree moves between them by rename).
 //   installed.json         the set (the truth after a crash), written atomically, and the id of
 //                          the install in progress (`pending_tx`) while its files are swapped
 //   installed/<name>/      the unpacked extension (its path fixes the id of an unpacked install)
@@ -12,7 +15,7 @@
 // commit() writes the new set and clears the id in one atomic write. After a crash, open() puts
 // the replaced versions of a pending transaction back; those of a committed one are dropped.
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '../core/log.js';
@@ -66,14 +69,20 @@ export class Store {
   /** The install in progress (between begin() and commit() or abort()), else null. */
   pendingTx: string | null = null;
 
+  /** The agent side's folder of the trees (<agent dir>/extensions). */
+  readonly treeRoot: string;
+
   constructor(
     stateDir: string,
     private readonly log: Logger,
+    /** Where the unpacked trees go (default: beside the rest, for the unit tests). */
+    agentDir: string = stateDir,
   ) {
     this.root = path.join(stateDir, 'extensions');
-    this.installedDir = path.join(this.root, 'installed');
-    this.stagingDir = path.join(this.root, 'staging');
-    this.previousDir = path.join(this.root, 'previous');
+    this.treeRoot = path.join(agentDir, 'extensions');
+    this.installedDir = path.join(this.treeRoot, 'installed');
+    this.stagingDir = path.join(this.treeRoot, 'staging');
+    this.previousDir = path.join(this.treeRoot, 'previous');
     this.keysDir = path.join(this.root, 'keys');
     this.crxDir = path.join(this.root, 'crx');
     this.file = path.join(this.root, 'installed.json');
@@ -85,8 +94,11 @@ export class Store {
 
   /** Reads installed.json and brings the folders back in line with it (after a crash mid-install). */
   async open(): Promise<void> {
-    for (const dir of [this.root, this.installedDir, this.stagingDir, this.previousDir, this.crxDir]) {
-      await mkdir(dir, { recursive: true, mode: 0o700 });
+    for (const dir of [this.root, this.crxDir]) await mkdir(dir, { recursive: true, mode: 0o700 });
+    // Readable (not writable) by the agent user, whose Chromium loads the trees.
+    for (const dir of [this.treeRoot, this.installedDir, this.stagingDir, this.previousDir]) {
+      await mkdir(dir, { recursive: true, mode: 0o755 });
+      await chmod(dir, 0o755);
     }
     for (const dir of [this.root, this.keysDir]) {
       for (const name of removeStaleTemps(dir)) this.log.info({ event: 'store_temp_removed', path: path.join(dir, name) }, 'removed a temp file of an unfinished store write');
@@ -136,7 +148,7 @@ export class Store {
       }
     }
     await rm(this.stagingDir, { recursive: true, force: true });
-    await mkdir(this.stagingDir, { recursive: true, mode: 0o700 });
+    await mkdir(this.stagingDir, { recursive: true, mode: 0o755 });
   }
 
   async save(): Promise<void> {

@@ -1,10 +1,10 @@
 // The files module: the SDK's `browsers.fs` routes (read, write, list, info, folders, moves,
 // permissions, uploads, zips, watches) on every path but the daemon's own (paths/guard.ts), and the
 // downloads folder Chromium saves to. close() stops every watch.
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, realpathSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type Config } from '../core/config.js';
-import { writableRealDir } from '../core/state-dir.js';
+import { ownedDir, writableRealDir } from '../core/state-dir.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
@@ -30,14 +30,28 @@ export interface Files {
 }
 
 /**
- * BROWSERD_DOWNLOADS_DIR created (0700) when missing and used by its real path, which must not be
+ * BROWSERD_DOWNLOADS_DIR created (0700, owned by the agent user) when missing and used by its real path, which must not be
  * in the state dir either (a symlink made after the settings were read): ConfigError otherwise.
  */
 function prepareDownloadsDir(config: Config): string {
   const dir = config.fs.downloadsDir;
-  const real = writableRealDir(dir, 'BROWSERD_DOWNLOADS_DIR');
+  let real: string;
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    real = realpathSync(dir);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `cannot use ${dir} as a folder: ${(err as Error).message}`);
+  }
+  // Checked before it is handed to the agent user: a symlink into the state dir must never make that the agent's.
   if (real === config.stateDir || real.startsWith(`${config.stateDir}/`)) {
     throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `${dir} resolves to ${real}, inside the state dir ${config.stateDir}`);
+  }
+  if (!config.agent.separated) return writableRealDir(real, 'BROWSERD_DOWNLOADS_DIR');
+  // Chromium saves there as the agent user: the folder is that user's (its own access, not the daemon's, is what counts).
+  try {
+    ownedDir(real, config.agent.user);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_DOWNLOADS_DIR', `cannot make ${real} the agent user's (${config.agent.user.name}) folder: ${(err as Error).message}`);
   }
   return real;
 }

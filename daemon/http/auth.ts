@@ -17,6 +17,8 @@ const SCOPES = [
   'browser:configure',
   'processes:exec',
   'processes:write',
+  /** as_root, and as_user naming root or the daemon's own user (docs/security.md). */
+  'processes:root',
   'extensions:write',
   'proxies:read',
   'proxies:write',

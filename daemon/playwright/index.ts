@@ -1,7 +1,7 @@
 // The Playwright module: POST /browsers/{id}/playwright/execute, run by a small pool of runner
 // processes (pool.ts, runner-process.ts; the runner program is runner/main.ts). Its face is
 // createPlaywright(); close() ends every runner (SIGTERM, SIGKILL after a grace), destroy() at once.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Config } from '../core/config.js';
@@ -57,17 +57,20 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
     },
     registerToken: (id, token) => deps.keyring.addEphemeral(id, token, ['cdp']),
     childSetup: async () => {
-      const user = await resolveUser(undefined);
+      // The agent user (BROWSERD_AGENT_USER), as every process of the API.
+      const user = await resolveUser(undefined, false, { agent: config.agent.user, maySwitch: config.agent.maySwitch });
       // The user's home, unless that is the state directory (the browserd user's, under systemd):
       // files the code writes by a relative path must be reachable by the filesystem API.
       const home = resolveCwd(undefined, user);
       const inState = home === config.stateDir || home.startsWith(`${config.stateDir}/`);
-      // A TMPDIR of its own, removed once it ends: what Playwright and the code leave there (a
-      // runner killed at its timeout cleans nothing up) never stays in /tmp.
+      // A TMPDIR of its own (the agent's), removed once it ends: what Playwright and the code leave
+      // there (a runner killed at its timeout cleans nothing up) never stays in /tmp.
       const tmp = await mkdtemp(path.join(tmpdir(), 'browserd-runner-'));
+      if (user.switchUser) await chown(tmp, user.uid, user.gid);
       return {
         env: { ...childEnv(user, undefined), TMPDIR: tmp },
         cwd: inState ? tmp : home,
+        ...(user.switchUser ? { user: { uid: user.uid, gid: user.gid } } : {}),
         cleanup: () => rm(tmp, { recursive: true, force: true }).catch(() => {}),
       };
     },

@@ -3,6 +3,7 @@
 // once two executions overlapped); past the limit it is 429. Each runner gets its own token with
 // only the `cdp` scope, registered when it starts and revoked when it exits. A runner that exits
 // (killed at a timeout, crashed) leaves the pool and is replaced by the next execution that needs one.
+import type { SwitchTo } from '../core/users.js';
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { endGroups } from '../core/process/group.js';
@@ -29,7 +30,7 @@ interface PoolDeps {
   /** Registers a token with only the `cdp` scope; returns its revoke function. */
   registerToken(id: string, token: string): () => void;
   /** The runner's environment and working directory (those of the processes API), and what removes its TMPDIR. */
-  childSetup(): Promise<{ env: Record<string, string>; cwd: string; cleanup(): Promise<void> }>;
+  childSetup(): Promise<{ env: Record<string, string>; cwd: string; user?: SwitchTo; cleanup(): Promise<void> }>;
   log: Logger;
   metrics: Metrics;
 }

@@ -6,6 +6,7 @@
 // stderr explain an exit in the answer.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { launch, type Child, type ExitInfo } from '../core/process/launch.js';
+import type { SwitchTo } from '../core/users.js';
 import { endGroups, signalGroup } from '../core/process/group.js';
 import type { Logger } from '../core/log.js';
 import { ANSWER_FD, type FromRunner, type HelloMessage, type ResultMessage, type ToRunner } from './protocol.js';
@@ -25,6 +26,8 @@ interface RunnerSpec {
   script: string;
   env: Record<string, string>;
   cwd: string;
+  /** The agent user, when it is not the daemon's (setpriv: core/users.ts). */
+  user?: SwitchTo;
   /** Removes what the runner's setup made for it (its TMPDIR), asynchronously; called once it has ended. Never rejects. */
   cleanup(): Promise<void>;
   maxHeapMb: number;
@@ -125,6 +128,7 @@ export class RunnerProcess {
         args: [`--max-old-space-size=${spec.maxHeapMb}`, '--disable-warning=ExperimentalWarning', spec.script],
         env: spec.env,
         cwd: spec.cwd,
+        ...(spec.user === undefined ? {} : { user: spec.user }),
         stdin: 'pipe',
         extraPipes: ANSWER_FD - 2,
       });

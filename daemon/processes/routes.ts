@@ -66,7 +66,10 @@ export function processRoutes(deps: RouteDeps): Route[] {
     let token: JournalToken | null = null;
     let launched: Launched;
     try {
-      launched = await launch(spec, (pid) => (token = journal.started(pid)));
+      launched = await launch(spec, (pid) => (token = journal.started(pid)), {
+        users: { agent: config.agent.user, maySwitch: config.agent.maySwitch },
+        mayRunPrivileged: ctx.identity?.scopes.has('processes:root') === true,
+      });
     } catch (err) {
       release();
       throw err;

@@ -34,8 +34,8 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
   const sw = new ProfileSwitch({
     store,
     browser: deps.browser,
-    stateDir,
-    profileDir: profileDirOf(stateDir),
+    profileDir: profileDirOf(deps.config.agent.dir),
+    owner: deps.config.agent.separated ? { uid: deps.config.agent.user.uid, gid: deps.config.agent.user.gid } : null,
     limits: { maxEntries: PROFILE_LIMITS.maxEntries, maxUnpackedBytes: PROFILE_LIMITS.maxUnpackedBytes, unpackedWhat: 'the unpacked profile' },
     log,
   });

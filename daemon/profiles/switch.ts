@@ -13,7 +13,7 @@
 // Every other restart and the graceful shutdown run step 1 only, when save_changes is on. Open tabs
 // are lost (a new Chromium starts on the new folder).
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { lchown, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Browser } from '../chromium/index.js';
 import type { StopWork } from '../chromium/types.js';
@@ -34,9 +34,10 @@ export interface ProfileRef {
 export interface SwitchDeps {
   store: ProfileStore;
   browser: Browser;
-  stateDir: string;
-  /** Chromium's user data folder (chromium/sweep/profile.ts profileDirOf). */
+  /** Chromium's user data folder (chromium/sweep/profile.ts profileDirOf, in the agent dir); staging folders go beside it. */
   profileDir: string;
+  /** The agent user Chromium runs as: an unpacked profile is handed to it; null when Chromium runs as the daemon's user. */
+  owner: { uid: number; gid: number } | null;
   limits: UnzipLimits;
   log: Logger;
 }
@@ -56,8 +57,9 @@ export class ProfileSwitch {
 
   /** Removes the staging folders a killed daemon left. */
   async cleanStaging(): Promise<void> {
-    const names = await readdir(this.deps.stateDir).catch(() => [] as string[]);
-    for (const n of names.filter((x) => x.startsWith(STAGING_PREFIX))) await rm(path.join(this.deps.stateDir, n), { recursive: true, force: true });
+    const parent = path.dirname(this.deps.profileDir);
+    const names = await readdir(parent).catch(() => [] as string[]);
+    for (const n of names.filter((x) => x.startsWith(STAGING_PREFIX))) await rm(path.join(parent, n), { recursive: true, force: true });
   }
 
   /** The browser's stop hook: null when there is nothing to save and no profile to put in place. */
@@ -129,10 +131,11 @@ export class ProfileSwitch {
   }
 
   private async putInPlace(id: string, saveChanges: boolean): Promise<void> {
-    const { store, stateDir, profileDir, limits } = this.deps;
+    const { store, profileDir, limits, owner } = this.deps;
     const p = store.get(id);
     if (p === undefined) throw new NotFoundError(`no profile ${id}: it was deleted meanwhile`);
-    const staging = path.join(stateDir, `${STAGING_PREFIX}${randomUUID()}`);
+    // Beside the user data folder (the agent dir: one file system, so the rename below is atomic).
+    const staging = path.join(path.dirname(profileDir), `${STAGING_PREFIX}${randomUUID()}`);
     await mkdir(staging, { mode: 0o700 });
     try {
       if (p.has_content) {
@@ -143,6 +146,7 @@ export class ProfileSwitch {
           throw err;
         }
       }
+      if (owner !== null) await chownTree(staging, owner.uid, owner.gid);
       await store.mutate((cur) => ({ next: cur, loaded: null, result: undefined }));
       await rm(profileDir, { recursive: true, force: true });
       await rename(staging, profileDir);
@@ -152,5 +156,15 @@ export class ProfileSwitch {
     }
     const now = new Date().toISOString();
     await store.mutate((cur) => ({ next: cur.map((x) => (x.id === id ? { ...x, last_used_at: now } : x)), loaded: { id, save_changes: saveChanges }, result: undefined }));
+  }
+}
+
+/** `dir` and everything below it handed to uid:gid (links themselves, never what they point to). */
+async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
+  await lchown(dir, uid, gid);
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) await chownTree(p, uid, gid);
+    else await lchown(p, uid, gid);
   }
 }

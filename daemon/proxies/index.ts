@@ -51,6 +51,14 @@ interface Proxies {
  * the forwarding proxy through the stored active proxy; a state dir that cannot be read or written
  * is a ConfigError naming BROWSERD_STATE_DIR.
  */
+/** The agent user's uid; the test hook `forwarder-uid=<uid>` names another (the suite's own clients run as root). */
+function servedUid(config: Config, log: Logger): number {
+  const uid = config.testHooks.forwarderUid;
+  if (uid === undefined) return config.agent.user.uid;
+  log.warn({ event: 'test_hook', uid }, `a test hook is set: the forwarding proxy serves uid ${uid}, not the agent user's`);
+  return uid;
+}
+
 export function createProxies(deps: ProxiesDeps): Proxies {
   const { config } = deps;
   const log = deps.log.child({ module: 'proxies' });
@@ -72,6 +80,8 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     dialTimeoutMs: config.proxies.dialTimeoutMs,
     lookup: createLookup(config.testHooks.resolveTable),
     apiPort: () => apiPort,
+    // Chromium runs as the agent user: only that uid's connections are served (not the daemon's own).
+    uid: servedUid(config, log),
   });
   const active = new ActiveControl(store, forwarder, config.proxies.providers, log, deps.onSwitch);
   active.restore();

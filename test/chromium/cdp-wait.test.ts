@@ -25,7 +25,7 @@ const wait = (): Deadline => Deadline.in(30_000, 'test');
 test('a stopped browser with a restart queued behind another operation: waitReady waits for that restart and gives its outcome', async () => {
   const stateDir = tempDir();
   const policyDir = tempDir();
-  dirs.push(stateDir, policyDir);
+  dirs.push(stateDir, `${stateDir}-agent`, policyDir);
   const config = loadConfig({
     PATH: process.env.PATH,
     BROWSERD_STATE_DIR: stateDir,
@@ -33,7 +33,7 @@ test('a stopped browser with a restart queued behind another operation: waitRead
     BROWSERD_CHROMIUM: path.join(fixtures, 'chromium-crash.sh'),
     BROWSERD_CRASH_LOOP_MAX: '1',
   });
-  const sup = new Supervisor({ config, log, metrics: createMetrics(), profileDir: profileDirOf(stateDir), tmpDir: path.join(stateDir, 'tmp') });
+  const sup = new Supervisor({ config, log, metrics: createMetrics(), profileDir: profileDirOf(config.agent.dir), tmpDir: config.chromium.tmpDir });
   let release = (): void => {};
   closers.push(() => {
     release(); // the lock's holder lets go however the test ends, so close() gets the lock

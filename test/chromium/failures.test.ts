@@ -60,7 +60,7 @@ test('crash loop → failed with a clear reason; POST /restart tries afresh; onc
   assert.equal(d.logs.slice(failedAt).filter((l) => l.event === 'chromium_launched').length, 3);
 
   // The cause goes away (the fixture now runs the real Chromium): POST /restart brings it back.
-  writeFileSync(path.join(d.stateDir, 'fixture-allow-start'), '');
+  writeFileSync(path.join(d.agentDir, 'fixture-allow-start'), '');
   const res = await d.fetch('/browsers/local/restart', { method: 'POST' });
   assert.equal(res.status, 200);
   const ok = (await res.json()) as Snapshot;

@@ -18,7 +18,7 @@ import { fixtureZip } from '../helpers/zip.js';
 import { profileDir } from '../helpers/chromium.js';
 import { browser, waitBrowser, type Snapshot } from '../kit/browser.js';
 import { tempDir } from '../kit/cleanup.js';
-import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { agentDirOf, startDaemon, type Daemon } from '../kit/daemon.js';
 import { groupMembers, isAlive, pgidOf, processesNaming, processesWithEnv } from '../kit/procs.js';
 import { until } from '../kit/wait.js';
 
@@ -35,7 +35,7 @@ let foreignPids: number[] = [];
 before(async () => {
   d = await startDaemon({ autostart: true, stateDir, env });
   await waitBrowser(d, ready, 'ready');
-  const profile = path.join(stateDir, 'chromium-profile');
+  const profile = path.join(agentDirOf(stateDir), 'chromium-profile');
   await until('Local State written', () => existsSync(path.join(profile, 'Local State')));
   // Its own process group (as the processes API gives every process), no marker: not Chromium's.
   foreign = spawn('sh', ['-c', 'sleep 600 & tail -f "$0/Local State"', profile], { detached: true, stdio: 'ignore' });

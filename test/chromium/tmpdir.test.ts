@@ -53,7 +53,7 @@ test('a request made while a large TMPDIR is removed is answered before the remo
 test('through the API: a request made while a launch empties a large TMPDIR is answered while entries remain', async () => {
   const d = await startDaemon();
   try {
-    const tmp = path.join(d.stateDir, 'tmp'); // core/state-dir.ts chromiumTmpDir
+    const tmp = path.join(d.agentDir, 'tmp'); // core/state-dir.ts chromiumTmpDir (in the agent dir)
     const folders = 400;
     fill(tmp, folders, 50);
     const launch = d.fetch('/browsers/local/restart', { method: 'POST' });

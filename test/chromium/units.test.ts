@@ -28,7 +28,7 @@ const base: FlagInputs = {
   headless: true,
   extraFlags: [],
   extras: { extensionPaths: [], allowBackgroundNetworking: false },
-  isRoot: false,
+  noSandbox: false,
   proxyPort: null,
 };
 
@@ -44,10 +44,10 @@ test('flags: the daemon owns the profile, and DevTools is a pipe, never a TCP po
 
 test('flags: never --disable-extensions, in any combination', () => {
   for (const headless of [true, false]) {
-    for (const isRoot of [true, false]) {
+    for (const noSandbox of [true, false]) {
       for (const allowBackgroundNetworking of [true, false]) {
         for (const extensionPaths of [[], ['/x/a'], ['/x/a', '/x/b']]) {
-          const f = chromiumFlags({ ...base, headless, isRoot, extras: { extensionPaths, allowBackgroundNetworking } });
+          const f = chromiumFlags({ ...base, headless, noSandbox, extras: { extensionPaths, allowBackgroundNetworking } });
           assert.ok(!f.some((x) => x === '--disable-extensions' || x.startsWith('--disable-extensions=')), f.join(' '));
           assert.ok(!f.some((x) => x.startsWith('--disable-component-extensions-with-background-pages')));
         }
@@ -56,9 +56,9 @@ test('flags: never --disable-extensions, in any combination', () => {
   }
 });
 
-test('flags: --no-sandbox only as root, --headless only when headless', () => {
+test('flags: --no-sandbox only on the explicit opt-out (BROWSERD_CHROMIUM_SANDBOX=false), --headless only when headless', () => {
   assert.ok(!chromiumFlags(base).includes('--no-sandbox'));
-  assert.ok(chromiumFlags({ ...base, isRoot: true }).includes('--no-sandbox'));
+  assert.ok(chromiumFlags({ ...base, noSandbox: true }).includes('--no-sandbox'));
   assert.ok(!chromiumFlags({ ...base, headless: false }).includes('--headless'));
 });
 

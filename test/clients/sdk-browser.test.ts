@@ -12,7 +12,7 @@ import { installedList } from '../helpers/extensions.js';
 import { readOutput } from '../helpers/processes.js';
 import { fixtureZip } from '../helpers/zip.js';
 import { waitBrowser } from '../kit/browser.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 
 /** The SDK with its Idempotency-Key header on (a protected option of the generated client). */
@@ -35,7 +35,7 @@ const browserRetrieveResponse = z.looseObject({
   proxy_id: z.string().optional(),
 });
 
-const scratch = scratchDirs('browserd-sdk-');
+const scratch = agentScratchDirs('browserd-sdk-'); // the API's processes (the agent user) write there
 let d: Daemon;
 let sdk: Kernel;
 

@@ -11,7 +11,7 @@ import { curl, openTab, post, sdk, startPageServer, type PageServer, type Tab } 
 import { expectError } from '../helpers/http.js';
 import { decodePng, hexAt, type Image } from '../helpers/png.js';
 import { daemonCdp, waitBrowser, type CdpClient } from '../kit/browser.js';
-import { tempDir } from '../kit/cleanup.js';
+import { agentTempDir } from '../kit/agent.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 
 import { until } from '../kit/wait.js';
@@ -26,7 +26,7 @@ let slowFlag: string;
 
 before(async () => {
   server = await startPageServer();
-  const dir = tempDir('browserd-wrapper-');
+  const dir = agentTempDir('browserd-wrapper-'); // Chromium (the agent user) runs the wrapper from there
   slowFlag = path.join(dir, 'slow');
   const wrapper = path.join(dir, 'chromium');
   writeFileSync(wrapper, `#!/bin/sh\n[ -e '${slowFlag}' ] && sleep 3\nexec /usr/lib/chromium/chromium "$@"\n`);

@@ -1,7 +1,7 @@
 // The downloads module's parts without Chromium: who owns the download behaviour (behavior.ts) and
 // the list of downloads with its limits (tracker.ts).
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -55,6 +55,25 @@ test('writableDirFor: an existing writable folder outside the state dir', () => 
     assert.equal(ok(state), false, 'the state dir');
     assert.equal(ok(path.join(state, 'sub')), false, 'inside the state dir');
     assert.equal(ok(path.join(state, 'sub', '..', '..')), true, 'a path through it to a folder outside');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("writableDirFor the agent user: the folder's owner, group and mode decide, not the daemon's rights", () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'browserd-dl-units-'));
+  try {
+    const st = statSync(root);
+    const stranger = { uid: st.uid + 4242, gid: st.gid + 4242 };
+    const owner = { uid: st.uid, gid: st.gid + 4242 };
+    const ok = (user: { uid: number; gid: number }): boolean => writableDirFor(path.join(root, 'state'), user)(root);
+    chmodSync(root, 0o700);
+    assert.equal(ok(stranger), false, 'another user: 0700 of its owner');
+    assert.equal(ok(owner), true, 'its owner: rwx');
+    chmodSync(root, 0o733);
+    assert.equal(ok(stranger), true, 'others may write and enter');
+    chmodSync(root, 0o755);
+    assert.equal(ok(stranger), false, 'others may only read');
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

@@ -56,7 +56,7 @@ const names = async (): Promise<string[]> => (await installedList(d)).map((e) =>
 async function unchanged(expected: string[]): Promise<void> {
   assert.equal((await browser(d)).chromium.pid, pid, 'Chromium kept running as it was');
   assert.deepEqual(await names(), expected);
-  const ext = path.join(d.stateDir, 'extensions');
+  const ext = path.join(d.agentDir, 'extensions');
   assert.deepEqual(readdirSync(path.join(ext, 'staging')), [], 'no staging leftovers');
   assert.deepEqual(readdirSync(path.join(ext, 'installed')).sort(), expected);
 }

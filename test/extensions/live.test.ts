@@ -71,8 +71,8 @@ async function unchangedBy(d: Daemon, run: () => Promise<void>): Promise<void> {
   assert.deepEqual(d.logs.slice(mark).filter((l) => l.event === 'chromium_restart'), [], 'no restart');
   assert.deepEqual(await installedList(d), list);
   assert.deepEqual(await chromiumExtensions(d), running, 'the same extensions, at the same versions, run in Chromium');
-  assert.deepEqual(readdirSync(path.join(d.stateDir, 'extensions', 'installed')).sort(), list.map((e) => e.name).sort());
-  assert.deepEqual(readdirSync(path.join(d.stateDir, 'extensions', 'previous')), []);
+  assert.deepEqual(readdirSync(path.join(d.agentDir, 'extensions', 'installed')).sort(), list.map((e) => e.name).sort());
+  assert.deepEqual(readdirSync(path.join(d.agentDir, 'extensions', 'previous')), []);
 }
 
 test('default_locale without _locales is rejected before Chromium: 422 extension_rejected, the good item not loaded', async (t) => {
@@ -136,7 +136,7 @@ test('a replacement that fails to activate: 422 activation_failed, the previous 
   assert.equal((err.inner_error as { code: string }).code, 'not_verified');
   const list = await installedList(d);
   assert.equal(list.find((e) => e.name === 'worker')?.version, '1.0.0');
-  const manifest = JSON.parse(readFileSync(path.join(d.stateDir, 'extensions', 'installed', 'worker', 'manifest.json'), 'utf8')) as { version: string };
+  const manifest = JSON.parse(readFileSync(path.join(d.agentDir, 'extensions', 'installed', 'worker', 'manifest.json'), 'utf8')) as { version: string };
   assert.equal(manifest.version, '1.0.0');
   await waitBrowser(d, (b) => b.state === 'ready', 'ready');
   assert.equal((await chromiumExtensions(d)).get(workerId), '1.0.0');

@@ -92,7 +92,7 @@ test('a failed browser is not launched by an upload either', async () => {
 });
 
 test('the next launch applies what was installed meanwhile', async () => {
-  writeFileSync(path.join(d.stateDir, 'fixture-allow-start'), '');
+  writeFileSync(path.join(d.agentDir, 'fixture-allow-start'), '');
   const res = await d.fetch('/browsers/local/restart', { method: 'POST' });
   assert.equal(res.status, 200, await res.text());
   const list = await installedList(d);
@@ -101,14 +101,14 @@ test('the next launch applies what was installed meanwhile', async () => {
   for (const e of list) assert.equal(running.get(e.id), e.version, e.name);
 });
 
-test('a state dir with a comma in its path takes no uploads: 422 activation_failed naming the cause', async () => {
+test('an agent dir with a comma in its path (the kit puts it beside the state dir) takes no uploads: 422 activation_failed naming the cause', async () => {
   const stateDir = tempDir('browserd-ext,comma-');
   const c = await startDaemon({ stateDir });
   try {
     await c.waitLog((l) => l.event === 'extensions_unusable');
     const err = await expectError(await upload(c, indexed([['x', fixtureZip('content-script')]])), 422, 'activation_failed');
     assert.equal((err.inner_error as { code: string }).code, 'state_dir_unusable');
-    assert.match(String(err.message), /has a comma in its path.*BROWSERD_STATE_DIR/);
+    assert.match(String(err.message), /has a comma in its path.*BROWSERD_AGENT_DIR/);
     assert.deepEqual(await installedList(c), []);
   } finally {
     await c.cleanup();

@@ -94,7 +94,12 @@ describe('escapes into the state directory', () => {
 
   test('a hard link made by a command run through exec is refused too', async () => {
     const link = path.join(dir, 'exec-link');
-    const res = await f('/browsers/local/process/exec', { method: 'POST', json: { command: 'ln', args: [path.join(state, 'token'), link] } });
+    // The agent user cannot even reach the token (test/security/sides.test.ts): only a root command (processes:root) can link it.
+    const agent = await f('/browsers/local/process/exec', { method: 'POST', json: { command: 'ln', args: [path.join(state, 'token'), link] } });
+    const refused = (await agent.json()) as { exit_code: number; stderr_b64: string };
+    assert.equal(refused.exit_code, 1);
+    assert.match(Buffer.from(refused.stderr_b64, 'base64').toString(), /Permission denied/);
+    const res = await f('/browsers/local/process/exec', { method: 'POST', json: { command: 'ln', args: [path.join(state, 'token'), link], as_root: true } });
     assert.equal(((await res.json()) as { exit_code: number }).exit_code, 0);
     await forbidden(await f(`${F}/read_file${q(link)}`), 'protected_file');
     await forbidden(await f('/browsers/local/fs/set_file_permissions', { method: 'PUT', json: { path: link, mode: '644' } }), 'protected_file');

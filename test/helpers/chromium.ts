@@ -5,7 +5,7 @@ import WebSocket from 'ws';
 import type { Daemon } from '../kit/daemon.js';
 
 export function profileDir(d: Daemon): string {
-  return path.join(d.stateDir, 'chromium-profile');
+  return path.join(d.agentDir, 'chromium-profile');
 }
 
 /** The status and JSON body of a refused WebSocket upgrade. */

@@ -8,10 +8,10 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { TEST_TOKEN, fixtures, startDaemon, type Daemon } from '../kit/daemon.js';
 
-const scratch = scratchDirs('browserd-retry-');
+const scratch = agentScratchDirs('browserd-retry-'); // the API's processes (the agent user) write there
 let d: Daemon;
 let silent: Daemon;
 

@@ -43,7 +43,10 @@ export function checkRunning(): void {
 /** Temp folders not removed yet: whatever is left goes when the process exits. */
 const made = new Set<string>();
 process.on('exit', () => {
-  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+  for (const dir of made) {
+    rmSync(dir, { recursive: true, force: true });
+    for (const agent of [`${dir}-a`, `${dir}-agent`]) rmSync(agent, { recursive: true, force: true }); // see tempDir()
+  }
 });
 
 function remove(dir: string): void {
@@ -55,7 +58,12 @@ function remove(dir: string): void {
 export function tempDir(prefix = 'browserd-test-'): string {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
   made.add(dir);
-  onCleanup(() => remove(dir));
+  // With it, the agent's folder a daemon (kit: `-a`) or loadConfig() (BROWSERD_AGENT_DIR's default `-agent`) makes beside a state dir here.
+  onCleanup(() => {
+    remove(dir);
+    remove(`${dir}-a`);
+    remove(`${dir}-agent`);
+  });
   return dir;
 }
 

@@ -1,6 +1,6 @@
 // The real daemon (dist/daemon/browserd-test.js, the one-file test build: the shipped daemon but with
 // BROWSERD_TEST_HOOKS, see test/kit/test-hooks.ts; `production: true` starts browserd.js) for tests and benchmarks: on 127.0.0.1:0 with its own temp
-// state dir and `${stateDir}-downloads`, its JSON log lines parsed as they come, fetch with the
+// state dir, `${stateDir}-downloads` and `${stateDir}-a` (the agent dir), its JSON log lines parsed as they come, fetch with the
 // bearer token, and its end: stop() (SIGTERM), cleanup() (SIGKILL after 20 s, then the folders it
 // made removed), registered with the cleanup registry so that a benchmark run never leaves one.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -21,6 +21,12 @@ export const productionJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js')
 export const fixtures = path.join(repoRoot, 'fixtures');
 
 export const TEST_TOKEN = 'test-token-0123456789abcdef';
+
+/**
+ * The agent dir the kit gives a daemon: beside its state dir, short (`-a`), since Chromium's socket
+ * under <agent dir>/tmp must fit a Unix socket path (MAX_STATE_DIR_BYTES).
+ */
+export const agentDirOf = (stateDir: string): string => `${stateDir}-a`;
 
 export type LogLine = Record<string, unknown> & { msg?: string; event?: string };
 export type Exit = { code: number | null; signal: NodeJS.Signals | null };
@@ -173,6 +179,11 @@ export class Daemon {
     return this.exited;
   }
 
+  /** The agent's folder (BROWSERD_AGENT_DIR): Chromium's profile and TMPDIR, beside the state dir. */
+  get agentDir(): string {
+    return agentDirOf(this.stateDir);
+  }
+
   /** Stops it (SIGKILL after 20 s) and removes the folders this helper made. Idempotent. */
   cleanup(): Promise<void> {
     this.cleaning ??= (async () => {
@@ -187,6 +198,7 @@ export class Daemon {
       }
       if (this.opts.detached) killNaming(this.stateDir);
       rmSync(`${this.stateDir}-downloads`, { recursive: true, force: true });
+      rmSync(this.agentDir, { recursive: true, force: true });
       if (this.opts.ownsStateDir) rmSync(this.stateDir, { recursive: true, force: true });
     })();
     return this.cleaning;
@@ -203,6 +215,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     BROWSERD_STATE_DIR: stateDir,
     // Chromium's downloads folder beside the state dir, of this daemon alone (not a shared /tmp/browserd-downloads).
     BROWSERD_DOWNLOADS_DIR: `${stateDir}-downloads`,
+    // The agent's side (Chromium's profile and TMPDIR) beside it, of this daemon alone.
+    BROWSERD_AGENT_DIR: agentDirOf(stateDir),
     BROWSERD_LOG_LEVEL: opts.logLevel ?? 'debug',
     BROWSERD_BROWSER_AUTOSTART: opts.autostart === true ? 'true' : 'false',
     ...(token !== null ? { BROWSERD_TOKEN: token } : {}),

@@ -9,6 +9,7 @@
 //   fail-live-activation[=<name>]   live activation of <name> fails as if it timed out (the restart path)
 //   fail-activation[=<name[@ver]>]  the verification of <name> never succeeds
 //   hold-activation[=<name>]        an install of <name> holds the lifecycle lock until <extensions>/release-<name> exists
+//   forwarder-uid=<uid>             the forwarding proxy serves that uid, not the agent user's
 //   hold-ready=<file>               every launch's last ready hook waits until <file> exists (a test kills
 //                                   Chromium inside that window at a known moment)
 //   stray-rejection                 once listening: a promise rejected with no handler (the crash policy)
@@ -62,6 +63,7 @@ export function parseTestHooks(raw: string | undefined): TestHooks {
       while (!(await readdir(extensionsDir)).includes(path.basename(file)) && Date.now() < until) await sleep(HOLD_POLL_MS);
       await rm(file, { force: true });
     },
+    forwarderUid: /^\d+$/.test(hooks.get('forwarder-uid') ?? '') ? Number(hooks.get('forwarder-uid')) : undefined,
     holdReady: hooks.get('hold-ready')
       ? async (pid, log) => {
           const file = hooks.get('hold-ready') as string;

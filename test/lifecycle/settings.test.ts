@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { loadConfig } from '../../daemon/core/config.js';
 import { MAX_STATE_DIR_BYTES } from '../../daemon/core/state-dir.js';
 import { splitFlags } from '../../daemon/core/flags-parse.js';
+import { agentTempDir } from '../kit/agent.js';
 import { tempDir } from '../kit/cleanup.js';
 import { waitBrowser } from '../kit/browser.js';
 import { startDaemon } from '../kit/daemon.js';
@@ -104,22 +105,22 @@ test('a state dir that cannot be a writable folder: exit 2 naming BROWSERD_STATE
   rmSync(dir, { recursive: true, force: true });
 });
 
-test(`a state dir of ${MAX_STATE_DIR_BYTES} bytes runs Chromium; one byte more: exit 2 naming BROWSERD_STATE_DIR and the limit`, async () => {
+test(`an agent dir of ${MAX_STATE_DIR_BYTES} bytes runs Chromium; one byte more: exit 2 naming BROWSERD_AGENT_DIR and the limit`, async () => {
   // Chromium aborts ("Socket path too long") when $TMPDIR/org.chromium.Chromium.XXXXXX/SingletonSocket
-  // does not fit a Unix socket path; its TMPDIR is <state>/tmp.
-  const base = realpathSync(tempDir('s-'));
+  // does not fit a Unix socket path; its TMPDIR is <agent dir>/tmp. Chromium (the agent user) must reach it.
+  const base = realpathSync(agentTempDir('s-'));
   const exact = path.join(base, 'x'.repeat(MAX_STATE_DIR_BYTES - base.length - 1));
   assert.equal(Buffer.byteLength(exact), MAX_STATE_DIR_BYTES);
-  const ok = await startDaemon({ stateDir: exact, autostart: true });
+  const ok = await startDaemon({ env: { BROWSERD_AGENT_DIR: exact }, autostart: true });
   try {
     await waitBrowser(ok, (b) => b.state === 'ready');
   } finally {
     await ok.cleanup();
   }
-  const tooLong = await startDaemon({ env: { BROWSERD_STATE_DIR: `${exact}y` }, waitListening: false });
+  const tooLong = await startDaemon({ env: { BROWSERD_AGENT_DIR: `${exact}y` }, waitListening: false });
   assert.equal((await tooLong.waitExit()).code, 2);
   await tooLong.cleanup();
-  assert.match(String(tooLong.logs.find((l) => l.level === 60)?.msg), new RegExp(`^BROWSERD_STATE_DIR: .* is ${MAX_STATE_DIR_BYTES + 1} bytes long; at most ${MAX_STATE_DIR_BYTES}`));
+  assert.match(String(tooLong.logs.find((l) => l.level === 60)?.msg), new RegExp(`^BROWSERD_AGENT_DIR: .* is ${MAX_STATE_DIR_BYTES + 1} bytes long; at most ${MAX_STATE_DIR_BYTES}`));
 });
 
 test('a state dir behind a symlink is used by its real path (extension ids derive from it)', () => {

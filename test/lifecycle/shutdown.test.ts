@@ -8,12 +8,12 @@ import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { PROC, spawnProcess, status, waitExited, type ExecResult } from '../helpers/processes.js';
-import { tempDir } from '../kit/cleanup.js';
+import { agentTempDir } from '../kit/agent.js';
 import { startDaemon } from '../kit/daemon.js';
 import { groupMembers, killGroup, waitGroupGone, waitPidGone } from '../kit/procs.js';
 import { waitFile } from '../kit/wait.js';
 
-const dir = tempDir('browserd-shutdown-');
+const dir = agentTempDir('browserd-shutdown-'); // the API's processes (the agent user) write there
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 test('SIGTERM drains an exec in flight, refuses new connections and ends every process group', async () => {

@@ -4,7 +4,7 @@
 // file appended by exec on a `path` stream; follow=false, the backlog of a file, the path rules
 // (the state directory is refused, by real path too), query validation, the stream limit, the scope.
 import assert from 'node:assert/strict';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
@@ -12,6 +12,7 @@ import Kernel from '@onkernel/sdk';
 import type { LogEvent } from '@onkernel/sdk/resources/shared';
 import { expectError } from '../helpers/http.js';
 import { waitBrowser } from '../kit/browser.js';
+import { agentIds } from '../kit/agent.js';
 import { tempDir } from '../kit/cleanup.js';
 import { keysFile, TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
@@ -102,6 +103,8 @@ test("Chromium's stderr lines appear on the chromium stream, at log level info",
 test('a file appended by exec appears on a path stream', async () => {
   const file = path.join(dir, 'app.log');
   writeFileSync(file, 'first\n');
+  chownSync(file, agentIds().uid, agentIds().gid); // the exec below runs as the agent user
+  chownSync(dir, agentIds().uid, agentIds().gid);
   const stream = await client.browsers.logs.stream('local', { source: 'path', path: file });
   const exec = await client.browsers.process.exec('local', { command: 'sh', args: ['-c', `echo appended-by-exec >> '${file}'`] });
   assert.equal(exec.exit_code, 0);

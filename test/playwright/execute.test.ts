@@ -15,6 +15,7 @@ import Kernel from '@onkernel/sdk';
 import { execFileSync, spawn } from 'node:child_process';
 import { expectError } from '../helpers/http.js';
 import { waitBrowser } from '../kit/browser.js';
+import { agentTempDir } from '../kit/agent.js';
 import { tempDir } from '../kit/cleanup.js';
 import { keysFile, TEST_TOKEN, repoRoot, startDaemon, type Daemon } from '../kit/daemon.js';
 import { isAlive } from '../kit/procs.js';
@@ -23,7 +24,7 @@ import { until } from '../kit/wait.js';
 const OUTPUT_LIMIT = 4096;
 const RESULT_LIMIT = 65_536;
 const READER = 'pw-reader-token-0123456789abcdef';
-const dir = tempDir('browserd-pw-');
+const dir = agentTempDir('browserd-pw-'); // the runners (the agent user) write there
 let d: Daemon;
 let client: Kernel;
 let site: Server;

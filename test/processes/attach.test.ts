@@ -8,12 +8,12 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { kill, spawnProcess, status, waitExited } from '../helpers/processes.js';
 import { attach, type Attached } from '../helpers/terminal.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { keysFile, startDaemon, type Daemon } from '../kit/daemon.js';
 import { until, waitFile } from '../kit/wait.js';
 
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';
-const scratch = scratchDirs('browserd-attach-');
+const scratch = agentScratchDirs('browserd-attach-'); // the API's processes (the agent user) write there
 let d: Daemon;
 
 before(async () => {

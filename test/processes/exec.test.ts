@@ -7,13 +7,14 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { b64, execProcess, PROC } from '../helpers/processes.js';
+import { agentIds, agentTempDir } from '../kit/agent.js';
 import { tempDir } from '../kit/cleanup.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { groupMembers, killGroup, waitPidGone } from '../kit/procs.js';
 import { waitFile } from '../kit/wait.js';
 
 const OUTPUT_LIMIT = 4096;
-const dir = tempDir('browserd-exec-');
+const dir = agentTempDir('browserd-exec-'); // the API's processes (the agent user) write there
 let d: Daemon;
 
 before(async () => {
@@ -119,10 +120,10 @@ test('a client that goes away before the answer: the group is killed', async () 
   await d.waitLog((l) => l.event === 'process_exited' && l.signal === 'SIGKILL');
 });
 
-test("the SDK's fields: null means not given; as_root runs as root on a daemon running as root; with as_user it is 400", async () => {
+test("the SDK's fields: null means not given (the agent user); as_root runs as root on a daemon running as root; with as_user it is 400", async () => {
   const r = await execProcess(d, { command: 'id', args: ['-u'], cwd: null, as_user: null, timeout_sec: null, as_root: false });
   assert.equal(r.exit_code, 0);
-  assert.equal(text(r.stdout_b64).trim(), String(process.getuid?.()));
+  assert.equal(text(r.stdout_b64).trim(), String(agentIds().uid));
   assert.equal(process.getuid?.(), 0, 'the test suite runs as root (as the daemon may under systemd with as_root use)');
   const root = await execProcess(d, { command: 'id', args: ['-u'], as_root: true });
   assert.equal(text(root.stdout_b64).trim(), '0');
@@ -135,7 +136,8 @@ test("the SDK's fields: null means not given; as_root runs as root on a daemon r
 test('as_root on a daemon that is not root: 422 unsupported_field naming as_root, and nothing runs', async () => {
   const stateDir = tempDir('browserd-nonroot-');
   chownSync(stateDir, 65534, 65534);
-  const nonRoot = await startDaemon({ stateDir, wrapper: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] });
+  // Without CAP_SETUID it may not switch users: its processes run as itself (no separation, named explicitly).
+  const nonRoot = await startDaemon({ stateDir, env: { BROWSERD_AGENT_USER: 'nobody' }, wrapper: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] });
   const marker = path.join(stateDir, 'ran');
   try {
     for (const route of ['exec', 'spawn']) {

@@ -7,12 +7,12 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { execProcess, kill, PROC, readOutput, spawnProcess, status, waitExited } from '../helpers/processes.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 import { groupMembers, killGroup, waitPidGone } from '../kit/procs.js';
 import { until, waitFile } from '../kit/wait.js';
 
-const scratch = scratchDirs('browserd-fields-');
+const scratch = agentScratchDirs('browserd-fields-'); // the API's processes (the agent user) write there
 let d: Daemon;
 let dir: string;
 

@@ -11,12 +11,13 @@ import { test } from 'node:test';
 import { parseJournal } from '../../daemon/processes/groups/journal.js';
 import { expectError } from '../helpers/http.js';
 import { PROC, spawnProcess, status, waitExited } from '../helpers/processes.js';
-import { scratchDirs, tempDir } from '../kit/cleanup.js';
+import { tempDir } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { startDaemon } from '../kit/daemon.js';
 import { killGroup, pidGone, waitGroupGone, waitPidGone } from '../kit/procs.js';
 import { waitFile } from '../kit/wait.js';
 
-const scratch = scratchDirs('browserd-journal-');
+const scratch = agentScratchDirs('browserd-journal-'); // the API's processes (the agent user) write there
 const journalOf = (stateDir: string): string => readFileSync(path.join(stateDir, 'process-groups.log'), 'utf8');
 const bootId = (): string => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
 const starttime = (pid: number): number => {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { decodeEvents, execProcess, kill, openStream, parseSse, PROC, readOutput, spawnProcess, status, waitExited, writeStdin, type Status } from '../helpers/processes.js';
+import { agentTempDir } from '../kit/agent.js';
 import { tempDir } from '../kit/cleanup.js';
 import { keysFile, startDaemon, type Daemon } from '../kit/daemon.js';
 import { killGroup, waitGroupGone, waitPidGone } from '../kit/procs.js';
@@ -17,7 +18,7 @@ const REPLAY_BYTES = 64 * 1024;
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';
 const EXECUTOR = 'executor-token-bbbbbbbbbbbbbbbb';
 
-const dir = tempDir('browserd-proc-');
+const dir = agentTempDir('browserd-proc-'); // the API's processes (the agent user) write there
 let d: Daemon;
 
 before(async () => {
@@ -242,7 +243,7 @@ test('a working directory the daemon cannot enter is 400 cwd: …, not blamed on
   // Without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, root cannot enter another user's directory of
   // mode 700, as the daemon (User=browserd) cannot under systemd. The child enters its cwd before
   // it switches to as_user, so a failed chdir came back as the exec's EACCES ("command: permission denied").
-  const locked = path.join(dir, 'locked');
+  const locked = path.join(tempDir('browserd-locked-'), 'locked'); // in a folder of root's: reached, not entered
   mkdirSync(locked, { mode: 0o700 });
   chownSync(locked, 1, 1);
   const limited = await startDaemon({ wrapper: ['setpriv', '--bounding-set', '-dac_override,-dac_read_search'] });

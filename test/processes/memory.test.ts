@@ -60,7 +60,7 @@ async function pool(name: string): Promise<number> {
 }
 
 test('a child writing 1-byte chunks: its replay buffer stays within its budget in real bytes', async () => {
-  const { process_id } = await spawnProcess(d, { command: 'python3', args: ['-c', DRIP, String(DRIP_BYTES)] });
+  const { process_id } = await spawnProcess(d, { command: '/usr/bin/python3', args: ['-c', DRIP, String(DRIP_BYTES)] });
   const s = await waitExited(d, process_id, 120_000);
   assert.equal(s.exit_code, 0);
   const held = await pool('process_output');
@@ -103,7 +103,7 @@ test('exec output over every running exec is held to BROWSERD_EXEC_OUTPUT_TOTAL_
     assert.equal(await pool('exec_output'), 0, 'the answer gives back what the exec kept');
   }
   // 1-byte chunks are kept whole and in order (copied together, not kept one Buffer each).
-  const r = await execProcess(d, { command: 'python3', args: ['-c', DRIP, '3000'] });
+  const r = await execProcess(d, { command: '/usr/bin/python3', args: ['-c', DRIP, '3000'] });
   const expected = Buffer.from(Array.from({ length: 3000 }, (_, i) => 97 + (i % 26)));
   assert.ok(Buffer.from(r.stdout_b64, 'base64').equals(expected));
   assert.equal(r.stdout_truncated_bytes, 0);

@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { expectError, rawRequest } from '../helpers/http.js';
 import { base64Length } from '../../daemon/core/strict-base64.js';
 import { b64, execProcess, kill, PROC, readOutput, spawnProcess, status, waitExited, writeStdin } from '../helpers/processes.js';
-import { tempDir } from '../kit/cleanup.js';
+import { agentTempDir } from '../kit/agent.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
 
@@ -22,7 +22,7 @@ const QUICK_LIMIT = 1024 * 1024;
 let d: Daemon;
 /** A daemon with a short stdin deadline, for children that do not read (504 and the queue cap). */
 let quick: Daemon;
-const dir = tempDir('browserd-stdin-');
+const dir = agentTempDir('browserd-stdin-'); // the API's processes (the agent user) write there
 
 before(async () => {
   [d, quick] = await Promise.all([

@@ -42,7 +42,7 @@ before(async () => {
       { id: 'proxies-only', sha256: hex(PROXIES_ONLY), scopes: ['proxies:read', 'proxies:write'] },
     ]),
   );
-  d = await startDaemon({ env: { BROWSERD_KEYS_FILE: keys, BROWSERD_TEST_HOOKS: 'resolve=site.test:127.0.0.1', BROWSERD_PROXY_DIAL_TIMEOUT_MS: '3000' } });
+  d = await startDaemon({ env: { BROWSERD_KEYS_FILE: keys, BROWSERD_TEST_HOOKS: 'resolve=site.test:127.0.0.1,forwarder-uid=0', BROWSERD_PROXY_DIAL_TIMEOUT_MS: '3000' } });
   fp = await forwarderPort(d);
   apiPort = Number(new URL(d.url).port);
   pid = d.pid;
@@ -203,7 +203,7 @@ test('a managed type without a gateway: PATCH is 422; found active at start, it 
     JSON.stringify({ version: 1, proxies: [{ id: 'dc-1', type: 'datacenter', protocol: 'http', config: { country: 'US' }, project: null, created_at: '2026-01-01T00:00:00.000Z' }], active: 'dc-1' }),
     { mode: 0o600 },
   );
-  const dl = await startDaemon({ stateDir, env: { BROWSERD_TEST_HOOKS: 'resolve=site.test:127.0.0.1' } });
+  const dl = await startDaemon({ stateDir, env: { BROWSERD_TEST_HOOKS: 'resolve=site.test:127.0.0.1,forwarder-uid=0' } });
   try {
     await dl.waitLog((l) => l.event === 'proxy_active_unusable' && l.proxy_id === 'dc-1');
     const port = await forwarderPort(dl);

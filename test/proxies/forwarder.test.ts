@@ -31,7 +31,8 @@ let fp: number;
 let idA: string;
 let idB: string;
 
-const HOOKS = 'resolve=bypass.test:127.0.0.1;a.wild.test:127.0.0.1;site.test:127.0.0.1';
+// forwarder-uid=0: the test's own clients (root) stand in for Chromium (the agent user).
+const HOOKS = 'resolve=bypass.test:127.0.0.1;a.wild.test:127.0.0.1;site.test:127.0.0.1,forwarder-uid=0';
 const site = (path: string): string => `http://site.test:${origin.port}${path}`;
 const viaOf = (body: string): string | null => (JSON.parse(body) as { via: string | null }).via;
 const custom = (port: number, extra: Record<string, unknown> = {}): Record<string, unknown> => ({

@@ -15,7 +15,7 @@ import { indexed, installedList, upload } from '../helpers/extensions.js';
 import { fixtureZip } from '../helpers/zip.js';
 import { waitBrowser } from '../kit/browser.js';
 import { tempDir } from '../kit/cleanup.js';
-import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { agentDirOf, startDaemon, type Daemon } from '../kit/daemon.js';
 import { processesNaming } from '../kit/procs.js';
 import { until } from '../kit/wait.js';
 
@@ -66,7 +66,7 @@ async function checkState(d: Daemon, want: Expected, round: number): Promise<voi
 test(`kill -9 at ${ROUNDS} random moments: nothing left behind, the next start ready, the acknowledged state kept`, { timeout: 600_000 }, async () => {
   const rand = prng(SEED);
   const stateDir = tempDir('browserd-kill-');
-  const profile = path.join(stateDir, 'chromium-profile');
+  const profile = path.join(agentDirOf(stateDir), 'chromium-profile');
   const want: Expected = { proxies: new Set(), maybeProxies: new Set(), extensions: new Set(), maybeExtensions: new Set() };
   let d = await startDaemon({ autostart: true, stateDir });
   try {

@@ -14,7 +14,7 @@ import { expectError } from '../helpers/http.js';
 import { buildZip } from '../helpers/zip.js';
 import { waitBrowser } from '../kit/browser.js';
 import { scratchDirs, tempDir } from '../kit/cleanup.js';
-import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { agentDirOf, startDaemon, type Daemon } from '../kit/daemon.js';
 import { processesNaming } from '../kit/procs.js';
 
 const stateDir = tempDir();
@@ -59,7 +59,7 @@ test('a second daemon on the same state dir exits at once naming the holder, and
 });
 
 test('DevTools listens on no TCP port: no listening socket belongs to a Chromium process', async () => {
-  const chromium = processesNaming(path.join(stateDir, 'chromium-profile'));
+  const chromium = processesNaming(path.join(agentDirOf(stateDir), 'chromium-profile'));
   assert.ok(chromium.length >= 3);
   const inodes = new Set<string>();
   for (const pid of chromium) {
@@ -84,10 +84,10 @@ test('DevTools listens on no TCP port: no listening socket belongs to a Chromium
   assert.match(((await v.json()) as { Browser: string }).Browser, /Chrome\//);
 });
 
-test("Chromium's TMPDIR is in the state dir, and emptied once it stops", async () => {
+test("Chromium's TMPDIR is in the agent dir, and emptied once it stops", async () => {
   const pid = ((await (await d.fetch('/browsers/local')).json()) as { chromium: { pid: number } }).chromium.pid;
   const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-  const tmp = path.join(stateDir, 'tmp');
+  const tmp = path.join(agentDirOf(stateDir), 'tmp');
   assert.ok(env.includes(`TMPDIR=${tmp}`), env.filter((e) => e.startsWith('TMP')).join());
   writeFileSync(path.join(tmp, 'org.chromium.Chromium.test'), 'x'); // as Chromium leaves them
   assert.equal((await d.fetch('/browsers/local/restart', { method: 'POST' })).status, 200);

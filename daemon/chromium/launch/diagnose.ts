@@ -19,7 +19,9 @@ interface DiagnoseContext {
 }
 
 /** Chromium's exit code when another Chromium holds the profile (ProcessSingleton). */
-const EXIT_PROFILE_IN_USE = 21;
+export const EXIT_PROFILE_IN_USE = 21;
+/** What Chromium prints when neither its namespace sandbox nor a setuid helper can start. */
+const SANDBOX_FAILURE_RE = /No usable sandbox|Failed to move to new namespace|zygote_host_impl_linux\.cc.*(?:namespace|sandbox)/i;
 /** Lines Chromium prints on every start on a VM without D-Bus: no clue, only noise. */
 const NOISE_RE = /dbus\/|Failed to connect to the bus|^\s*$/;
 /** Chromium's log prefix: [pid:tid:mmdd/hhmmss.us:LEVEL:file.cc:line] */
@@ -38,6 +40,15 @@ export function explainLaunchFailure(err: LaunchError, ctx: DiagnoseContext): Di
     return { message: `cannot start ${ctx.binary}: ${err.message}`, permanent: false };
   }
   if (err.kind === 'aborted') return { message: 'the launch was abandoned: browserd is stopping', permanent: false };
+  if (err.output.some((l) => SANDBOX_FAILURE_RE.test(l))) {
+    return {
+      message: withGist(
+        "Chromium's sandbox cannot start: it needs user namespaces for unprivileged users (sysctl kernel.unprivileged_userns_clone=1 where the kernel has it, and user.max_user_namespaces above 0); " +
+          'enable them, or opt out with BROWSERD_CHROMIUM_SANDBOX=false (renderers then run without a sandbox)',
+      ),
+      permanent: true,
+    };
+  }
   if (err.output.some((l) => l.includes('Missing X server or $DISPLAY'))) {
     return {
       message: withGist('no display: headful Chromium (BROWSERD_HEADLESS=false) needs an X server; set DISPLAY for the daemon or run headless'),

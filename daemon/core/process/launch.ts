@@ -5,16 +5,17 @@
 // kernel has started it, and a child that cannot be started is a SpawnError naming the errno.
 import { spawn, type ChildProcess, type StdioPipe, type StdioNull } from 'node:child_process';
 import { once } from 'node:events';
+import { statSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
+import { setprivPath, switchArgv, type SwitchTo } from '../users.js';
 
 export interface LaunchSpec {
   command: string;
   args: readonly string[];
   env: NodeJS.ProcessEnv;
   cwd?: string;
-  /** Switch to this user (needs root). */
-  uid?: number;
-  gid?: number;
+  /** Run as this user (through setpriv: core/users.ts); needs root or CAP_SETUID and CAP_SETGID. */
+  user?: SwitchTo;
   /** stdin as a pipe (default) or closed. */
   stdin?: 'pipe' | 'ignore';
   /** Extra pipes after stderr: fd 3, 4, ... (Chromium's --remote-debugging-pipe takes two). */
@@ -79,16 +80,41 @@ function ended(s: Readable): Promise<void> {
   );
 }
 
+/** Descriptors of the daemon that must not reach a child (core/harden.ts): each child gets a dead pipe there instead. */
+let covered: readonly number[] = [];
+
+/** Sets the descriptors every child gets covered (the systemd notify socket, inherited without close-on-exec). */
+export function coverInChildren(fds: readonly number[]): void {
+  covered = [...fds].sort((a, b) => a - b);
+}
+
 export async function launch(spec: LaunchSpec): Promise<Child> {
   const pipes: (StdioPipe | StdioNull)[] = [spec.stdin ?? 'pipe', 'pipe', 'pipe'];
   for (let i = 0; i < (spec.extraPipes ?? 0); i++) pipes.push('pipe');
+  const ownPipes = pipes.length;
+  // An inheritable descriptor of the daemon is replaced in the child by a pipe (closed on our side below).
+  for (const fd of covered) {
+    if (fd < pipes.length) continue;
+    while (pipes.length < fd) pipes.push('ignore');
+    pipes.push('pipe');
+  }
+  let argv = { command: spec.command, args: [...spec.args] };
+  if (spec.user !== undefined) {
+    // setpriv execs the command: one that is missing would show only as its exit 127, so its errno is found here.
+    try {
+      statSync(spec.command);
+    } catch (err) {
+      throw new SpawnError(spec.command, (err as NodeJS.ErrnoException).code, err);
+    }
+    const setpriv = setprivPath();
+    if (setpriv === null) throw new SpawnError(spec.command, 'ENOENT', new Error('setpriv(1) (util-linux), which starts children as another user, is not on the daemon\'s PATH'));
+    argv = switchArgv(setpriv, spec.user, spec.command, spec.args);
+  }
   let cp: ChildProcess;
   try {
-    cp = spawn(spec.command, [...spec.args], {
+    cp = spawn(argv.command, argv.args, {
       env: spec.env,
       cwd: spec.cwd,
-      uid: spec.uid,
-      gid: spec.gid,
       detached: true, // setsid(): own session and process group
       stdio: pipes,
     });
@@ -99,6 +125,7 @@ export async function launch(spec: LaunchSpec): Promise<Child> {
   // Errors on any stream arrive through the operations that use them; these listeners only keep
   // an 'error' event from becoming an uncaught exception.
   for (const s of cp.stdio) s?.on('error', () => {});
+  for (const s of cp.stdio.slice(ownPipes)) s?.destroy();
   if (cp.pid !== undefined && spec.onSpawn !== undefined) {
     try {
       spec.onSpawn(cp.pid);
@@ -130,7 +157,7 @@ export async function launch(spec: LaunchSpec): Promise<Child> {
     stdin: cp.stdin,
     stdout,
     stderr,
-    extra: cp.stdio.slice(3) as (Readable & Writable)[],
+    extra: cp.stdio.slice(3, ownPipes) as (Readable & Writable)[],
     exit,
     get exitInfo() {
       return exitInfo;

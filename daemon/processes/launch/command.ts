@@ -58,18 +58,3 @@ export function resolveCommand(command: string, envPath: string | undefined, cwd
   if (denied !== null) throw BadRequestError.field('command', `permission denied: ${denied} is not executable${by}`);
   throw BadRequestError.field('command', `not found: ${command} (searched PATH)`);
 }
-
-/** setpriv(1) of util-linux on the daemon's PATH, which switches a terminal child to another user (null when missing). */
-export function findSetpriv(): string | null {
-  for (const dir of (process.env.PATH || DEFAULT_PATH).split(':')) {
-    if (!dir.startsWith('/')) continue;
-    const file = path.join(dir, 'setpriv');
-    try {
-      accessSync(file, constants.X_OK);
-      return file;
-    } catch {
-      // next
-    }
-  }
-  return null;
-}

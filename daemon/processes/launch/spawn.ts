@@ -6,12 +6,16 @@
 // the exit, and for a terminal its size and resize. A command that cannot be started is a 400 the
 // caller can act on.
 import type { Readable, Writable } from 'node:stream';
-import { BadRequestError, UnsupportedFieldError } from '../../core/errors.js';
+import { BadRequestError, ForbiddenError, UnsupportedFieldError } from '../../core/errors.js';
 import { launch as launchChild, SpawnError } from '../../core/process/launch.js';
 import { launchPty } from '../../core/process/pty.js';
+import { setprivPath, switchArgv } from '../../core/users.js';
 import type { ExitInfo } from '../output/replay-buffer.js';
-import { findSetpriv, resolveCommand } from './command.js';
-import { childEnv, cwdProblem, resolveCwd, resolveUser, type RunAs } from './user-env.js';
+import { resolveCommand } from './command.js';
+import { childEnv, cwdProblem, resolveCwd, resolveUser, type RunAs, type Users } from './user-env.js';
+
+/** The scope that lets a request name root or the daemon's own user (as_root, as_user). */
+export const ROOT_SCOPE = 'processes:root';
 
 export interface LaunchSpec {
   command: string;
@@ -48,24 +52,34 @@ export interface Launched {
   outputEnded: Promise<void>;
 }
 
+/** Who may be asked for: the agent user by default, and whether the request holds processes:root. */
+export interface LaunchRights {
+  users: Users;
+  mayRunPrivileged: boolean;
+}
+
 /**
  * Starts the child; `onSpawn(pid)` runs synchronously once it exists (a throw ends it and fails
  * the launch). Throws BadRequestError when it cannot be started (unknown command, bad cwd or user),
- * UnsupportedFieldError for a field this daemon cannot honour (as_root when not root).
+ * UnsupportedFieldError for a field this daemon cannot honour (as_root when it may not switch
+ * users), ForbiddenError (processes:root) for root or the daemon's own user without that scope.
  */
-export async function launch(spec: LaunchSpec, onSpawn: (pid: number) => void): Promise<Launched> {
-  const user = await resolveUser(spec.as_user ?? undefined, spec.as_root === true);
+export async function launch(spec: LaunchSpec, onSpawn: (pid: number) => void, rights: LaunchRights): Promise<Launched> {
+  const user = await resolveUser(spec.as_user ?? undefined, spec.as_root === true, rights.users);
+  if (user.privileged && (spec.as_root === true || spec.as_user != null) && !rights.mayRunPrivileged) throw new ForbiddenError(ROOT_SCOPE);
   const cwd = resolveCwd(spec.cwd ?? undefined, user);
   const env = childEnv(user, spec.env, spec.tty != null);
   if (spec.tty != null) return launchOnTty(spec, spec.tty, user, cwd, env, onSpawn);
+  // Another user: setpriv execs the command, so a command it cannot run is found here (as on a terminal).
+  const command = user.switchUser ? resolveCommand(spec.command, env.PATH, cwd, user) : spec.command;
   let child;
   try {
     child = await launchChild({
-      command: spec.command,
+      command,
       args: spec.args ?? [],
       cwd,
       env,
-      ...(user.switchUser ? { uid: user.uid, gid: user.gid } : {}),
+      ...(user.switchUser ? { user: { uid: user.uid, gid: user.gid } } : {}),
       onSpawn,
     });
   } catch (err) {
@@ -88,8 +102,8 @@ export async function launch(spec: LaunchSpec, onSpawn: (pid: number) => void): 
 
 /**
  * On a terminal: the command is looked up first (command.ts); another user is switched to by
- * setpriv(1) (real, effective and saved ids, supplementary groups cleared, as for pipes), since
- * node-pty's own uid switch keeps the daemon's supplementary groups.
+ * setpriv(1) (core/users.ts: real, effective and saved ids, the user's own supplementary groups,
+ * no capabilities), as for pipes.
  */
 function launchOnTty(
   spec: LaunchSpec,
@@ -103,12 +117,11 @@ function launchOnTty(
   let command = file;
   let args = spec.args ?? [];
   if (user.switchUser) {
-    const setpriv = findSetpriv();
+    const setpriv = setprivPath();
     if (setpriv === null) {
-      throw new UnsupportedFieldError('as_user', 'a terminal process runs as another user through setpriv(1) (util-linux), which is not on the daemon\'s PATH');
+      throw new UnsupportedFieldError('as_user', 'a process runs as another user through setpriv(1) (util-linux), which is not on the daemon\'s PATH');
     }
-    command = setpriv;
-    args = ['--reuid', String(user.uid), '--regid', String(user.gid), '--clear-groups', '--', file, ...args];
+    ({ command, args } = switchArgv(setpriv, { uid: user.uid, gid: user.gid }, file, args));
   }
   let child;
   try {

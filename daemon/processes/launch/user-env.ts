@@ -1,110 +1,60 @@
-// Who a child runs as and with which environment. The daemon's own environment (which holds
-// BROWSERD_TOKEN and other secrets) is never passed on: a child starts from a minimal environment
-// (PATH, LANG, TZ of the daemon; HOME, USER, LOGNAME, SHELL of the user it runs as) and the
-// request's `env` is merged over it.
+// Who a child runs as and with which environment. By default the agent user (docs/security.md);
+// root and the daemon's own user only when named (scope processes:root). The daemon's own
+// environment (which holds BROWSERD_TOKEN and other secrets) is never passed on: a child starts
+// from a minimal environment (PATH, LANG, TZ of the daemon; HOME, USER, LOGNAME, SHELL of the user
+// it runs as) and the request's `env` is merged over it.
 import { accessSync, constants, statSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
-import { userInfo } from 'node:os';
 import { BadRequestError, UnsupportedFieldError } from '../../core/errors.js';
+import { daemonUser, lookupUserCached, type UserEntry } from '../../core/users.js';
 
-export interface RunAs {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-  shell: string;
-  /** true when the child must switch uid/gid (a user other than the daemon's). */
+export interface RunAs extends UserEntry {
+  /** true when the child must switch users (another uid or gid than the daemon's). */
   switchUser: boolean;
+  /** root, or the daemon's own uid: named explicitly, only with scope processes:root. */
+  privileged: boolean;
+}
+
+/** Who children run as by default, and whether the daemon may switch users (config.agent). */
+export interface Users {
+  agent: UserEntry;
+  maySwitch: boolean;
 }
 
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
-/** The daemon's own user. */
-function currentUser(): RunAs {
-  const info = userInfo();
-  return {
-    name: info.username,
-    uid: info.uid,
-    gid: info.gid,
-    home: info.homedir,
-    shell: info.shell ?? '/bin/sh',
-    switchUser: false,
-  };
-}
-
-/** A passwd file as read last: its users by name, and what tells a changed file (a stat). */
-interface PasswdCache {
-  file: string;
-  version: string;
-  users: Map<string, RunAs | null>;
-}
-let passwd: PasswdCache | null = null;
-
-/**
- * One line of /etc/passwd for `name`, or null. The file is read again only when it changed (its
- * inode, size or mtime differ: useradd writes a new file and renames it over the old one); each
- * spawn costs one asynchronous stat.
- */
-async function lookupPasswd(name: string, passwdFile: string): Promise<RunAs | null> {
-  let version: string;
-  try {
-    const st = await stat(passwdFile, { bigint: true });
-    version = `${st.ino}:${st.size}:${st.mtimeNs}`;
-  } catch {
-    return null;
-  }
-  if (passwd === null || passwd.file !== passwdFile || passwd.version !== version) {
-    let text: string;
-    try {
-      text = await readFile(passwdFile, 'utf8');
-    } catch {
-      return null;
-    }
-    passwd = { file: passwdFile, version, users: parsePasswd(text) };
-  }
-  return passwd.users.get(name) ?? null;
-}
-
-/** The users of a passwd file by name (null: a line of that name whose ids are not numbers); the first line of a name counts. */
-function parsePasswd(text: string): Map<string, RunAs | null> {
-  const users = new Map<string, RunAs | null>();
-  for (const line of text.split('\n')) {
-    const f = line.split(':');
-    const name = f[0] as string;
-    if (f.length < 7 || users.has(name)) continue;
-    const uid = Number(f[2]);
-    const gid = Number(f[3]);
-    users.set(name, Number.isInteger(uid) && Number.isInteger(gid) ? { name, uid, gid, home: f[5] || '/', shell: f[6] || '/bin/sh', switchUser: true } : null);
-  }
-  return users;
+function runAs(user: UserEntry, me: UserEntry): RunAs {
+  return { ...user, switchUser: user.uid !== me.uid || user.gid !== me.gid, privileged: user.uid === 0 || user.uid === me.uid };
 }
 
 /**
- * The user a child runs as: the daemon's own when neither is given, root for `asRoot` (only a
- * daemon running as root can: else 422 unsupported_field as_root, never someone else), else the
- * named user of /etc/passwd (400 `as_user: …` when unknown, or when the daemon may not switch
- * users). Both at once: 400.
+ * The user a child runs as: the agent user (BROWSERD_AGENT_USER) when neither is given; root for
+ * `asRoot` (a daemon that may not switch users: 422 unsupported_field as_root); else the named
+ * user of /etc/passwd (400 `as_user: …` when unknown, or when the daemon may not switch users).
+ * Both at once: 400. Whether the caller may ask for a privileged user (RunAs.privileged) is the
+ * caller's check.
  */
-export async function resolveUser(asUser: string | undefined, asRoot = false, passwdFile = '/etc/passwd'): Promise<RunAs> {
-  const me = currentUser();
+export async function resolveUser(asUser: string | undefined, asRoot: boolean, users: Users, passwdFile = '/etc/passwd'): Promise<RunAs> {
+  const me = daemonUser();
   if (asRoot) {
     if (asUser !== undefined) throw BadRequestError.field('as_root', `true cannot be combined with as_user ("${asUser}"): give one of them`);
-    if (me.uid !== 0) {
+    if (me.uid === 0) return runAs(me, me);
+    if (!users.maySwitch) {
       throw new UnsupportedFieldError(
         'as_root',
-        `the daemon runs as uid ${me.uid} (${me.name}), not root, so it cannot start a process as root; the command was not run`,
+        `the daemon runs as uid ${me.uid} (${me.name}), not root, and without CAP_SETUID it cannot start a process as root; the command was not run`,
       );
     }
-    return me;
+    return runAs((await lookupUserCached('root', passwdFile)) ?? { name: 'root', uid: 0, gid: 0, home: '/root', shell: '/bin/sh' }, me);
   }
-  if (asUser === undefined || asUser === me.name) return me;
-  const user = await lookupPasswd(asUser, passwdFile);
+  if (asUser === undefined) return runAs(users.agent, me);
+  if (asUser === me.name) return runAs(me, me);
+  const user = await lookupUserCached(asUser, passwdFile);
   if (user === null) throw BadRequestError.field('as_user', `no user "${asUser}" in ${passwdFile}`);
-  if (user.uid === me.uid && user.gid === me.gid) return { ...user, switchUser: false };
-  if (me.uid !== 0) {
-    throw BadRequestError.field('as_user', `the daemon runs as uid ${me.uid}, not root, and cannot start processes as "${asUser}"`);
+  const r = runAs(user, me);
+  if (r.switchUser && !users.maySwitch) {
+    throw BadRequestError.field('as_user', `the daemon runs as uid ${me.uid} without CAP_SETUID and CAP_SETGID and cannot start processes as "${asUser}"`);
   }
-  return user;
+  return r;
 }
 
 /** The child's environment: the minimal base, then the request's `env` over it (and TERM for a terminal, unless `env` sets it). */

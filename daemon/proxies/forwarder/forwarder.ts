@@ -5,7 +5,7 @@
 // use (upstream/dial.ts).
 //
 // Not a relay for anyone else: a connection is served only when the peer's socket belongs to the
-// daemon's own uid (peer.ts), else closed unanswered; the daemon's own ports are never a target.
+// agent user's uid (Chromium's; peer.ts), else closed unanswered; the daemon's own ports are never a target.
 // The peer lookup takes milliseconds (a read of /proc/net/tcp), so it runs beside the start of the
 // exchange: the request is parsed and the TCP (and TLS) connection to the configured proxy opened
 // meanwhile, but nothing is answered, no request or CONNECT is sent upstream and no target is
@@ -44,7 +44,7 @@ interface ForwarderDeps {
   lookup: Lookup;
   /** The daemon's own API port, once known. */
   apiPort: () => number | null;
-  /** The uid a peer's socket must have; default: the daemon's. */
+  /** The uid a peer's socket must have (the agent user's: Chromium's); default: the daemon's. */
   uid?: number;
 }
 

@@ -1,8 +1,9 @@
 // Who is on the other end of a loopback connection: the owner of the peer's socket, from the
 // kernel's socket tables /proc/net/tcp and /proc/net/tcp6. The `uid` column of a socket is the
 // effective uid of the process that created it. The forwarding proxy accepts a connection only
-// when the peer's socket belongs to the daemon's own uid (Chromium runs as that uid); any other
-// local user's connection is closed unanswered, so the forwarder is no relay for them.
+// when the peer's socket belongs to the agent user's uid (Chromium runs as that uid,
+// BROWSERD_AGENT_USER); any other local user's connection is closed unanswered, so the forwarder
+// is no relay for them.
 //
 // The peer's socket is the entry whose local address is the connection's remote address and whose
 // remote address is the connection's local address (both with ports). A client socket of family

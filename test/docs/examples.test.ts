@@ -102,6 +102,8 @@ describe('the runner fails a broken example', () => {
 describe('the examples of the docs', () => {
   for (const ex of toRun) {
     test(`${ex.file}:${ex.line} (${ex.lang})`, async () => {
+      // Each example starts from a ready browser, whatever the one before did to it (a restart, a profile).
+      await waitBrowser(d, (s) => s.state === 'ready', 'ready');
       const r = await run(ex);
       assert.ok(!r.timedOut, `${ex.file}:${ex.line} still ran after ${EXAMPLE_TIMEOUT_MS} ms; output:\n${r.output}`);
       assert.equal(r.code, 0, `${ex.file}:${ex.line} exited ${r.code ?? r.signal}; output:\n${r.output}`);

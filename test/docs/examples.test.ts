@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { waitBrowser } from '../kit/browser.js';
 import { TEST_TOKEN, repoRoot, startDaemon, type Daemon } from '../kit/daemon.js';
-import { READ_ONLY_MARK, allExamples, docFiles, extractExamples, runExample, type Example, type RunResult } from '../kit/examples.js';
+import { READ_ONLY_MARK, allExamples, brokenLinks, docFiles, extractExamples, runExample, type Example, type RunResult } from '../kit/examples.js';
 
 /** One example's deadline: examples are meant to be quick; a stream left following is a broken example. */
 const EXAMPLE_TIMEOUT_MS = 60_000;
@@ -59,6 +59,11 @@ describe('the extractor', () => {
     for (const [f, c] of perFile) t.diagnostic(`${f}: ${c.run} run, ${c.readOnly} read-only`);
     t.diagnostic(`examples: ${toRun.length} run, ${readOnly.length} read-only, ${examples.length} in all`);
   });
+});
+
+test('every relative link of the docs leads to a file', () => {
+  // routes.md and fleet.md are written by the other half of issue 31 (the routes index, the fleet page).
+  assert.deepEqual(brokenLinks(repoRoot, ['docs/routes.md', 'docs/fleet.md']), []);
 });
 
 describe('the runner fails a broken example', () => {

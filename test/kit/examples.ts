@@ -9,7 +9,7 @@
 // in the checkout), with BROWSERD_URL and BROWSERD_TOKEN in its environment (the docs' convention),
 // `node` on PATH being the test's Node, and a curlrc that makes curl fail on an HTTP error status.
 import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { tempDir } from './cleanup.js';
 
@@ -139,4 +139,23 @@ export function runExample(ex: Pick<Example, 'lang' | 'body'>, opts: RunOptions)
       resolve({ code, signal, output, timedOut });
     });
   });
+}
+
+/**
+ * Relative links of README.md and docs/*.md whose file does not exist (`file -> link`), but for the
+ * targets named in `pending` (pages another change writes). Anchors are not checked.
+ */
+export function brokenLinks(repoRoot: string, pending: readonly string[] = []): string[] {
+  const out: string[] = [];
+  for (const f of docFiles(repoRoot)) {
+    const text = readFileSync(path.join(repoRoot, f), 'utf8');
+    for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const link = m[1];
+      if (/^[a-z]+:/i.test(link) || link.startsWith('#')) continue;
+      const target = path.normalize(path.join(path.dirname(f), link.split('#')[0]));
+      if (pending.includes(target)) continue;
+      if (!existsSync(path.join(repoRoot, target))) out.push(`${f} -> ${link}`);
+    }
+  }
+  return out;
 }

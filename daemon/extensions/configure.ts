@@ -1,7 +1,7 @@
 // The `extensions` part of POST /browsers/{id}/configure: the SDK's BrowserExtension list
 // [{id | name}], naming installed extensions (by name or Chromium id). Every installed extension is
 // loaded at every launch; configure checks that each named one exists before anything changes and,
-// after its one restart, that each runs (its service worker started), else everything is undone.
+// after its one restart, that each is enabled in Chromium, else everything is undone.
 import { z } from 'zod';
 import { NotFoundError } from '../core/errors.js';
 import type { ConfigurePart } from '../chromium/types.js';
@@ -33,7 +33,7 @@ export function extensionsConfigurePart(deps: { store: Store; installer: Install
       .max(maxItems, `at most ${maxItems} extensions (BROWSERD_EXTENSION_MAX_ITEMS)`)
       .meta({
         description:
-          "The SDK's BrowserExtension list: installed extensions (POST /browsers/{id}/extensions) by name or Chromium id; each must exist, and runs after the restart (verified). Every installed extension is loaded at every launch.",
+          "The SDK's BrowserExtension list: installed extensions (POST /browsers/{id}/extensions) by name or Chromium id; each must exist, and is verified enabled in Chromium after the restart. Every installed extension is loaded at every launch.",
       }),
     check(value, _ctx, problems) {
       for (const [i, r] of (value as Ref[]).entries()) {

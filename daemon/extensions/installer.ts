@@ -208,8 +208,10 @@ export class Installer {
   }
 
   /**
-   * configure's check after its restart: every extension of the set runs, the named ones with
-   * their service worker started. Throws 422 activation_failed naming what does not run.
+   * configure's check after its restart: every extension it names is enabled in Chromium (listed by
+   * Extensions.getExtensions; a policy install on chrome://policy). Not its service worker: an MV3
+   * worker starts on an event (its install, a message), not at every launch of a profile that has
+   * the extension already. Throws 422 activation_failed naming what does not run.
    */
   async verifyRunning(names: readonly string[]): Promise<void> {
     const named = new Set(names);
@@ -217,7 +219,8 @@ export class Installer {
       await withActivationCdp(this.deps, async (cdp, deadline) => {
         const watch = await WorkerWatch.start(cdp, deadline);
         try {
-          await verifyInstalled(cdp, watch, [...this.effective.values()].map((e) => this.live.expectation(e, named.has(e.name))), deadline);
+          const expect = [...this.effective.values()].filter((e) => named.has(e.name)).map((e) => ({ ...this.live.expectation(e, true), worker: false }));
+          await verifyInstalled(cdp, watch, expect, deadline);
         } finally {
           watch.stop();
         }

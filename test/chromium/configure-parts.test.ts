@@ -15,10 +15,12 @@ import { evalInTab, pageUrls } from '../helpers/settings.js';
 import { fixtureZip } from '../helpers/zip.js';
 import { browser, daemonCdp, waitBrowser } from '../kit/browser.js';
 import { tempDir } from '../kit/cleanup.js';
-import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { keysFile, startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
 
 const UA = 'browserd-configure-parts/1.0';
+/** A key with browser:configure but not profiles:read. */
+const CONFIGURE_ONLY = 'configure-only-token-0123456789abcdef';
 let d: Daemon;
 let site: http.Server;
 let base: string;
@@ -31,7 +33,11 @@ before(async () => {
   base = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
   host = '127.0.0.1';
   // Not started: the uploads below are installed without a launch (so `doomed`, whose verification the hook fails, is installed).
-  d = await startDaemon({ env: { BROWSERD_POLICY_DIR: tempDir('browserd-configure-parts-policy-'), BROWSERD_TEST_HOOKS: 'fail-activation=doomed' } });
+  d = await startDaemon({ env: {
+      BROWSERD_POLICY_DIR: tempDir('browserd-configure-parts-policy-'),
+      BROWSERD_TEST_HOOKS: 'fail-activation=doomed',
+      BROWSERD_KEYS_FILE: keysFile([{ id: 'c', token: CONFIGURE_ONLY, scopes: ['browser:configure', 'browser:read'] }]),
+    }, });
   const up = await expectUploaded(await upload(d, indexed([['worker', fixtureZip('mv3-worker')], ['doomed', fixtureZip('content-script')]])));
   workerId = up.extensions.find((e) => e.name === 'worker')?.id ?? '';
   await d.call('/browsers/local/restart', { method: 'POST' });
@@ -124,6 +130,14 @@ test('an unknown extension or profile: nothing changes, each listed in details',
   );
   const fields = (invalid.details as { message: string }[]).map((x) => /^(flags|extensions|profile)\b/.exec(x.message)?.[1] ?? x.message);
   assert.deepEqual(fields.sort(), ['extensions', 'flags', 'profile'], JSON.stringify(invalid.details));
+  assert.deepEqual(await state(), was);
+  // A profile needs profiles:read besides browser:configure.
+  const forbidden = await expectError(
+    await d.fetch('/browsers/local/configure', { method: 'POST', headers: { authorization: `Bearer ${CONFIGURE_ONLY}` }, json: { flags: ['--lang=de'], profile: { name: 'empty' } } }),
+    403,
+    'forbidden',
+  );
+  assert.match(String(forbidden.message), /profiles:read/);
   assert.deepEqual(await state(), was);
 });
 

@@ -17,7 +17,7 @@ import { settingsRoutes } from './settings/routes.js';
 import { SettingsStore } from './settings/store.js';
 import { fitNewWindows, viewportSchema } from './settings/viewport.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
-import type { Browser, BrowserSnapshot, BrowserUpdatePart, LaunchExtras } from './types.js';
+import type { Browser, BrowserSnapshot, BrowserUpdatePart, ConfigurePart, LaunchExtras } from './types.js';
 import type { Identity, Scope } from '../http/auth.js';
 
 export type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
@@ -96,6 +96,8 @@ export function createBrowser(deps: BrowserDeps): Browser {
     },
   };
   const updateParts: BrowserUpdatePart[] = [unsupportedUpdatePart, viewportPart];
+  // configure's parts of other modules (extensions, profile), in the order they are added.
+  const configureParts: ConfigurePart[] = [];
 
   const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
@@ -166,7 +168,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
         ),
     }),
     browserUpdateRoute(updateParts, snapshot, snapshotSchema),
-    ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags }),
+    ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags, configureParts }),
     ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];
 
@@ -204,6 +206,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
       if (cdp === null) throw new Error('the ready run has no session of its own');
       return { cdp, pid };
     },
+    addConfigurePart: (part) => void configureParts.push(part),
     addSnapshotFields: (provider) => void snapshotFields.push(provider),
     onStateChange: (listener) => {
       sup.onState((state) => listener(state, snapshot()));

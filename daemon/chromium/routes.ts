@@ -109,7 +109,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
 }
 
 export const UPDATE_DOC = [
-  "The SDK's browsers.update. Each field is owned by one module of the daemon: `proxy_id` (and `disable_default_proxy`) sets the browser's proxy, live (see the proxies docs); `viewport` {width, height, refresh_rate?} changes the size every tab renders at, live, without a restart (same Chromium pid, open tabs included), and is kept across Chromium and daemon restarts (scope browser:configure besides browser:write).",
+  "The SDK's browsers.update. Each field is owned by one module of the daemon: `proxy_id` (and `disable_default_proxy`) sets the browser's proxy, live (see the proxies docs); `viewport` {width, height, refresh_rate?} changes the size every tab renders at, live, without a restart (same Chromium pid, open tabs included), and is kept across Chromium and daemon restarts (scope browser:configure besides browser:write). Headless: the virtual screen and every window are the viewport. Headful (BROWSERD_HEADLESS=false): every window's outer size (toolbar included) is the viewport; the X display is the operator's and is not resized (docs/browser-configuration.md).",
   'The whole body is checked before anything changes (unknown fields: 400). `profile` {id | name, save_changes} restarts Chromium on a stored profile (open tabs are lost; docs/profiles.md; scope profiles:read besides browser:write). Fields this daemon cannot honour are 422 unsupported_field naming the field: `name`, `tags`, `telemetry` other than null or {}. An empty body changes nothing and returns the browser.',
 ].join('\n\n');
 

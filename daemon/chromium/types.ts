@@ -122,6 +122,8 @@ export interface Browser {
   daemonCdp(deadline: Deadline): Promise<{ cdp: CdpClient; pid: number }>;
   /** Adds a module's fields to PATCH /browsers/{id} (the proxy module: proxy_id); they apply before the browser's own (viewport). */
   addUpdateFields(part: BrowserUpdatePart): void;
+  /** Adds a module's field to POST /browsers/{id}/configure (extensions, profile): checked with every other part, applied at its one restart. */
+  addConfigurePart(part: ConfigurePart): void;
   /** Adds fields to GET /browsers/{id} (extensions, the active proxy, the downloads folder). */
   addSnapshotFields(provider: () => Record<string, unknown>): void;
   /** Every state change (for sd_notify STATUS= and READY=1). */
@@ -158,4 +160,42 @@ export interface BrowserUpdatePart {
   check?(body: Record<string, unknown>, ctx: RequestContext): void;
   /** Applies its fields of the checked body (called when at least one of them is present). */
   apply(body: Record<string, unknown>, ctx: RequestContext): Promise<void>;
+}
+
+/** Every problem of a configure part, nothing changed: each line starts with the field. */
+export interface ConfigureProblems {
+  /** Fails validation (400 bad_request). */
+  invalid: string[];
+  /** Refers to something that does not exist (an extension, a profile): detail code not_found. */
+  missing: string[];
+}
+
+/**
+ * A module's field of POST /browsers/{id}/configure: checked with every other part before anything
+ * changes, then staged under the lifecycle lock so that configure's one Chromium restart applies it.
+ */
+export interface ConfigurePart {
+  /** The body field it owns. */
+  field: string;
+  /** The field's schema (validation and the OpenAPI document); its problems are listed like every other part's. */
+  schema: ZodType;
+  /** A scope needed, besides browser:configure, when the field is present. */
+  scope?: Scope;
+  /** Adds the problems of the parsed value (references that do not exist, for this caller). */
+  check(value: unknown, ctx: RequestContext, problems: ConfigureProblems): void;
+  /**
+   * Under the lifecycle lock, before the restart: makes the restart apply the value. A throw here
+   * changes nothing (the parts staged before are undone).
+   */
+  stage(value: unknown, ctx: RequestContext): Promise<StagedConfigure>;
+}
+
+/** A staged configure part, in the order: the restart, verify, then commit, or undo. */
+export interface StagedConfigure {
+  /** Once Chromium is ready after the restart: throws when the part is not in effect. */
+  verify(): Promise<void>;
+  /** Every part is in effect: drop what undo would have needed. */
+  commit(): Promise<void>;
+  /** The restart or a verification failed: put back what the part changed (a rollback restart follows). */
+  undo(): Promise<void>;
 }

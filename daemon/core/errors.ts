@@ -194,12 +194,18 @@ export class UnsupportedFieldError extends OperationFailedError {
 
 /**
  * Browser settings that cannot be applied: `refused` ones the daemon relies on (a policy, a flag),
- * `invalid` ones that fail validation. Any invalid one makes it a 400 bad_request, else a 422
- * setting_refused; `details` lists every problem either way (`invalid_input` / `refused`).
+ * `invalid` ones that fail validation, `missing` references to what does not exist (configure's
+ * extension or profile). Any invalid one makes it a 400 bad_request, else a 422 setting_refused;
+ * `details` lists every problem either way (`invalid_input` / `refused` / `not_found`). Not
+ * retryable: the same request fails the same way.
  */
-export function settingsError(invalid: string[], refused: string[]): BrowserdError {
-  const details = [...invalid.map((m) => ({ code: 'invalid_input', message: m })), ...refused.map((m) => ({ code: 'refused', message: m }))];
-  const all = [...invalid, ...refused];
+export function settingsError(invalid: string[], refused: string[], missing: string[] = []): BrowserdError {
+  const details = [
+    ...invalid.map((m) => ({ code: 'invalid_input', message: m })),
+    ...refused.map((m) => ({ code: 'refused', message: m })),
+    ...missing.map((m) => ({ code: 'not_found', message: m })),
+  ];
+  const all = [...invalid, ...refused, ...missing];
   const message = `${all[0] ?? 'invalid settings'}${all.length > 1 ? ` (and ${all.length - 1} more problem${all.length > 2 ? 's' : ''})` : ''}`;
   if (invalid.length > 0) return new BrowserdError('bad_request', message, { details });
   return new OperationFailedError('setting_refused', message, undefined, details);

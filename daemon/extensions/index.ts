@@ -5,6 +5,7 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Browser } from '../chromium/types.js';
 import type { Route } from '../http/router.js';
+import { extensionsConfigurePart } from './configure.js';
 import { Installer } from './installer.js';
 import { PolicyPublisher } from './policy/publisher.js';
 import { removeStaleTemps } from '../core/fs-atomic.js';
@@ -41,6 +42,7 @@ export function createExtensions(deps: ExtensionsDeps): Extensions {
   const installer = new Installer({ config, metrics, browser, store, publisher, onInstalled: deps.onInstalled });
   browser.setLaunchExtras(() => installer.launchExtras());
   browser.addSnapshotFields(() => ({ extensions: installer.list() }));
+  browser.addConfigurePart(extensionsConfigurePart({ store, installer, maxItems: config.extensions.maxItems }));
 
   const allowManifestV2 = (): boolean => {
     const m = /(\d+)\.\d+/.exec(browser.snapshot().chromium.version ?? '');

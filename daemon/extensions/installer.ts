@@ -20,7 +20,7 @@ import { WorkerWatch } from './activation/devtools.js';
 import { activateLive, LoadRefused, withActivationCdp, type LiveDeps } from './activation/live.js';
 import { checkIds, planItems, setMode, type Plan } from './activation/plan.js';
 import { activationFailed, rollback, undoRefusal, type UndoDeps } from './activation/undo.js';
-import { verifyGone, verifyInstalled, type Expectation } from './activation/verify.js';
+import { verifyGone, verifyInstalled, VerifyError, type Expectation } from './activation/verify.js';
 import type { PreparedItem } from './intake/prepare.js';
 import { unpackedBlockedReason } from './policy/policy.js';
 import type { PolicyPublisher } from './policy/publisher.js';
@@ -205,6 +205,31 @@ export class Installer {
     await publisher.sync([...this.effective.values()].filter((e) => !names.has(e.name)));
     await browser.restartLocked('policy');
     await withActivationCdp(this.deps, (cdp, deadline) => verifyGone(cdp, entries.map((e) => e.id), deadline, { policy: true }));
+  }
+
+  /**
+   * configure's check after its restart: every extension it names is enabled in Chromium (listed by
+   * Extensions.getExtensions; a policy install on chrome://policy). Not its service worker: an MV3
+   * worker starts on an event (its install, a message), not at every launch of a profile that has
+   * the extension already. Throws 422 activation_failed naming what does not run.
+   */
+  async verifyRunning(names: readonly string[]): Promise<void> {
+    const named = new Set(names);
+    try {
+      await withActivationCdp(this.deps, async (cdp, deadline) => {
+        const watch = await WorkerWatch.start(cdp, deadline);
+        try {
+          const expect = [...this.effective.values()].filter((e) => named.has(e.name)).map((e) => ({ ...this.live.expectation(e, true), worker: false }));
+          await verifyInstalled(cdp, watch, expect, deadline);
+        } finally {
+          watch.stop();
+        }
+      });
+    } catch (err) {
+      if (err instanceof BrowserUnavailableError) throw err;
+      const inner = { code: err instanceof VerifyError ? 'not_verified' : 'devtools_error', message: (err as Error).message };
+      throw new OperationFailedError('activation_failed', `the extensions do not run after the restart: ${inner.message}`, inner);
+    }
   }
 
   /** Every extension of the set runs; those of this request with a service worker show it. */

@@ -7,11 +7,11 @@ import type { Logger } from '../core/log.js';
 import type { Browser } from '../chromium/index.js';
 import { profileDirOf } from '../chromium/sweep/profile.js';
 import type { RequestContext, Route } from '../http/router.js';
-import { BadRequestError } from '../core/errors.js';
+import { BadRequestError, NotFoundError } from '../core/errors.js';
 import { PROFILE_LIMITS } from './limits.js';
 import { profileRefSchema, profileRoutes, toPublic } from './routes.js';
 import { ProfileStore } from './store.js';
-import { ProfileSwitch } from './switch.js';
+import { findProfile, ProfileSwitch, type ProfileRef } from './switch.js';
 
 export { PROFILE_LIMITS } from './limits.js';
 
@@ -58,6 +58,24 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
     async apply(body, ctx) {
       if (body.profile !== undefined) await load(body.profile, ctx);
     },
+  });
+  // The `profile` part of POST /browsers/{id}/configure: put in place at configure's one restart.
+  deps.browser.addConfigurePart({
+    field: 'profile',
+    schema: profileRefSchema.meta({
+      description: "The SDK's BrowserProfile {id | name, save_changes}: Chromium restarts on that stored profile with the rest of configure (open tabs are lost; scope profiles:read). docs/profiles.md",
+    }),
+    scope: 'profiles:read',
+    check(value, ctx, problems) {
+      const ref = value as ProfileRef;
+      try {
+        findProfile(store, ref.id ?? ref.name ?? '', ctx.identity?.project ?? null);
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) throw err;
+        problems.missing.push(`profile: no profile ${ref.id !== undefined ? `with id ${ref.id}` : `named ${ref.name ?? ''}`}`);
+      }
+    },
+    stage: async (value, ctx) => sw.stage(value as ProfileRef, ctx.identity?.project ?? null),
   });
   const load = async (value: unknown, ctx: RequestContext): Promise<void> => {
     const parsed = profileRefSchema.safeParse(value);

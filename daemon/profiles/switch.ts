@@ -12,6 +12,12 @@
 //      over another's).
 // Every other restart and the graceful shutdown run step 1 only, when save_changes is on. Open tabs
 // are lost (a new Chromium starts on the new folder).
+//
+// POST /browsers/{id}/configure {profile} (stage): the same at configure's one restart, except that
+// the previous user data folder is kept aside (beside it, `.profile-previous-<uuid>`) until every
+// part of configure is in effect (commit: removed). When configure is undone, the next stop (its
+// rollback restart) puts the previous folder and the previous loaded profile back, without saving
+// the folder of the failed attempt.
 import { randomUUID } from 'node:crypto';
 import { lchown, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -21,9 +27,24 @@ import { NotFoundError, OperationFailedError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { ArchiveError, type UnzipLimits } from '../core/zip/unzip.js';
 import { packProfile, unpackProfile } from './archive.js';
-import type { ProfileStore, StoredProfile } from './store.js';
+import type { StagedConfigure } from '../chromium/types.js';
+import type { Loaded, ProfileStore, StoredProfile } from './store.js';
 
 const STAGING_PREFIX = '.profile-staging-';
+/** The user data folder configure replaced, kept until configure commits or is undone. */
+const PREVIOUS_PREFIX = '.profile-previous-';
+
+interface Pending {
+  id: string;
+  save: boolean;
+  error: Error | null;
+  done: boolean;
+  /** configure: keep the replaced folder aside (its path once put in place). */
+  keepAside: boolean;
+  aside: string | null;
+  /** The loaded profile before (configure's undo puts it back). */
+  previous: Loaded | null;
+}
 
 export interface ProfileRef {
   id?: string;
@@ -51,7 +72,9 @@ export function findProfile(store: ProfileStore, idOrName: string, project: stri
 }
 
 export class ProfileSwitch {
-  private pending: { id: string; save: boolean; error: Error | null; done: boolean } | null = null;
+  private pending: Pending | null = null;
+  /** An undone configure: the folder and loaded profile to put back at the next stop. */
+  private restore: { aside: string; previous: Loaded | null } | null = null;
 
   constructor(private readonly deps: SwitchDeps) {}
 
@@ -59,23 +82,29 @@ export class ProfileSwitch {
   async cleanStaging(): Promise<void> {
     const parent = path.dirname(this.deps.profileDir);
     const names = await readdir(parent).catch(() => [] as string[]);
-    for (const n of names.filter((x) => x.startsWith(STAGING_PREFIX))) await rm(path.join(parent, n), { recursive: true, force: true });
+    for (const n of names.filter((x) => x.startsWith(STAGING_PREFIX) || x.startsWith(PREVIOUS_PREFIX))) await rm(path.join(parent, n), { recursive: true, force: true });
   }
 
-  /** The browser's stop hook: null when there is nothing to save and no profile to put in place. */
+  /** The browser's stop hook: null when there is nothing to save, no profile to put in place and nothing to put back. */
   stopWork(): StopWork | null {
     const loaded = this.deps.store.loaded();
     const pending = this.pending;
-    const save = loaded !== null && loaded.save_changes && this.deps.store.get(loaded.id) !== undefined;
-    if (!save && pending === null) return null;
+    const restore = this.restore;
+    // An undone configure's folder is not saved: it is the failed attempt's.
+    const save = restore === null && loaded !== null && loaded.save_changes && this.deps.store.get(loaded.id) !== undefined;
+    if (!save && pending === null && restore === null) return null;
     return async ({ orderly }) => {
+      if (restore !== null) {
+        this.restore = null;
+        await this.putBack(restore.aside, restore.previous).catch((err: unknown) => this.deps.log.error({ event: 'profile_restore_failed', err }, 'the previous user data folder could not be put back'));
+      }
       if (save && !orderly) {
         // Killed by a signal, Chromium flushed nothing: the folder may hold a torn cookie store or LevelDB; the last save is kept.
         this.deps.log.error({ event: 'profile_save_skipped', profile_id: loaded.id }, 'Chromium did not close orderly: the profile is not saved (its last save is kept)');
       } else if (save) await this.save(loaded.id).catch((err: unknown) => this.deps.log.error({ event: 'profile_save_failed', profile_id: loaded.id, err }, 'the loaded profile could not be saved'));
       if (pending !== null) {
         try {
-          await this.putInPlace(pending.id, pending.save);
+          pending.aside = await this.putInPlace(pending.id, pending.save, pending.keepAside);
         } catch (err) {
           pending.error = err as Error;
         } finally {
@@ -83,6 +112,44 @@ export class ProfileSwitch {
         }
       }
     };
+  }
+
+  /**
+   * configure's profile part, under the lifecycle lock: the next restart (configure's) puts the
+   * profile in place, keeping the previous folder aside until commit; undo puts it back at the stop after.
+   */
+  stage(ref: ProfileRef, project: string | null): StagedConfigure {
+    const idOrName = ref.id ?? ref.name;
+    if (idOrName === undefined) throw new Error('a profile reference needs an id or a name');
+    const p = findProfile(this.deps.store, idOrName, project);
+    const pending: Pending = { id: p.id, save: ref.save_changes === true, error: null, done: false, keepAside: true, aside: null, previous: this.deps.store.loaded() };
+    this.pending = pending;
+    return {
+      verify: async () => {
+        this.pending = null;
+        if (pending.error !== null) throw pending.error;
+        if (!pending.done) throw new Error('the profile was not put in place');
+      },
+      commit: async () => {
+        if (pending.aside !== null) await rm(pending.aside, { recursive: true, force: true });
+        this.deps.log.info({ event: 'profile_loaded', profile_id: p.id, save_changes: pending.save, by: 'configure' }, 'profile loaded');
+      },
+      undo: async () => {
+        this.pending = null;
+        if (pending.aside !== null) this.restore = { aside: pending.aside, previous: pending.previous };
+      },
+    };
+  }
+
+  /** Chromium has stopped: the folder configure replaced goes back, with the loaded profile of before. */
+  private async putBack(aside: string, previous: Loaded | null): Promise<void> {
+    const { store, profileDir } = this.deps;
+    await store.mutate((cur) => ({ next: cur, loaded: null, result: undefined }));
+    await rm(profileDir, { recursive: true, force: true });
+    await rename(aside, profileDir);
+    const back = previous !== null && store.get(previous.id) !== undefined ? previous : null;
+    await store.mutate((cur) => ({ next: cur, loaded: back, result: undefined }));
+    this.deps.log.info({ event: 'profile_restored', profile_id: back?.id ?? null }, 'the user data folder of before configure is back');
   }
 
   /**
@@ -97,7 +164,7 @@ export class ProfileSwitch {
       'profile',
       async () => {
         const p = findProfile(this.deps.store, idOrName, project);
-        const pending = { id: p.id, save: ref.save_changes === true, error: null as Error | null, done: false };
+        const pending: Pending = { id: p.id, save: ref.save_changes === true, error: null, done: false, keepAside: false, aside: null, previous: null };
         this.pending = pending;
         try {
           await this.deps.browser.restartLocked('profile');
@@ -130,12 +197,16 @@ export class ProfileSwitch {
     log.info({ event: 'profile_saved', profile_id: id, ms: Math.round(performance.now() - t0) }, 'profile saved');
   }
 
-  private async putInPlace(id: string, saveChanges: boolean): Promise<void> {
+  /** Puts the profile in place (Chromium is not running); with `keepAside`, returns where the replaced folder is kept. */
+  private async putInPlace(id: string, saveChanges: boolean, keepAside: boolean): Promise<string | null> {
     const { store, profileDir, limits, owner } = this.deps;
     const p = store.get(id);
     if (p === undefined) throw new NotFoundError(`no profile ${id}: it was deleted meanwhile`);
-    // Beside the user data folder (the agent dir: one file system, so the rename below is atomic).
+    // Beside the user data folder (the agent dir: one file system, so the renames below are atomic).
     const staging = path.join(path.dirname(profileDir), `${STAGING_PREFIX}${randomUUID()}`);
+    const aside = keepAside ? path.join(path.dirname(profileDir), `${PREVIOUS_PREFIX}${randomUUID()}`) : null;
+    let movedAside = false;
+    const before = store.loaded();
     await mkdir(staging, { mode: 0o700 });
     try {
       if (p.has_content) {
@@ -148,14 +219,33 @@ export class ProfileSwitch {
       }
       if (owner !== null) await chownTree(staging, owner.uid, owner.gid);
       await store.mutate((cur) => ({ next: cur, loaded: null, result: undefined }));
-      await rm(profileDir, { recursive: true, force: true });
+      if (aside === null) await rm(profileDir, { recursive: true, force: true });
+      else {
+        try {
+          await rename(profileDir, aside);
+          movedAside = true;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        }
+      }
       await rename(staging, profileDir);
     } catch (err) {
       await rm(staging, { recursive: true, force: true });
+      if (aside !== null) {
+        // configure: nothing changes, the folder and the loaded profile of before stay.
+        if (movedAside) await rename(aside, profileDir);
+        await store.mutate((cur) => ({ next: cur, loaded: before, result: undefined }));
+      }
       throw err;
     }
     const now = new Date().toISOString();
     await store.mutate((cur) => ({ next: cur.map((x) => (x.id === id ? { ...x, last_used_at: now } : x)), loaded: { id, save_changes: saveChanges }, result: undefined }));
+    if (aside !== null && !movedAside) {
+      // There was no folder before: putting "it" back is an empty folder.
+      await mkdir(aside, { mode: 0o700 });
+      if (owner !== null) await lchown(aside, owner.uid, owner.gid);
+    }
+    return aside;
   }
 }
 

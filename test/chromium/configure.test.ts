@@ -1,15 +1,17 @@
 // @serial: writes the daemon's policy file in /etc/chromium/policies/managed, which every Chromium on the machine reads.
 // POST /browsers/{id}/configure through the HTTP API with the real Chromium: a start URL, a flag, a
-// policy and a viewport in one request are one restart (one new pid) with every part in effect;
-// the same request with one bad part (an owned flag, a profile) changes nothing, and every problem
-// is listed in `details`.
+// policy, a viewport, an installed extension and a stored profile in one request are one restart
+// (one new pid) with every part in effect; the same request with bad parts (an owned flag, an
+// unknown profile) changes nothing, and every problem is listed in `details`. (The extension and
+// profile parts in depth, without the machine's policy folder: configure-parts.test.ts.)
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { navigate } from '../helpers/extensions.js';
+import { chromiumExtensions, expectUploaded, indexed, navigate, upload } from '../helpers/extensions.js';
+import { fixtureZip } from '../helpers/zip.js';
 import { expectError } from '../helpers/http.js';
 import { evalInTab, pageUrls } from '../helpers/settings.js';
 import { browser, waitBrowser } from '../kit/browser.js';
@@ -57,12 +59,21 @@ const settingsNow = async (): Promise<{ viewport: unknown; policies: unknown; fl
   };
 };
 
-test('start URL, flag, policy and viewport: one restart, every part in effect', async () => {
+test('start URL, flag, policy, viewport, extension and profile: one restart, every part in effect', async () => {
+  const ext = (await expectUploaded(await upload(d, indexed([['worker', fixtureZip('mv3-worker')]])))).extensions[0];
+  await d.call('/profiles', { method: 'POST', json: { name: 'q' } }, 201);
   const before = await browser(d);
   const start = `${site}/start`;
   const res = await d.fetch('/browsers/local/configure', {
     method: 'POST',
-    json: { start_url: start, flags: [`--user-agent=${UA}`], policies: { URLBlocklist: [blocked] }, viewport: { width: 1024, height: 768 } },
+    json: {
+      start_url: start,
+      flags: [`--user-agent=${UA}`],
+      policies: { URLBlocklist: [blocked] },
+      viewport: { width: 1024, height: 768 },
+      extensions: [{ id: ext?.id }],
+      profile: { name: 'q' },
+    },
   });
   assert.equal(res.status, 200, await res.clone().text());
   const body = (await res.json()) as { chromium: { restarted: boolean; pid: number } };
@@ -75,6 +86,8 @@ test('start URL, flag, policy and viewport: one restart, every part in effect', 
   assert.equal(await evalInTab<string>(d, `${site}/ua`, 'navigator.userAgent'), UA);
   assert.deepEqual(await evalInTab<number[]>(d, `${site}/size`, '[innerWidth, innerHeight]'), [1024, 768]);
   assert.equal(await navigate(d, `${blocked}/x`), 'net::ERR_BLOCKED_BY_ADMINISTRATOR');
+  assert.equal((await chromiumExtensions(d)).get(ext?.id ?? ''), '1.0.0', 'the extension enabled in Chromium');
+  assert.equal(((await browser(d)) as unknown as { profile?: { name: string } }).profile?.name, 'q');
 });
 
 test('one bad part: nothing changes, every problem in details', async () => {
@@ -86,7 +99,7 @@ test('one bad part: nothing changes, every problem in details', async () => {
   const err = await expectError(res, 422, 'setting_refused');
   assert.deepEqual(
     (err.details as { message: string }[]).map((x) => x.message.split(':')[0]),
-    ['profile', '--no-sandbox'],
+    ['--no-sandbox', 'profile'],
   );
   assert.deepEqual(await settingsNow(), was);
   const invalid = await expectError(await d.fetch('/browsers/local/configure', { method: 'POST', json: { viewport: { width: 1, height: 600 }, policies: { Nope: 1 } } }), 400, 'bad_request');

@@ -63,6 +63,15 @@ test('settings errors: any invalid part is 400 bad_request, only refusals 422 se
   const refused = settingsError([], ['ProxyMode: refused, x', '--no-sandbox: refused, y']).toBody();
   assert.equal(refused.code, 'setting_refused');
   assert.match(refused.message, /^ProxyMode: refused, x \(and 1 more problem\)$/);
+  // configure's references to what does not exist: not_found details, 422 unless a part is invalid.
+  const missing = settingsError([], ['--no-sandbox: refused, y'], ['profile: no profile named p']).toBody();
+  assert.equal(missing.code, 'setting_refused');
+  assert.deepEqual(missing.details, [
+    { code: 'refused', message: '--no-sandbox: refused, y' },
+    { code: 'not_found', message: 'profile: no profile named p' },
+  ]);
+  assert.equal(settingsError(['flags: bad'], [], ['profile: no profile named p']).toBody().code, 'bad_request');
+  assert.equal(settingsError([], [], ['extensions[0]: no installed extension named x']).toBody().code, 'setting_refused');
 });
 
 test('settings store: written atomically and read back; a broken file is set aside, never overwritten', async () => {

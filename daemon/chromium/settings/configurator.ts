@@ -7,7 +7,7 @@ import { settingsError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { viewportProblems, type Viewport } from '../../core/viewport.js';
 import type { CdpClient } from '../../cdp/client.js';
-import type { LaunchSettings, RestartResult } from '../types.js';
+import type { LaunchSettings, RestartResult, StagedConfigure } from '../types.js';
 import { checkApiFlags, MAX_API_FLAGS, mergeFlags } from './api-flags.js';
 import { checkPolicies, mergePolicies, policyLimitProblems, POLICIES_FILE, writePolicyFile } from './policies.js';
 import type { BrowserSettings, SettingsStore } from './store.js';
@@ -79,7 +79,7 @@ export class Configurator {
   }
 
   /** Every problem of a change, as one error (nothing changed); returns the settings after it. */
-  check(change: SettingsChange, extraInvalid: string[] = [], extraRefused: string[] = []): BrowserSettings {
+  check(change: SettingsChange, extraInvalid: string[] = [], extraRefused: string[] = [], missing: string[] = []): BrowserSettings {
     const invalid = [...extraInvalid];
     const refused = [...extraRefused];
     const cur = this.settings;
@@ -104,16 +104,22 @@ export class Configurator {
       if (merged.length > MAX_API_FLAGS) invalid.push(`flags: at most ${MAX_API_FLAGS} flags set through the API (this would make ${merged.length})`);
       next = { ...next, flags: merged };
     }
-    if (invalid.length > 0 || refused.length > 0) throw settingsError(invalid, refused);
+    if (invalid.length > 0 || refused.length > 0 || missing.length > 0) throw settingsError(invalid, refused, missing);
     return next;
   }
 
   /**
    * Applies a checked change under the lifecycle lock: a viewport alone changes live (no restart);
-   * policies, flags or a start URL restart Chromium once. `restart` forces the restart.
+   * policies, flags, a start URL or a staged part (configure's extensions, profile) restart Chromium
+   * once. `restart` forces the restart. Parts are staged before anything else changes, verified once
+   * Chromium is ready, and undone with everything else when the restart or a verification fails.
    */
-  async apply(change: SettingsChange, opts: { wait: boolean; signal: AbortSignal; log: Logger; restart?: boolean }): Promise<ApplyOutcome> {
+  async apply(
+    change: SettingsChange,
+    opts: { wait: boolean; signal: AbortSignal; log: Logger; restart?: boolean; parts?: readonly (() => Promise<StagedConfigure>)[] },
+  ): Promise<ApplyOutcome> {
     this.check(change);
+    const parts = opts.parts ?? [];
     return this.deps.withLock(
       'configure',
       async () => {
@@ -121,10 +127,17 @@ export class Configurator {
         const next = this.check(change); // again under the lock: another change may have landed meanwhile
         const policiesChanged = JSON.stringify(prev.policies) !== JSON.stringify(next.policies);
         const flagsChanged = JSON.stringify(prev.flags) !== JSON.stringify(next.flags);
-        const restart = opts.restart === true || policiesChanged || flagsChanged || change.startUrl !== undefined;
+        const restart = opts.restart === true || policiesChanged || flagsChanged || change.startUrl !== undefined || parts.length > 0;
+        const staged: StagedConfigure[] = [];
+        try {
+          for (const stage of parts) staged.push(await stage());
+        } catch (err) {
+          for (const s of staged.reverse()) await s.undo().catch((e: unknown) => opts.log.error({ event: 'browser_configure_undo_failed', err: e }, 'a staged part could not be undone'));
+          throw err;
+        }
         await this.deps.store.set(next);
         if (policiesChanged) await this.writePolicies(next.policies, prev);
-        opts.log.info({ event: 'browser_configured', viewport: next.viewport, policies: Object.keys(next.policies), flags: next.flags, restart }, 'browser settings changed');
+        opts.log.info({ event: 'browser_configured', viewport: next.viewport, policies: Object.keys(next.policies), flags: next.flags, parts: parts.length, restart }, 'browser settings changed');
         if (!restart) {
           const live = await this.applyLive(opts.log);
           return { restarted: false, pid: this.deps.pid(), ready_ms: null, live };
@@ -132,11 +145,14 @@ export class Configurator {
         this.startUrl = change.startUrl ?? null;
         try {
           const r = await this.deps.restartLocked('configure');
+          for (const s of staged) await s.verify();
+          for (const s of staged) await s.commit();
           return { restarted: true, pid: r.pid, ready_ms: r.readyMs, live: false };
         } catch (err) {
           opts.log.warn({ event: 'browser_configure_rolled_back', err }, 'Chromium did not start with the new settings: the previous ones are put back');
           await this.deps.store.set(prev);
           if (policiesChanged) await this.writePolicies(prev.policies, prev);
+          for (const s of [...staged].reverse()) await s.undo().catch((e: unknown) => opts.log.error({ event: 'browser_configure_undo_failed', err: e }, 'a staged part could not be undone'));
           this.startUrl = null;
           await this.deps.restartLocked('configure_rollback').catch(() => undefined);
           throw err;

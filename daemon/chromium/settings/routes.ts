@@ -2,9 +2,11 @@
 // (scope browser:configure; reading: browser:read). What each needs (a restart or not) is in
 // docs/browser-configuration.md.
 import { z, type ZodType } from 'zod';
+import { ForbiddenError } from '../../core/errors.js';
 import { issuesToProblems } from '../../http/body.js';
 import { waitQuery } from '../../http/query.js';
-import type { Route } from '../../http/router.js';
+import type { Route, RouteDoc } from '../../http/router.js';
+import type { ConfigurePart, ConfigureProblems } from '../types.js';
 import { VIEWPORT_LIMITS } from '../../core/viewport.js';
 import { MAX_API_FLAGS } from './api-flags.js';
 import type { ApplyOutcome, Configurator } from './configurator.js';
@@ -45,18 +47,20 @@ const startUrl = z
       return false;
     }
   }, 'must be an http or https URL (or about:blank)');
-const configureBody = z
-  .strictObject({
-    policies: policiesMap.optional(),
-    flags: flagList.optional(),
-    viewport: viewportSchema.optional(),
-    start_url: startUrl.optional().meta({ description: 'the page Chromium opens after this restart' }),
-    extensions: z.unknown().optional().meta({ description: 'Not supported here: install with POST /browsers/{id}/extensions (422 setting_refused)' }),
-    profile: z.unknown().optional().meta({ description: 'Not supported: there are no profiles yet (422 setting_refused)' }),
-  })
-  .meta({ description: 'Every part is optional; all are checked before anything changes' });
+/** configure's own fields; the modules add theirs (extensions, profile) with Browser.addConfigurePart. */
+const ownConfigureFields = {
+  policies: policiesMap.optional(),
+  flags: flagList.optional(),
+  viewport: viewportSchema.optional(),
+  start_url: startUrl.optional().meta({ description: 'the page Chromium opens after this restart' }),
+};
+const configureBodyOf = (parts: readonly ConfigurePart[]): ZodType =>
+  z
+    .strictObject({ ...ownConfigureFields, ...Object.fromEntries(parts.map((p) => [p.field, p.schema.optional()])) })
+    .meta({ description: 'Every part is optional; all are checked before anything changes' });
 /** What configure reads first: the fields only, each checked on its own after (so every problem of every part is listed). */
-const configureEnvelope = z.strictObject(Object.fromEntries(Object.keys(configureBody.shape).map((k) => [k, z.unknown().optional()])));
+const envelopeOf = (parts: readonly ConfigurePart[]): ZodType =>
+  z.strictObject(Object.fromEntries([...Object.keys(ownConfigureFields), ...parts.map((p) => p.field)].map((k) => [k, z.unknown().optional()])));
 
 /** A part of configure checked against its schema; its problems (prefixed with the field) go to `invalid`. */
 function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: string[]): T | undefined {
@@ -76,12 +80,39 @@ const configureAnswer = z.object({
 
 const chromiumOf = (o: ApplyOutcome) => ({ restarted: o.restarted, pid: o.pid, ready_ms: o.ready_ms });
 
+const CONFIGURE_DOC =
+  'Every part is checked before anything changes: any bad part and nothing changes, every problem listed in `details` (400 bad_request when any is invalid, ' +
+  'else 422 setting_refused; a detail\'s code says which: invalid_input, refused, not_found). ' +
+  'Then, under the lifecycle lock, the settings are written and Chromium restarts once with all of them (a viewport alone also restarts here: use PATCH /browsers/{id} for a live change), opening `start_url` instead of about:blank. ' +
+  '`extensions` [{id | name}] (the SDK\'s BrowserExtension) names installed extensions (POST /browsers/{id}/extensions; by name or Chromium id): each must exist (else not_found), and after the restart each is verified enabled in Chromium (Extensions.getExtensions; a policy install on chrome://policy); ' +
+  'every installed extension is loaded at every launch, named or not. `profile` {id | name, save_changes} (the SDK\'s BrowserProfile; scope profiles:read) puts that stored profile in place at the restart, as PATCH /browsers/{id} does (the loaded profile is saved first when it was loaded with save_changes; open tabs are lost); an unknown profile is not_found. ' +
+  'When Chromium does not become ready with the new settings, or a part is not in effect after the restart, everything is put back (settings, policy file, the previous user data folder and loaded profile) and Chromium restarts with the previous settings (503 browser_unavailable, or 422 activation_failed for an extension that did not start). ' +
+  `Limits: viewport ${VIEWPORT_LIMITS.minWidth}–${VIEWPORT_LIMITS.maxWidth} × ${VIEWPORT_LIMITS.minHeight}–${VIEWPORT_LIMITS.maxHeight}; at most ${MAX_API_FLAGS} flags; ${POLICY_LIMITS.maxPolicies} policies; start_url ${MAX_START_URL_CHARS} characters; extensions: BROWSERD_EXTENSION_MAX_ITEMS items. ` +
+  'Headful (BROWSERD_HEADLESS=false): the viewport sizes the window; the X display is not the daemon\'s and is not resized (docs/browser-configuration.md).';
+
 export interface SettingsRouteDeps {
   configurator: Configurator;
   operatorFlags: readonly string[];
+  /** The modules' configure parts (registered after the routes are made: read at each request). */
+  configureParts: readonly ConfigurePart[];
 }
 
-export function settingsRoutes({ configurator: c, operatorFlags }: SettingsRouteDeps): Route[] {
+export function settingsRoutes({ configurator: c, operatorFlags, configureParts }: SettingsRouteDeps): Route[] {
+  let built: { n: number; body: ZodType; envelope: ZodType } | null = null;
+  const schemas = (): { body: ZodType; envelope: ZodType } => {
+    if (built === null || built.n !== configureParts.length) built = { n: configureParts.length, body: configureBodyOf(configureParts), envelope: envelopeOf(configureParts) };
+    return built;
+  };
+  const configureDoc: RouteDoc = {
+    summary: 'Policies, flags, viewport, extensions, a profile and a start URL together, with one restart; all or nothing',
+    description: CONFIGURE_DOC,
+    query: waitQuery,
+    get body() {
+      return schemas().body;
+    },
+    responses: { 200: { description: 'the settings once Chromium is ready with them', schema: configureAnswer } },
+    errors: [400, 403, 409, 422, 503],
+  };
   const policiesNow = () => ({ policies: c.settings.policies, file: c.policyFile() });
   const flagsNow = () => ({ flags: c.settings.flags, operator_flags: [...operatorFlags] });
   return [
@@ -144,36 +175,37 @@ export function settingsRoutes({ configurator: c, operatorFlags }: SettingsRoute
       method: 'POST',
       path: '/browsers/{id}/configure',
       scope: 'browser:configure',
-      doc: {
-        summary: 'Policies, flags, viewport and a start URL together, with one restart; all or nothing',
-        description:
-          'Every part is checked before anything changes: any bad part and nothing changes, every problem listed in `details` (400 bad_request when any is invalid, else 422 setting_refused). ' +
-          'Then the settings are written and Chromium restarts once with all of them (a viewport alone also restarts here: use PATCH /browsers/{id} for a live change), opening `start_url` instead of about:blank. ' +
-          'When Chromium does not become ready with them, the previous settings are put back and it restarts with those (503). ' +
-          `\`extensions\` and \`profile\` are refused (422 setting_refused, listed in details with every other problem; extensions: POST /browsers/{id}/extensions; profiles do not exist yet). Viewport limits: ${VIEWPORT_LIMITS.minWidth}–${VIEWPORT_LIMITS.maxWidth} × ${VIEWPORT_LIMITS.minHeight}–${VIEWPORT_LIMITS.maxHeight}.`,
-        query: waitQuery,
-        body: configureBody,
-        responses: { 200: { description: 'the settings once Chromium is ready with them', schema: configureAnswer } },
-        errors: [400, 409, 422, 503],
-      },
+      doc: configureDoc,
       handler: async (ctx) => {
-        const raw = (await ctx.json(configureEnvelope)) as Record<string, unknown>;
+        const raw = (await ctx.json(schemas().envelope)) as Record<string, unknown>;
+        const present = configureParts.filter((p) => raw[p.field] !== undefined);
+        for (const p of present) {
+          if (p.scope !== undefined && ctx.identity !== null && !ctx.identity.scopes.has(p.scope)) throw new ForbiddenError(p.scope);
+        }
         const invalid: string[] = [];
-        const refused: string[] = [];
-        if (raw.extensions !== undefined) refused.push('extensions: not supported here, install with POST /browsers/{id}/extensions');
-        if (raw.profile !== undefined) refused.push('profile: not supported, there are no profiles yet');
+        const problems: ConfigureProblems = { invalid, missing: [] };
         const policies = part(policiesMap, raw.policies, 'policies', invalid);
         const flags = part(flagList, raw.flags, 'flags', invalid);
         const viewport = part(viewportSchema, raw.viewport, 'viewport', invalid);
         const start = part(startUrl, raw.start_url, 'start_url', invalid);
+        const values = new Map<ConfigurePart, unknown>();
+        for (const p of present) {
+          const before = invalid.length;
+          const value = part(p.schema, raw[p.field], p.field, invalid);
+          if (invalid.length === before) {
+            p.check(value, ctx, problems);
+            values.set(p, value);
+          }
+        }
         const change = {
           ...(policies !== undefined ? { policies } : {}),
           ...(flags !== undefined ? { flags } : {}),
           ...(viewport !== undefined ? { viewport } : {}),
           ...(start !== undefined ? { startUrl: start } : {}),
         };
-        c.check(change, invalid, refused);
-        const o = await c.apply(change, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log, restart: true });
+        c.check(change, invalid, [], problems.missing);
+        const stages = [...values].map(([p, value]) => () => p.stage(value, ctx));
+        const o = await c.apply(change, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log, restart: true, parts: stages });
         const s = c.settings;
         return { status: 200, body: { viewport: c.viewport(), policies: s.policies, flags: s.flags, chromium: chromiumOf(o) } };
       },

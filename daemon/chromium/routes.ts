@@ -8,7 +8,10 @@ import { z, type ZodType } from 'zod';
 import { ForbiddenError, UnsupportedFieldError } from '../core/errors.js';
 import { waitQuery } from '../http/query.js';
 import type { RequestContext, Route, RouteDoc } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { BrowserSnapshot, BrowserUpdatePart, RestartResult } from './types.js';
+
+const route = routesIn('daemon/chromium/routes.ts');
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
 const lastExitSchema = z.object({
@@ -70,7 +73,7 @@ export interface BrowserRouteDeps {
 
 export function browserRoutes(deps: BrowserRouteDeps): Route[] {
   return [
-    {
+    route({
       method: 'GET',
       path: '/browsers/{id}',
       scope: 'browser:read',
@@ -83,8 +86,8 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         responses: { 200: { description: 'the browser', schema: snapshotSchema } },
       },
       handler: async (ctx) => ({ status: 200, body: { ...deps.snapshot(), ...(await deps.direct(ctx)) } }),
-    },
-    {
+    }),
+    route({
       method: 'POST',
       path: '/browsers/{id}/restart',
       scope: 'browser:write',
@@ -104,7 +107,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         const { snapshot } = await deps.restart({ wait: ctx.query.wait !== false, signal: ctx.signal });
         return { status: 200, body: snapshot };
       },
-    },
+    }),
   ];
 }
 
@@ -153,7 +156,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
     responses: { 200: { description: 'the browser (as GET /browsers/{id}) once every change is in effect', schema: responseSchema } },
     errors: [400, 409, 422, 503],
   };
-  return {
+  return route({
     method: 'PATCH',
     path: '/browsers/{id}',
     scope: 'browser:write',
@@ -168,5 +171,5 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
       for (const p of parts) if (present(p)) await p.apply(body, ctx);
       return { status: 200, body: snapshot() };
     },
-  };
+  });
 }

@@ -3,6 +3,9 @@ import { z } from 'zod';
 import type { Metrics } from '../core/metrics.js';
 import { BrowserUnavailableError } from '../core/errors.js';
 import type { Route } from './router.js';
+import { routesIn } from './route.js';
+
+const route = routesIn('daemon/http/system-routes.ts');
 
 interface SystemDeps {
   metrics: Metrics;
@@ -17,14 +20,14 @@ const whoamiSchema = z.object({ key_id: z.string(), scopes: z.array(z.string()),
 
 export function systemRoutes(deps: SystemDeps): Route[] {
   return [
-    {
+    route({
       method: 'GET',
       path: '/healthz',
       scope: null,
       doc: { summary: 'Liveness: 200 while the process serves', responses: { 200: { description: 'serving', schema: statusSchema } } },
       handler: async () => ({ status: 200, body: { status: 'ok' } }),
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/readyz',
       scope: null,
@@ -38,15 +41,15 @@ export function systemRoutes(deps: SystemDeps): Route[] {
         if (reason !== null) throw new BrowserUnavailableError(reason);
         return { status: 200, body: { status: 'ok' } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/openapi.json',
       scope: null,
       doc: { summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'the document', schema: { type: 'object' } } } },
       handler: async () => ({ status: 200, body: deps.openapi() }),
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/metrics',
       scope: 'browser:read',
@@ -59,8 +62,8 @@ export function systemRoutes(deps: SystemDeps): Route[] {
         ctx.res.writeHead(200, { 'content-type': deps.metrics.registry.contentType }).end(text);
         return null;
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/whoami',
       scope: 'any',
@@ -73,6 +76,6 @@ export function systemRoutes(deps: SystemDeps): Route[] {
         if (id === null) throw new Error('whoami without identity');
         return { status: 200, body: { key_id: id.keyId, scopes: [...id.scopes].sort(), project: id.project } };
       },
-    },
+    }),
   ];
 }

@@ -1,5 +1,6 @@
-// The one way to define a route. Each routes file makes its maker once, naming itself:
-//   const route = routesIn('daemon/fs/routes.ts');
+// The one way to define a route. Each routes file makes its maker once, naming itself (its path
+// from the repository root, e.g. daemon/fs/routes.ts):
+//   const route = routesIn(<that path, quoted>);
 // and declares every route with it: route({ method, path, scope, doc, handler }) (or `upgrade` for a
 // WebSocket). The maker records the file on the route (`source`, served as `x-source` in the OpenAPI
 // document and listed in docs/routes.md): a string, since the daemon ships as one bundled file where

@@ -1,8 +1,8 @@
 // The browser routes: GET /browsers/{id} (the session, a superset of the SDK's BrowserRetrieveResponse),
 // POST /browsers/{id}/restart, and PATCH /browsers/{id} (the SDK's BrowserUpdateParams). The browser
 // module owns PATCH and its own fields (viewport; the ones this daemon cannot honour); other modules
-// add theirs with addUpdateFields (the proxy module: proxy_id, disable_default_proxy; profiles
-// later). The body is checked whole (every part's schema and check) before any part applies; parts
+// add theirs with addUpdateFields (the proxy module: proxy_id, disable_default_proxy; the profiles
+// module: profile), as they add their fields to GET with addSnapshotFields. The body is checked whole (every part's schema and check) before any part applies; parts
 // apply in the order they were added, the browser's own last.
 import { z, type ZodType } from 'zod';
 import { ForbiddenError, UnsupportedFieldError } from '../core/errors.js';
@@ -148,7 +148,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
     return schema;
   };
   const doc: RouteDoc = {
-    summary: "Update the browser: its proxy and its viewport, live",
+    summary: 'Update the browser: its proxy and its viewport (live), its profile (a restart)',
     description: UPDATE_DOC,
     get body() {
       return bodySchema();

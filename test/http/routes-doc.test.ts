@@ -50,3 +50,11 @@ test('each route names the file that declares it, and each routes file names its
   }
   assert.ok(n > 90, `only ${n} routes in the document`);
 });
+
+test('the browser record and its PATCH are the browser module\'s, with the fields the proxy and profile modules register', () => {
+  const record = doc.paths['/browsers/{id}'] as Record<string, { 'x-source'?: string; requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> } }>;
+  assert.equal(record.get?.['x-source'], 'daemon/chromium/routes.ts');
+  assert.equal(record.patch?.['x-source'], 'daemon/chromium/routes.ts');
+  const fields = Object.keys(record.patch?.requestBody?.content['application/json']?.schema.properties ?? {}).sort();
+  assert.deepEqual(fields, ['disable_default_proxy', 'name', 'profile', 'proxy_id', 'tags', 'telemetry', 'viewport']);
+});

@@ -48,6 +48,12 @@ export function renderRoutesDoc(doc: OpenApiDocument): string {
       'The request and response schemas, the query parameters and the errors of each route are in the OpenAPI document itself: ' +
       '`GET /openapi.json`, or its readable rendering `GET /docs` in a browser.',
     '',
+    '`GET /docs` (public, like `GET /openapi.json`: the same facts, no secret, and a person opens it from a link without a token) is that document as one ' +
+      'self-contained HTML page, rendered by the daemon itself (daemon/http/docs-page.ts): one section per family, each route with its scope, parameters, ' +
+      'body and responses. It needs no network: no script, font or image, and its Content-Security-Policy forbids the page any request. ' +
+      'Why not Swagger UI, Redoc or RapiDoc: each is megabytes of script the one-file daemon would have to ship and serve beside itself, ' +
+      'and Swagger UI sends the document to an outside validator unless told not to.',
+    '',
     `Families: ${families.map((f) => `[${f}](#${f})`).join(', ')}.`,
   ];
   for (const family of families) {

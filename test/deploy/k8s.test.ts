@@ -2,13 +2,19 @@
 // the package's version, its probes name public GET routes of the OpenAPI document a real daemon
 // serves, every BROWSERD_* setting it sets is one the daemon reads, every folder setting is a
 // writable mount (the root file system is read-only), its capabilities are exactly those of
-// systemd/browserd.service, and the Service selects the pod and its named port.
+// systemd/browserd.service, and the Service selects the pod and its named port. And the pod's
+// security model works: a daemon as uid 0 holding only the manifest's capabilities, with
+// no_new_privs (setpriv stands in for the container runtime), starts a sandboxed Chromium as the
+// agent user and runs a command through the API as that user.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot, startDaemon, type Daemon } from '../kit/daemon.js';
+import { waitBrowser } from '../kit/browser.js';
+import { AGENT_USER, agentIds } from '../kit/agent.js';
+import { execProcess } from '../helpers/processes.js';
 
 const MANIFEST = 'deploy/k8s/browserd.yaml';
 
@@ -135,4 +141,24 @@ test('the Service selects the pod and its named port', () => {
   for (const [k, v] of Object.entries(service.spec.selector)) assert.equal(pod.metadata.labels[k], v, `selector ${k}`);
   assert.ok(Object.keys(service.spec.selector).includes('browserd/session'), 'one session per Service');
   for (const p of service.spec.ports) assert.ok(container.ports.some((c) => c.name === p.targetPort || c.containerPort === p.targetPort), `targetPort ${p.targetPort}`);
+});
+
+test("the pod's security model: uid 0 with only its capabilities and no_new_privs runs a sandboxed Chromium and the API's commands as the agent user", async () => {
+  const caps = (container.securityContext.capabilities?.add ?? []).map((c) => `+${c.toLowerCase()}`).join(',');
+  const pd = await startDaemon({ production: true, autostart: true, wrapper: ['setpriv', `--bounding-set=-all,${caps}`, '--inh-caps=-all', '--no-new-privs'] });
+  try {
+    const s = await waitBrowser(pd, (b) => b.state === 'ready', 'ready');
+    const status = (pid: number): string => readFileSync(`/proc/${pid}/status`, 'utf8');
+    assert.match(status(pd.pid), /^NoNewPrivs:\s+1$/m);
+    assert.match(status(pd.pid), /^Uid:\s+0\s/m);
+    const { uid } = agentIds();
+    const pid = s.chromium.pid as number;
+    assert.match(status(pid), new RegExp(`^Uid:\\s+${uid}\\s`, 'm'), 'Chromium runs as the agent user');
+    assert.ok(!readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--no-sandbox'), 'with its sandbox');
+    const r = await execProcess(pd, { command: 'id', args: ['-un'] });
+    assert.equal(r.exit_code, 0);
+    assert.equal(Buffer.from(r.stdout_b64 ?? '', 'base64').toString().trim(), AGENT_USER);
+  } finally {
+    await pd.cleanup();
+  }
 });

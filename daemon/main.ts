@@ -185,7 +185,7 @@ async function main(): Promise<void> {
   const openapiDoc = (): Record<string, unknown> =>
     (openapi ??= buildOpenApi(server.router.routes, {
       version,
-      description: 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz and /openapi.json takes a bearer token.',
+      description: 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz, /openapi.json and /docs (this document as a page to read) takes a bearer token.',
     }));
   const routes = [
     ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }),

@@ -3,8 +3,11 @@
 import { z } from 'zod';
 import { Deadline } from '../core/deadline.js';
 import type { RequestContext, Route, UpgradeContext } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import { CDP_READY_WAIT_MS, type BridgeHost, type CdpBridge, type ReadyMux } from './bridge.js';
 import { protocolDocument, targetList, versionInfo } from './discovery.js';
+
+const route = routesIn('daemon/cdp/routes.ts');
 
 interface CdpRoutesHost extends BridgeHost {
   /** ws://<host>/browsers/{id}/cdp for a request that came to `hostHeader` (else the listen address). */
@@ -43,7 +46,7 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
   const list: Route['handler'] = async (ctx) => withMux(ctx, async ({ mux }) => ({ status: 200, body: await targetList(mux, wsBase(ctx), ctx.signal) }));
 
   return [
-    {
+    route({
       method: 'GET',
       path: base,
       scope: 'cdp',
@@ -61,8 +64,8 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
         errors: [400, 503],
       },
       upgrade: (ctx: UpgradeContext) => bridge.handle(ctx, { kind: 'browser' }),
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${base}/devtools/page/{target_id}`,
       scope: 'cdp',
@@ -75,8 +78,8 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
         errors: [400, 503],
       },
       upgrade: (ctx: UpgradeContext) => bridge.handle(ctx, { kind: 'target', targetId: ctx.params.target_id ?? '' }),
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${base}/json/version`,
       scope: 'cdp',
@@ -88,8 +91,8 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
       },
       handler: async (ctx) =>
         withMux(ctx, async ({ version }) => ({ status: 200, body: versionInfo(version, wsBase(ctx)) })),
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${base}/json/list`,
       scope: 'cdp',
@@ -100,15 +103,15 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
         errors: [503],
       },
       handler: list,
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${base}/json`,
       scope: 'cdp',
       doc: { summary: 'The same as /json/list', responses: { 200: { description: 'the targets', schema: listSchema } }, errors: [503] },
       handler: list,
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${base}/json/protocol`,
       scope: 'cdp',
@@ -121,6 +124,6 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
         ctx.res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) }).end(text);
         return null;
       },
-    },
+    }),
   ];
 }

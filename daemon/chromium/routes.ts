@@ -1,14 +1,17 @@
 // The browser routes: GET /browsers/{id} (the session, a superset of the SDK's BrowserRetrieveResponse),
 // POST /browsers/{id}/restart, and PATCH /browsers/{id} (the SDK's BrowserUpdateParams). The browser
 // module owns PATCH and its own fields (viewport; the ones this daemon cannot honour); other modules
-// add theirs with addUpdateFields (the proxy module: proxy_id, disable_default_proxy; profiles
-// later). The body is checked whole (every part's schema and check) before any part applies; parts
+// add theirs with addUpdateFields (the proxy module: proxy_id, disable_default_proxy; the profiles
+// module: profile), as they add their fields to GET with addSnapshotFields. The body is checked whole (every part's schema and check) before any part applies; parts
 // apply in the order they were added, the browser's own last.
 import { z, type ZodType } from 'zod';
 import { ForbiddenError, UnsupportedFieldError } from '../core/errors.js';
 import { waitQuery } from '../http/query.js';
 import type { RequestContext, Route, RouteDoc } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { BrowserSnapshot, BrowserUpdatePart, RestartResult } from './types.js';
+
+const route = routesIn('daemon/chromium/routes.ts');
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
 const lastExitSchema = z.object({
@@ -70,7 +73,7 @@ export interface BrowserRouteDeps {
 
 export function browserRoutes(deps: BrowserRouteDeps): Route[] {
   return [
-    {
+    route({
       method: 'GET',
       path: '/browsers/{id}',
       scope: 'browser:read',
@@ -83,8 +86,8 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         responses: { 200: { description: 'the browser', schema: snapshotSchema } },
       },
       handler: async (ctx) => ({ status: 200, body: { ...deps.snapshot(), ...(await deps.direct(ctx)) } }),
-    },
-    {
+    }),
+    route({
       method: 'POST',
       path: '/browsers/{id}/restart',
       scope: 'browser:write',
@@ -104,7 +107,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         const { snapshot } = await deps.restart({ wait: ctx.query.wait !== false, signal: ctx.signal });
         return { status: 200, body: snapshot };
       },
-    },
+    }),
   ];
 }
 
@@ -145,7 +148,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
     return schema;
   };
   const doc: RouteDoc = {
-    summary: "Update the browser: its proxy and its viewport, live",
+    summary: 'Update the browser: its proxy and its viewport (live), its profile (a restart)',
     description: UPDATE_DOC,
     get body() {
       return bodySchema();
@@ -153,7 +156,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
     responses: { 200: { description: 'the browser (as GET /browsers/{id}) once every change is in effect', schema: responseSchema } },
     errors: [400, 409, 422, 503],
   };
-  return {
+  return route({
     method: 'PATCH',
     path: '/browsers/{id}',
     scope: 'browser:write',
@@ -168,5 +171,5 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
       for (const p of parts) if (present(p)) await p.apply(body, ctx);
       return { status: 200, body: snapshot() };
     },
-  };
+  });
 }

@@ -120,7 +120,7 @@ export interface Browser {
   onLaunch(hook: (cdp: CdpClient, pid: number) => Promise<void>): void;
   /** The daemon's own session of the ready Chromium (waited for within the deadline). */
   daemonCdp(deadline: Deadline): Promise<{ cdp: CdpClient; pid: number }>;
-  /** Adds a module's fields to PATCH /browsers/{id} (the proxy module: proxy_id); they apply before the browser's own (viewport). */
+  /** Adds a module's fields to PATCH /browsers/{id} (the proxy module: proxy_id; the profiles module: profile); they apply before the browser's own (viewport). */
   addUpdateFields(part: BrowserUpdatePart): void;
   /** Adds a module's field to POST /browsers/{id}/configure (extensions, profile): checked with every other part, applied at its one restart. */
   addConfigurePart(part: ConfigurePart): void;

@@ -4,7 +4,8 @@
 // PNG bytes; get_mouse_position, clipboard/read and cursor answer JSON.
 import { z, type ZodType } from 'zod';
 import type { Logger } from '../core/log.js';
-import type { Route, RouteDoc } from '../http/router.js';
+import type { Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import { actionContext, type ActionContext, clickMouse, dragMouse, moveMouse, pressKey, scroll, setCursor, typeText } from './actions.js';
 import { checkWaits, dragWait, moveWait, plannedWaitMs, pressWait, runBatch, typeWait } from './batch.js';
 import { readClipboard, writeClipboard } from './clipboard.js';
@@ -23,6 +24,8 @@ import {
   type ComputerLimits,
 } from './schemas.js';
 import { captureScreenshot, SCREENSHOT_TYPE } from './screenshot.js';
+
+const route = routesIn('daemon/computer/routes.ts');
 
 const P = '/browsers/{id}/computer';
 
@@ -55,7 +58,6 @@ const ACTION_ERRORS = [409, 503, 504];
 export function computerRoutes(deps: RouteDeps): Route[] {
   const { computer, limits, log } = deps;
   const s = computerSchemas(limits);
-  const route = (path: string, doc: RouteDoc, handler: Route['handler']): Route => ({ method: 'POST', path: `${P}/${path}`, scope: 'computer', doc, handler }) as Route;
   /**
    * An input action on the current page, named as its route: the body read, the waits it asks for
    * (`waits`: how many ms, and the fields that ask) checked, the action run in the input queue, 204.
@@ -66,10 +68,12 @@ export function computerRoutes(deps: RouteDeps): Route[] {
     perform: (ctx: ActionContext, body: T) => Promise<void>,
     waits?: { of: (body: T) => number; fields: string },
   ): Route =>
-    route(
-      name,
-      { summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body, responses: done, errors: ACTION_ERRORS },
-      async (ctx) => {
+    route({
+      method: 'POST',
+      path: `${P}/${name}`,
+      scope: 'computer',
+      doc: { summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body, responses: done, errors: ACTION_ERRORS },
+      handler: async (ctx) => {
         const body = await ctx.json(facts.body);
         let plannedWaitMs: number | undefined;
         if (waits !== undefined) {
@@ -79,12 +83,14 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         await computer.act(name, ctx.signal, { exclusive: true, plannedWaitMs }, async (run, d) => perform(actionContext(await computer.page(run, d), run.mouse, d, log), body));
         return { status: 204 };
       },
-    );
+    });
 
   return [
-    route(
-      'screenshot',
-      {
+    route({
+      method: 'POST',
+      path: `${P}/screenshot`,
+      scope: 'computer',
+      doc: {
         summary: 'A PNG of the current page\u2019s viewport',
         description:
           'The answer is the image bytes (Content-Type image/png), one image pixel per CSS pixel whatever the device scale factor, of the ' +
@@ -96,14 +102,14 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'the PNG', mediaType: SCREENSHOT_TYPE, schema: { type: 'string', contentMediaType: SCREENSHOT_TYPE } } },
         errors: ACTION_ERRORS,
       },
-      async (ctx) => {
+      handler: async (ctx) => {
         const body = await ctx.json(s.screenshot, { optional: true });
         const png = await computer.act('screenshot', ctx.signal, { exclusive: false }, async (run, d) => captureScreenshot(await computer.page(run, d), body.region, d));
         ctx.res.writeHead(200, { 'content-type': SCREENSHOT_TYPE, 'content-length': png.length, 'cache-control': 'no-store' });
         ctx.res.end(png);
         return null;
       },
-    ),
+    }),
     action(
       'click_mouse',
       {
@@ -186,23 +192,27 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       pressKey,
       { of: pressWait, fields: 'duration' },
     ),
-    route(
-      'get_mouse_position',
-      {
+    route({
+      method: 'POST',
+      path: `${P}/get_mouse_position`,
+      scope: 'computer',
+      doc: {
         summary: 'Where the pointer is',
         description: 'The last position the computer routes moved the pointer to, in CSS pixels of the viewport; kept per browser across tab switches, 0, 0 at each launch of Chromium. Takes no body.',
         body: s.none,
         bodyRequired: false,
         responses: { 200: { description: 'the position', schema: z.object({ x: z.number(), y: z.number() }) } },
       },
-      async (ctx) => {
+      handler: async (ctx) => {
         await ctx.json(s.none, { optional: true });
         return { status: 200, body: computer.mousePosition() };
       },
-    ),
-    route(
-      'cursor',
-      {
+    }),
+    route({
+      method: 'POST',
+      path: `${P}/cursor`,
+      scope: 'computer',
+      doc: {
         summary: 'Set the pointer\u2019s visibility',
         description:
           'Screenshots are taken of the page by Chromium and never show a pointer, headless or not: hidden true is always the case and ' +
@@ -211,14 +221,16 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'ok', schema: z.object({ ok: z.boolean() }) } },
         errors: [422],
       },
-      async (ctx) => {
+      handler: async (ctx) => {
         setCursor(await ctx.json(s.cursor));
         return { status: 200, body: { ok: true } };
       },
-    ),
-    route(
-      'batch',
-      {
+    }),
+    route({
+      method: 'POST',
+      path: `${P}/batch`,
+      scope: 'computer',
+      doc: {
         summary: 'Run a list of actions in order',
         description:
           `At most BROWSERD_COMPUTER_MAX_BATCH (${limits.maxBatch}) actions: click_mouse, move_mouse, drag_mouse, scroll, type_text, press_key ` +
@@ -234,7 +246,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         responses: done,
         errors: [...ACTION_ERRORS, 422],
       },
-      async (ctx) => {
+      handler: async (ctx) => {
         const body = await ctx.json(s.batch);
         const waits = body.actions.reduce((t, a) => t + plannedWaitMs(a), 0);
         checkWaits(waits, limits.maxWaitMs, 'actions');
@@ -242,10 +254,12 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         await computer.act('batch', ctx.signal, { exclusive: true, plannedWaitMs: waits }, (run, d) => runBatch(computer, run, body.actions, d, budget, log));
         return { status: 204 };
       },
-    ),
-    route(
-      'clipboard/read',
-      {
+    }),
+    route({
+      method: 'POST',
+      path: `${P}/clipboard/read`,
+      scope: 'computer',
+      doc: {
         summary: 'The clipboard\u2019s text',
         description:
           'Read through the current page\u2019s Clipboard API (navigator.clipboard.readText from the daemon\u2019s isolated world): the daemon ' +
@@ -260,15 +274,17 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'the text', schema: z.object({ text: z.string() }) } },
         errors: ACTION_ERRORS,
       },
-      async (ctx) => {
+      handler: async (ctx) => {
         await ctx.json(s.none, { optional: true });
         const text = await computer.act('clipboard_read', ctx.signal, { exclusive: true }, async (run, d) => readClipboard(await computer.page(run, d), d, log));
         return { status: 200, body: { text } };
       },
-    ),
-    route(
-      'clipboard/write',
-      {
+    }),
+    route({
+      method: 'POST',
+      path: `${P}/clipboard/write`,
+      scope: 'computer',
+      doc: {
         summary: 'Put text on the clipboard',
         description:
           'Written through the current page\u2019s Clipboard API (navigator.clipboard.writeText), with focus and the same permission for the ' +
@@ -280,11 +296,11 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         responses: done,
         errors: ACTION_ERRORS,
       },
-      async (ctx) => {
+      handler: async (ctx) => {
         const body = await ctx.json(s.clipboardWrite);
         await computer.act('clipboard_write', ctx.signal, { exclusive: true }, async (run, d) => writeClipboard(await computer.page(run, d), body.text, d, log));
         return { status: 204 };
       },
-    ),
+    }),
   ];
 }

@@ -7,11 +7,14 @@ import type { Config } from '../core/config.js';
 import { BadRequestError, PayloadTooLargeError } from '../core/errors.js';
 import { readBody } from '../http/body.js';
 import type { RequestContext, Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { BrowserFetcher } from './fetcher.js';
 import { z } from 'zod';
 import { qInt, qRequired } from '../http/query.js';
 import { RAW_METHODS, curlParamsSchema, curlResponseSchema } from './schemas.js';
 import { checkTarget } from './target.js';
+
+const route = routesIn('daemon/curl/routes.ts');
 
 export interface CurlRouteDeps {
   config: Config;
@@ -133,11 +136,11 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
     errors: [413, 422, 429, 503, 504],
   };
   const routes: Route[] = [
-    { method: 'POST', path: '/curl', scope: 'browser:fetch', doc: curlDoc, handler: curl },
-    { method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: { ...curlDoc, summary: `${curlDoc.summary}; the same as POST /curl` }, handler: curl },
+    route({ method: 'POST', path: '/curl', scope: 'browser:fetch', doc: curlDoc, handler: curl }),
+    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: { ...curlDoc, summary: `${curlDoc.summary}; the same as POST /curl` }, handler: curl }),
   ];
   for (const method of RAW_METHODS) {
-    routes.push({
+    routes.push(route({
       method,
       path: '/curl/raw',
       scope: 'browser:fetch',
@@ -155,7 +158,7 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
         errors: [400, 413, 422, 429, 503, 504],
       },
       handler: raw,
-    });
+    }));
   }
   return routes;
 }

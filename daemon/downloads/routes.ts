@@ -1,7 +1,10 @@
 // GET /browsers/{id}/fs/downloads: the downloads folder and the downloads in it.
 import { z } from 'zod';
 import type { Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { Download } from './tracker.js';
+
+const route = routesIn('daemon/downloads/routes.ts');
 
 export interface RouteDeps {
   downloadsDir: string;
@@ -28,7 +31,7 @@ export const downloadsSchema = z.object({
 
 export function downloadRoutes(deps: RouteDeps): Route[] {
   return [
-    {
+    route({
       method: 'GET',
       path: '/browsers/{id}/fs/downloads',
       scope: 'fs:read',
@@ -46,6 +49,6 @@ export function downloadRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'the folder and the downloads', schema: downloadsSchema } },
       },
       handler: () => Promise.resolve({ status: 200, body: { path: deps.downloadsDir, downloads: deps.list() } }),
-    },
+    }),
   ];
 }

@@ -7,10 +7,13 @@ import type { Browser } from '../chromium/types.js';
 import { LimitExceededError, NotFoundError } from '../core/errors.js';
 import { waitQuery } from '../http/query.js';
 import type { Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { Installer } from './installer.js';
 import { receiveUpload } from './intake/upload.js';
 import { prepareItems } from './intake/prepare.js';
 import { ACTIVATIONS, isValidName, NAME_RE, type Store } from './store.js';
+
+const route = routesIn('daemon/extensions/routes.ts');
 
 export interface RouteDeps {
   config: Config;
@@ -82,7 +85,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
     '(Chromium\'s --load-extension separates paths with commas): every upload is then 422 activation_failed, inner_error state_dir_unusable.';
 
   return [
-    {
+    route({
       method: 'POST',
       path: '/browsers/{id}/extensions',
       scope: 'extensions:write',
@@ -135,15 +138,15 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
           await rm(staging, { recursive: true, force: true });
         }
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/browsers/{id}/extensions',
       scope: 'browser:read',
       doc: { summary: 'The installed extensions', responses: { 200: { description: 'the installed set', schema: listResult } } },
       handler: async () => ({ status: 200, body: { extensions: installer.list() } }),
-    },
-    {
+    }),
+    route({
       method: 'DELETE',
       path: '/browsers/{id}/extensions/{name}',
       scope: 'extensions:write',
@@ -164,6 +167,6 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
         await browser.withLock('extensions', () => deps.remove(name, ctx.log), { wait, signal: ctx.signal });
         return { status: 204 };
       },
-    },
+    }),
   ];
 }

@@ -7,7 +7,8 @@ import type { Metrics } from '../core/metrics.js';
 import { PayloadTooLargeError } from '../core/errors.js';
 import type { ZipSink } from '../core/zip/write.js';
 import { qRequired, qString } from '../http/query.js';
-import type { HttpRoute, Method, Reply, RequestContext, Route, RouteDoc } from '../http/router.js';
+import type { Reply, RequestContext, Route, RouteDoc } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import * as doc from './docs.js';
 import { fileInfo, listDir } from './read/entries.js';
 import type { Guard } from './paths/guard.js';
@@ -22,6 +23,8 @@ import { resolveForWrite, writeAtomic } from './write/write.js';
 import { planZip, writeZip } from './read/zip-download.js';
 import { tarSource, zstdCompressor } from './read/tar-download.js';
 import { pipeline } from 'node:stream/promises';
+
+const route = routesIn('daemon/fs/routes.ts');
 
 export interface RouteDeps {
   config: Config;
@@ -38,11 +41,6 @@ const BINARY = { type: 'string', format: 'binary' };
 const binary = (description: string, mediaType = 'application/octet-stream') => ({ description, mediaType, schema: BINARY });
 const multipart = (schema: Record<string, unknown>) => ({ mediaType: 'multipart/form-data', schema });
 const done = { 204: { description: 'done' } };
-
-/** One files route, `name` under /browsers/{id}/fs. */
-function route(method: Method, name: string, scope: 'fs:read' | 'fs:write', routeDoc: RouteDoc, handler: HttpRoute['handler']): Route {
-  return { method, path: `${F}/${name}`, scope, doc: routeDoc, handler };
-}
 
 /** OpenAPI facts whose description gets the one table of errors appended. */
 type Facts = Omit<RouteDoc, 'description'> & { description: string };
@@ -80,7 +78,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
 
   /** A read of the path in `?path=` (GET, fs:read): the handler gets it checked. */
   const read = (name: string, facts: Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
-    route('GET', name, 'fs:read', described({ ...facts, query: pathQuery }), (ctx) => handler(ctx, pathOf(ctx)));
+    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: described({ ...facts, query: pathQuery }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
 
   /** A change named by a JSON body (PUT, fs:write): the body read, its `paths` checked, the change made, 204. */
   const change = <K extends string, T extends Record<K, string>>(
@@ -89,12 +87,12 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     apply: (body: T) => Promise<void>,
   ): Route => {
     const { paths, ...rest } = facts;
-    return route('PUT', name, 'fs:write', described({ ...rest, responses: done }), async (ctx) => {
+    return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: described({ ...rest, responses: done }), handler: async (ctx) => {
       const body = await ctx.json(facts.body);
       for (const field of paths) checkPathInput(body[field], field);
       await apply(body);
       return { status: 204 };
-    });
+    } });
   };
 
   return [
@@ -123,11 +121,11 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         return null;
       },
     ),
-    route(
-      'PUT',
-      'write_file',
-      'fs:write',
-      described({
+    route({
+      method: 'PUT',
+      path: `${F}/write_file`,
+      scope: 'fs:write',
+      doc: described({
         summary: 'Write a whole file from the raw body (atomic)',
         description: text.write,
         query: writeQuery,
@@ -135,7 +133,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         responses: done,
         errors: [400, 409, 413, 507],
       }),
-      async (ctx) => {
+      handler: async (ctx) => {
         const p = pathOf(ctx);
         const mode = parseMode('mode', ctx.query.mode as string | undefined, 0o644);
         const declared = Number(ctx.req.headers['content-length'] ?? Number.NaN);
@@ -149,7 +147,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         }
         return { status: 204 };
       },
-    ),
+    }),
     read(
       'list_files',
       { summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema } }, errors: [400, 409, 413] },
@@ -224,11 +222,11 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         await setPermissions(guard, body.path, mode, await parseOwner('owner', body.owner), await parseOwner('group', body.group));
       },
     ),
-    route(
-      'POST',
-      'upload',
-      'fs:write',
-      described({
+    route({
+      method: 'POST',
+      path: `${F}/upload`,
+      scope: 'fs:write',
+      doc: described({
         summary: 'Upload files (multipart), each to its own destination',
         description: text.upload,
         body: multipart({
@@ -246,29 +244,29 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         responses: done,
         errors: [409, 413, 507],
       }),
-      async (ctx) => {
+      handler: async (ctx) => {
         const files = await receiveFiles(ctx.req, { guard, spoolDir, limits: c });
         ctx.log.info({ event: 'fs_upload', files }, 'files uploaded');
         return { status: 204 };
       },
-    ),
-    route(
-      'POST',
-      'upload_zip',
-      'fs:write',
-      described({
+    }),
+    route({
+      method: 'POST',
+      path: `${F}/upload_zip`,
+      scope: 'fs:write',
+      doc: described({
         summary: 'Upload a zip archive and unpack it into a folder',
         description: text.zip,
         body: multipart({ type: 'object', required: ['dest_path', 'zip_file'], properties: { dest_path: { type: 'string' }, zip_file: BINARY } }),
         responses: done,
         errors: [409, 413, 422, 507],
       }),
-      async (ctx) => {
+      handler: async (ctx) => {
         const r = await receiveZip(ctx.req, { guard, spoolDir, limits: c });
         ctx.log.info({ event: 'fs_upload_zip', entries: r.entries, bytes: r.bytes }, 'archive unpacked');
         return { status: 204 };
       },
-    ),
+    }),
     read(
       'download_dir_zip',
       { summary: 'A folder as a zip archive (streamed)', description: text.download, responses: { 200: binary('the archive', 'application/zip') }, errors: [400, 409, 413] },
@@ -291,23 +289,23 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         return null;
       },
     ),
-    route(
-      'POST',
-      'upload_zstd',
-      'fs:write',
-      described({
+    route({
+      method: 'POST',
+      path: `${F}/upload_zstd`,
+      scope: 'fs:write',
+      doc: described({
         summary: 'Upload a tar.zst archive and unpack it into a folder',
         description: text.zstd,
         body: multipart({ type: 'object', required: ['dest_path', 'archive_file'], properties: { dest_path: { type: 'string' }, archive_file: BINARY } }),
         responses: done,
         errors: [409, 413, 422, 507],
       }),
-      async (ctx) => {
+      handler: async (ctx) => {
         const r = await receiveZip(ctx.req, { guard, spoolDir, limits: c }, 'tar.zst');
         ctx.log.info({ event: 'fs_upload_zstd', entries: r.entries, bytes: r.bytes }, 'archive unpacked');
         return { status: 204 };
       },
-    ),
+    }),
     read(
       'download_dir_zstd',
       { summary: 'A folder as a tar.zst archive (streamed)', description: text.downloadZstd, responses: { 200: binary('the archive', 'application/zstd') }, errors: [400, 409, 413] },
@@ -330,24 +328,24 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         return null;
       },
     ),
-    route(
-      'POST',
-      'watch',
-      'fs:read',
-      described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] }),
-      async (ctx) => {
+    route({
+      method: 'POST',
+      path: `${F}/watch`,
+      scope: 'fs:read',
+      doc: described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] }),
+      handler: async (ctx) => {
         const body = await ctx.json(doc.watchBody);
         checkPathInput(body.path);
         const w = await watches.start(body.path, body.recursive ?? false);
         return { status: 200, body: { watch_id: w.id } };
       },
-    ),
-    route(
-      'GET',
-      'watch/{watch_id}/events',
-      'fs:read',
-      { summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } },
-      async (ctx) => {
+    }),
+    route({
+      method: 'GET',
+      path: `${F}/watch/{watch_id}/events`,
+      scope: 'fs:read',
+      doc: { summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } },
+      handler: async (ctx) => {
         const { watch, signal, detach } = watches.attach(ctx.params.watch_id ?? '');
         try {
           await streamWatch(ctx.res, watch, AbortSignal.any([signal, ctx.signal]));
@@ -356,10 +354,10 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         }
         return null;
       },
-    ),
-    route('DELETE', 'watch/{watch_id}', 'fs:read', { summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }, async (ctx) => {
+    }),
+    route({ method: 'DELETE', path: `${F}/watch/{watch_id}`, scope: 'fs:read', doc: { summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }, handler: async (ctx) => {
       watches.stop(ctx.params.watch_id ?? '');
       return { status: 204 };
-    }),
+    } }),
   ];
 }

@@ -89,6 +89,7 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
     }
     const op: Record<string, unknown> = {
       operationId: operationIdOf(route.method, route.path),
+      tags: [familyOf(route.source)],
       summary: d.summary,
       description: d.description,
       security: route.scope === null ? [] : [{ bearer: [] }, { sessionToken: [] }, { sessionTokenQuery: [] }],
@@ -103,12 +104,14 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
         : { required: body.required ?? true, content: { [body.mediaType]: { schema: body.schema } } };
     }
     if (route.upgrade) op['x-websocket'] = true;
+    op['x-source'] = route.source;
     (paths[route.path] ??= {})[route.method.toLowerCase()] = op;
   }
   return {
     openapi: '3.1.0',
     info: { title: 'browserd', version: info.version, description: info.description },
     servers: [{ url: '/' }],
+    tags: [...new Set(routes.map((r) => familyOf(r.source)))].sort().map((name) => ({ name, description: `the routes of daemon/${name === 'system' ? 'http' : name}/` })),
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'A key: BROWSERD_TOKEN, <state>/token, or a key of BROWSERD_KEYS_FILE (its sha256 stored).' },
@@ -119,6 +122,15 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
     },
     paths,
   };
+}
+
+/**
+ * A route's family (its OpenAPI tag): the daemon module that serves it, `fs` for
+ * daemon/fs/routes.ts; `system` for the routes of http/ itself (health, readiness, metrics, this document).
+ */
+export function familyOf(source: string): string {
+  const module = source.split('/')[1] ?? source;
+  return module === 'http' ? 'system' : module;
 }
 
 /** A route's OpenAPI operationId: `getBrowsersIdTelemetryStream` for GET /browsers/{id}/telemetry/stream. */

@@ -1,5 +1,5 @@
 // The route table: every route declares its method, path template, scope, OpenAPI facts and
-// handler. Matching is by path segments; `{name}` matches one non-empty segment.
+// handler (through http/route.ts's routesIn, which also records the file that declares it). Matching is by path segments; `{name}` matches one non-empty segment.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ZodType } from 'zod';
@@ -67,6 +67,8 @@ export interface RouteDoc {
 
 interface BaseRoute {
   method: Method;
+  /** The file that declares it, from the repository root (http/route.ts's routesIn adds it). */
+  source: string;
   path: string;
   /** null: public (no token). 'any': any valid token. Else the scope required. */
   scope: Scope | 'any' | null;

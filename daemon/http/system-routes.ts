@@ -3,6 +3,10 @@ import { z } from 'zod';
 import type { Metrics } from '../core/metrics.js';
 import { BrowserUnavailableError } from '../core/errors.js';
 import type { Route } from './router.js';
+import { routesIn } from './route.js';
+import { DOCS_PAGE_CSP, renderDocsPage } from './docs-page.js';
+
+const route = routesIn('daemon/http/system-routes.ts');
 
 interface SystemDeps {
   metrics: Metrics;
@@ -16,15 +20,16 @@ const statusSchema = z.object({ status: z.literal('ok') });
 const whoamiSchema = z.object({ key_id: z.string(), scopes: z.array(z.string()), project: z.string().nullable() });
 
 export function systemRoutes(deps: SystemDeps): Route[] {
+  let docsPage: string | null = null;
   return [
-    {
+    route({
       method: 'GET',
       path: '/healthz',
       scope: null,
       doc: { summary: 'Liveness: 200 while the process serves', responses: { 200: { description: 'serving', schema: statusSchema } } },
       handler: async () => ({ status: 200, body: { status: 'ok' } }),
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/readyz',
       scope: null,
@@ -38,15 +43,40 @@ export function systemRoutes(deps: SystemDeps): Route[] {
         if (reason !== null) throw new BrowserUnavailableError(reason);
         return { status: 200, body: { status: 'ok' } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/openapi.json',
       scope: null,
       doc: { summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'the document', schema: { type: 'object' } } } },
       handler: async () => ({ status: 200, body: deps.openapi() }),
-    },
-    {
+    }),
+    route({
+      method: 'GET',
+      path: '/docs',
+      scope: null,
+      doc: {
+        summary: 'This OpenAPI document as a page to read in a browser (self-contained: it makes no request)',
+        description:
+          'Public like GET /openapi.json, whose facts it renders (one section per route family; each route with its scope, parameters, body and responses): ' +
+          'a person opens it from a link, and it holds no secret. Rendered once by the daemon; its Content-Security-Policy forbids the page any request (no script, font or image).',
+        responses: { 200: { description: 'the page', mediaType: 'text/html; charset=utf-8', schema: { type: 'string' } } },
+      },
+      handler: async (ctx) => {
+        docsPage ??= renderDocsPage(deps.openapi());
+        ctx.res
+          .writeHead(200, {
+            'content-type': 'text/html; charset=utf-8',
+            'content-length': Buffer.byteLength(docsPage),
+            'content-security-policy': DOCS_PAGE_CSP,
+            'x-content-type-options': 'nosniff',
+            'cache-control': 'no-cache',
+          })
+          .end(docsPage);
+        return null;
+      },
+    }),
+    route({
       method: 'GET',
       path: '/metrics',
       scope: 'browser:read',
@@ -59,8 +89,8 @@ export function systemRoutes(deps: SystemDeps): Route[] {
         ctx.res.writeHead(200, { 'content-type': deps.metrics.registry.contentType }).end(text);
         return null;
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/whoami',
       scope: 'any',
@@ -73,6 +103,6 @@ export function systemRoutes(deps: SystemDeps): Route[] {
         if (id === null) throw new Error('whoami without identity');
         return { status: 200, body: { key_id: id.keyId, scopes: [...id.scopes].sort(), project: id.project } };
       },
-    },
+    }),
   ];
 }

@@ -6,8 +6,11 @@ import { ForbiddenError } from '../core/errors.js';
 import type { Identity } from '../http/auth.js';
 import { qBool, qString } from '../http/query.js';
 import type { Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import { LIVE_PAGE, LIVE_PAGE_CSP } from './page.js';
 import type { LiveHub } from './viewers.js';
+
+const route = routesIn('daemon/live/routes.ts');
 
 const query = z.strictObject({
   readOnly: qBool('true: watch only, input is ignored (also without the live:control scope)'),
@@ -23,7 +26,7 @@ function canView(identity: Identity | null): boolean {
 
 export function liveRoutes(hub: LiveHub): Route[] {
   return [
-    {
+    route({
       method: 'GET',
       path: '/browsers/{id}/live',
       scope: 'any',
@@ -52,8 +55,8 @@ export function liveRoutes(hub: LiveHub): Route[] {
         ctx.res.end(LIVE_PAGE);
         return null;
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/browsers/{id}/live/ws',
       scope: 'any',
@@ -80,6 +83,6 @@ export function liveRoutes(hub: LiveHub): Route[] {
         }
         hub.handle(ctx, ctx.identity.scopes.has('live:control') && ctx.query.readOnly !== true);
       },
-    },
+    }),
   ];
 }

@@ -6,11 +6,14 @@ import type { Metrics } from '../core/metrics.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 import { qBool, qString } from '../http/query.js';
 import type { Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import { FILE_POLL_MS, FileTail } from './file-tail.js';
 import type { ResolveReadable } from './index.js';
 import { MAX_LINE_CHARS, type LogRing } from './ring.js';
 import { RingSource, type LogSource } from './source.js';
 import { streamLogs } from './sse.js';
+
+const route = routesIn('daemon/logs/routes.ts');
 
 const SUPERVISOR_PROCESSES = ['browserd', 'chromium'] as const;
 
@@ -62,7 +65,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
   };
 
   return [
-    {
+    route({
       method: 'GET',
       path: '/browsers/{id}/logs/stream',
       scope: 'logs:read',
@@ -107,6 +110,6 @@ export function logRoutes(deps: RouteDeps): Route[] {
         }
         return null;
       },
-    },
+    }),
   ];
 }

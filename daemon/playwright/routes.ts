@@ -5,7 +5,10 @@ import { z } from 'zod';
 import { BrowserUnavailableError, LimitExceededError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { RunnerPool, PoolExecution } from './pool.js';
+
+const route = routesIn('daemon/playwright/routes.ts');
 
 const EXECUTE_DEFAULT_TIMEOUT_SEC = 60;
 const EXECUTE_MAX_TIMEOUT_SEC = 600;
@@ -54,7 +57,7 @@ function exitText(e: Extract<PoolExecution['outcome'], { kind: 'exited' }>): str
 export function playwrightRoutes(deps: RouteDeps): Route[] {
   const { pool, metrics } = deps;
   return [
-    {
+    route({
       method: 'POST',
       path: '/browsers/{id}/playwright/execute',
       scope: 'playwright:execute',
@@ -160,6 +163,6 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
         };
         return { status: 200, body: reply };
       },
-    },
+    }),
   ];
 }

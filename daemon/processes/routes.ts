@@ -6,6 +6,7 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { sessionMembers } from '../core/process/group.js';
 import type { RequestContext, Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import { runExec } from './exec.js';
 import type { ExecOutputPool } from './exec-output-pool.js';
 import { PROCESS_STOP_GRACE_MS, type GroupSet, type ProcessGroup } from './groups/groups.js';
@@ -34,6 +35,8 @@ import {
 import { decodeStdin, readWithStdinLimit, stdinRoutes } from './stdin/routes.js';
 import type { StdinBudget } from './stdin/stdin-budget.js';
 import { STDIN_QUEUE_FACTOR } from './stdin/stdin-writer.js';
+
+const route = routesIn('daemon/processes/routes.ts');
 
 export interface RouteDeps {
   config: Config;
@@ -92,7 +95,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
   const routeDeps = { ...deps, lookup };
 
   return [
-    {
+    route({
       method: 'POST',
       path: `${P}/exec`,
       scope: 'processes:exec',
@@ -141,8 +144,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
         );
         return { status: 200, body: result };
       },
-    },
-    {
+    }),
+    route({
       method: 'POST',
       path: `${P}/spawn`,
       scope: 'processes:exec',
@@ -182,8 +185,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
         table.add(proc);
         return { status: 200, body: { process_id: proc.id, pid: proc.pid, started_at: proc.startedAt.toISOString() } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: P,
       scope: 'browser:read',
@@ -197,8 +200,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const [, scan] = await Promise.all([groups.refresh(), sessionMembers(procs.filter((p) => !p.group.ended).map((p) => p.pgid))]);
         return { status: 200, body: { processes: procs.map((p) => p.status(scan)) } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${P}/{process_id}/status`,
       scope: 'browser:read',
@@ -215,10 +218,10 @@ export function processRoutes(deps: RouteDeps): Route[] {
         const [, scan] = await Promise.all([proc.group.alive(), sessionMembers(proc.group.ended ? [] : [proc.pgid])]);
         return { status: 200, body: proc.status(scan) };
       },
-    },
+    }),
     ...outputRoutes(routeDeps),
     ...stdinRoutes(routeDeps),
-    {
+    route({
       method: 'POST',
       path: `${P}/{process_id}/kill`,
       scope: 'processes:write',
@@ -242,7 +245,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         ctx.log.info({ event: 'process_signalled', child_pid: proc.pid, process_id: proc.id, signal }, 'process group signalled');
         return { status: 200, body: { ok: true } };
       },
-    },
+    }),
     ...ptyRoutes(routeDeps),
   ];
 }

@@ -15,10 +15,13 @@ import { ArchiveError } from '../core/zip/unzip.js';
 import type { Identity } from '../http/auth.js';
 import { qInt, qString } from '../http/query.js';
 import type { RequestContext, Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import { packProfile, profileStream, unpackProfile } from './archive.js';
 import { PROFILE_LIMITS } from './limits.js';
 import type { ProfileStore, StoredProfile } from './store.js';
 import { findProfile } from './switch.js';
+
+const route = routesIn('daemon/profiles/routes.ts');
 
 const nameSchema = z.string({ error: 'must be a string' }).trim().min(1, 'must not be empty').max(255, 'must be at most 255 characters');
 const createSchema = z.strictObject({ name: nameSchema.optional().meta({ description: 'Unique among the profiles this key sees' }) });
@@ -117,7 +120,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
   };
 
   return [
-    {
+    route({
       method: 'POST',
       path: '/profiles',
       scope: 'profiles:write',
@@ -154,8 +157,8 @@ export function profileRoutes(deps: RouteDeps): Route[] {
         ctx.log.info({ event: 'profile_created', profile_id: record.id, from_archive: upload }, 'profile created');
         return { status: 201, body: toPublic(record), headers: { location: `/profiles/${record.id}` } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/profiles',
       scope: 'profiles:read',
@@ -174,15 +177,15 @@ export function profileRoutes(deps: RouteDeps): Route[] {
         const hasMore = offset + items.length < matching.length;
         return { status: 200, body: items.map(toPublic), headers: { 'x-has-more': String(hasMore), 'x-next-offset': String(hasMore ? offset + items.length : 0) } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:read',
       doc: { summary: 'One profile', responses: { 200: { description: 'the profile', schema: profileSchema } } },
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
-    },
-    {
+    }),
+    route({
       method: 'PATCH',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:write',
@@ -196,8 +199,8 @@ export function profileRoutes(deps: RouteDeps): Route[] {
         });
         return { status: 200, body: toPublic(store.get(p.id) ?? p) };
       },
-    },
-    {
+    }),
+    route({
       method: 'DELETE',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:write',
@@ -209,8 +212,8 @@ export function profileRoutes(deps: RouteDeps): Route[] {
         ctx.log.info({ event: 'profile_deleted', profile_id: p.id }, 'profile deleted');
         return { status: 204 };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/profiles/{id_or_name}/download',
       scope: 'profiles:read',
@@ -239,6 +242,6 @@ export function profileRoutes(deps: RouteDeps): Route[] {
         src.destroy();
         return null;
       },
-    },
+    }),
   ];
 }

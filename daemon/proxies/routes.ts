@@ -10,6 +10,7 @@ import type { Identity } from '../http/auth.js';
 import { LimitExceededError, NotFoundError, UnsupportedFieldError } from '../core/errors.js';
 import { qInt, qString } from '../http/query.js';
 import type { RequestContext, Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { BrowserUpdatePart } from '../chromium/types.js';
 import type { ActiveControl } from './active.js';
 import type { ProxyChecker } from './check/check.js';
@@ -18,6 +19,8 @@ import { LIST_LIMITS, listPage, toPublic, visibleTo, type ListQuery } from './st
 import { checkBodySchema, createProxySchema, proxyListSchema, proxySchema, updateProxySchema } from './store/schema.js';
 import { parseCheckUrl } from './check/ssrf.js';
 import type { ProxyStore, StoredProxy } from './store/store.js';
+
+const route = routesIn('daemon/proxies/routes.ts');
 
 export { MAX_PROXIES } from './docs.js';
 
@@ -74,7 +77,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
   };
 
   return [
-    {
+    route({
       method: 'POST',
       path: '/proxies',
       scope: 'proxies:write',
@@ -110,8 +113,8 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         ctx.log.info({ event: 'proxy_created', proxy_id: record.id, type: record.type, project: record.project }, 'proxy created');
         return { status: 201, body: toPublic(record), headers: { location: `/proxies/${record.id}` } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/proxies',
       scope: 'proxies:read',
@@ -126,15 +129,15 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         const page = listPage(store.list(), identityOf(ctx).project, ctx.query as ListQuery);
         return { status: 200, body: page.items.map(toPublic), headers: { 'x-has-more': String(page.hasMore), 'x-next-offset': String(page.nextOffset) } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/proxies/{id}',
       scope: 'proxies:read',
       doc: { summary: 'One proxy', responses: { 200: { description: 'the proxy', schema: proxySchema } } },
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
-    },
-    {
+    }),
+    route({
       method: 'PATCH',
       path: '/proxies/{id}',
       scope: 'proxies:write',
@@ -152,8 +155,8 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         if (JSON.stringify(p.bypass_hosts ?? []) !== JSON.stringify(updated.bypass_hosts ?? [])) await active.refresh(p.id, ctx.log);
         return { status: 200, body: toPublic(updated) };
       },
-    },
-    {
+    }),
+    route({
       method: 'DELETE',
       path: '/proxies/{id}',
       scope: 'proxies:write',
@@ -165,8 +168,8 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         ctx.log.info({ event: 'proxy_deleted', proxy_id: p.id }, 'proxy deleted');
         return { status: 204 };
       },
-    },
-    {
+    }),
+    route({
       method: 'POST',
       path: '/proxies/{id}/check',
       scope: 'proxies:check',
@@ -207,6 +210,6 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         await checker.shared(`${proxy.id}\n${target.url.href}`, ctx.log, () => checker.checkUrl(proxy, upstream, target, ctx.log));
         return { status: 200, body: toPublic(find(ctx)) };
       },
-    },
+    }),
   ];
 }

@@ -6,8 +6,11 @@ import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import { NotFoundError } from '../core/errors.js';
 import type { Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { ReplayRecord, StartParams } from './index.js';
 import type { Marker } from './recording.js';
+
+const route = routesIn('daemon/replays/routes.ts');
 
 export interface RouteDeps {
   limits: Config['replays'];
@@ -53,7 +56,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
     `(BROWSERD_REPLAY_MAX_KEPT; the oldest finished ones are deleted past it); a recording stops by itself, finalized, at its duration or size ` +
     `limit or when the file system has less than ${c.minFreeBytes} bytes free (BROWSERD_REPLAY_MIN_FREE_BYTES), and says why in stop_reason.`;
   return [
-    {
+    route({
       method: 'POST',
       path: P,
       scope: 'replays:write',
@@ -74,15 +77,15 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         const r = await deps.start(body, (id) => `http://${host}/browsers/${encodeURIComponent(ctx.params.id ?? '')}/replays/${id}`);
         return { status: 201, body: r };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: P,
       scope: 'replays:read',
       doc: { summary: 'List the recordings', description: 'Every recording kept, oldest first, recording or finished. ' + limitsText, responses: { 200: { description: 'the recordings', schema: z.array(record) } } },
       handler: () => Promise.resolve({ status: 200, body: deps.list() }),
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${P}/{replay_id}`,
       scope: 'replays:read',
@@ -108,15 +111,15 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         await pipeline(createReadStream(file), ctx.res).catch(() => ctx.res.destroy());
         return null;
       },
-    },
-    {
+    }),
+    route({
       method: 'POST',
       path: `${P}/{replay_id}/stop`,
       scope: 'replays:write',
       doc: { summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record } } },
       handler: async (ctx) => ({ status: 200, body: await deps.stop(ctx.params.replay_id ?? '') }),
-    },
-    {
+    }),
+    route({
       method: 'DELETE',
       path: `${P}/{replay_id}`,
       scope: 'replays:write',
@@ -125,8 +128,8 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         await deps.remove(ctx.params.replay_id ?? '');
         return { status: 204 };
       },
-    },
-    {
+    }),
+    route({
       method: 'POST',
       path: `${P}/{replay_id}/markers`,
       scope: 'replays:write',
@@ -140,6 +143,6 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         const body = await ctx.json(markerBody);
         return { status: 201, body: await deps.mark(ctx.params.replay_id ?? '', body.label) };
       },
-    },
+    }),
   ];
 }

@@ -6,10 +6,13 @@ import { BadRequestError, LimitExceededError } from '../core/errors.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 import { qInt, qString } from '../http/query.js';
 import type { HttpRoute, Route } from '../http/router.js';
+import { routesIn } from '../http/route.js';
 import type { CategorySwitches, Stored, TelemetryBus } from './bus.js';
 import { CATEGORIES, DEFAULT_ON, type Category } from './event.js';
 import { boundValue } from './redact.js';
 import { streamTelemetry } from './sse.js';
+
+const route = routesIn('daemon/telemetry/routes.ts');
 
 /** A custom event's body at most. */
 export const CUSTOM_EVENT_MAX_BYTES = 16 * 1024;
@@ -109,11 +112,11 @@ function lastEventId(raw: string | string[] | undefined): number | null {
 export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
   const { bus, maxStreams } = deps;
   let open = 0;
-  const both = (r: Omit<HttpRoute, 'path'> & { sub: string }): Route[] => {
+  const both = (r: Omit<HttpRoute, 'path' | 'source'> & { sub: string }): Route[] => {
     const { sub, ...rest } = r;
     return [
-      { ...rest, path: `/telemetry${sub}` },
-      { ...rest, path: `/browsers/{id}/telemetry${sub}` },
+      route({ ...rest, path: `/telemetry${sub}` }),
+      route({ ...rest, path: `/browsers/{id}/telemetry${sub}` }),
     ];
   };
   const config = (method: 'PUT' | 'PATCH'): Route[] =>

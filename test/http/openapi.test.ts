@@ -11,6 +11,7 @@ const CONTRACT_ROUTES = [
   'GET /healthz',
   'GET /readyz',
   'GET /openapi.json',
+  'GET /docs',
   'GET /metrics',
   'GET /whoami',
   'GET /browsers/{id}',
@@ -163,7 +164,7 @@ test('the session token is documented: its format and both sources (Authorizatio
 test('public routes are marked without security; the others need a bearer token', () => {
   for (const [p, ops] of Object.entries(doc.paths)) {
     for (const [m, op] of Object.entries(ops)) {
-      const isPublic = ['/healthz', '/readyz', '/openapi.json'].includes(p);
+      const isPublic = ['/healthz', '/readyz', '/openapi.json', '/docs'].includes(p);
       assert.equal((op.security ?? []).length === 0, isPublic, `${m} ${p}`);
     }
   }

@@ -10,6 +10,7 @@ import { createMetrics } from '../../daemon/core/metrics.js';
 import { KeyRing } from '../../daemon/http/auth.js';
 import { HttpServer } from '../../daemon/http/server.js';
 import type { Route } from '../../daemon/http/router.js';
+import { routesIn } from '../../daemon/http/route.js';
 import { expectError, rawRequest } from '../helpers/http.js';
 import { Writable } from 'node:stream';
 import { rmSync } from 'node:fs';
@@ -25,15 +26,16 @@ const sink = new Writable({
 });
 
 const bodySchema = z.strictObject({ name: z.string().min(1), count: z.number().int().max(10), tags: z.array(z.string()).optional() });
+const route = routesIn('test/http/server.test.ts');
 const routes: Route[] = [
-  {
+  route({
     method: 'POST',
     path: '/things',
     scope: 'browser:write',
     doc: { summary: 'test', body: bodySchema, responses: { 200: { description: 'ok' } } },
     handler: async (ctx) => ({ status: 200, body: await ctx.json(bodySchema) }),
-  },
-  {
+  }),
+  route({
     method: 'GET',
     path: '/boom',
     scope: null,
@@ -41,7 +43,7 @@ const routes: Route[] = [
     handler: async () => {
       throw new Error('secret internal detail /etc/shadow');
     },
-  },
+  }),
 ];
 
 let server: HttpServer;

@@ -6,12 +6,15 @@ import { ForbiddenError } from '../../core/errors.js';
 import { issuesToProblems } from '../../http/body.js';
 import { waitQuery } from '../../http/query.js';
 import type { Route, RouteDoc } from '../../http/router.js';
+import { routesIn } from '../../http/route.js';
 import type { ConfigurePart, ConfigureProblems } from '../types.js';
 import { VIEWPORT_LIMITS } from '../../core/viewport.js';
 import { MAX_API_FLAGS } from './api-flags.js';
 import type { ApplyOutcome, Configurator } from './configurator.js';
 import { POLICY_LIMITS } from './policies.js';
 import { viewportSchema } from './viewport.js';
+
+const route = routesIn('daemon/chromium/settings/routes.ts');
 
 /** The longest start URL accepted. */
 export const MAX_START_URL_CHARS = 8192;
@@ -116,14 +119,14 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
   const policiesNow = () => ({ policies: c.settings.policies, file: c.policyFile() });
   const flagsNow = () => ({ flags: c.settings.flags, operator_flags: [...operatorFlags] });
   return [
-    {
+    route({
       method: 'GET',
       path: '/browsers/{id}/chromium/policies',
       scope: 'browser:read',
       doc: { summary: "The daemon's own Chrome enterprise policies", responses: { 200: { description: 'the policies', schema: policiesAnswer } } },
       handler: async () => ({ status: 200, body: policiesNow() }),
-    },
-    {
+    }),
+    route({
       method: 'PATCH',
       path: '/browsers/{id}/chromium/policies',
       scope: 'browser:configure',
@@ -143,15 +146,15 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         const o = await c.apply({ policies: body.policies }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
         return { status: 200, body: { ...policiesNow(), chromium: chromiumOf(o) } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: '/browsers/{id}/chromium/flags',
       scope: 'browser:read',
       doc: { summary: 'The Chromium flags set through the API, and the operator\'s', responses: { 200: { description: 'the flags', schema: flagsAnswer } } },
       handler: async () => ({ status: 200, body: flagsNow() }),
-    },
-    {
+    }),
+    route({
       method: 'PATCH',
       path: '/browsers/{id}/chromium/flags',
       scope: 'browser:configure',
@@ -170,8 +173,8 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         const o = await c.apply({ flags: body.flags ?? [], removeFlags: body.remove ?? [] }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
         return { status: 200, body: { ...flagsNow(), chromium: chromiumOf(o) } };
       },
-    },
-    {
+    }),
+    route({
       method: 'POST',
       path: '/browsers/{id}/configure',
       scope: 'browser:configure',
@@ -209,6 +212,6 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         const s = c.settings;
         return { status: 200, body: { viewport: c.viewport(), policies: s.policies, flags: s.flags, chromium: chromiumOf(o) } };
       },
-    },
+    }),
   ];
 }

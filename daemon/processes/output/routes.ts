@@ -3,13 +3,16 @@
 import { BadRequestError } from '../../core/errors.js';
 import { SSE_HEARTBEAT_MS } from '../../core/streams/sse.js';
 import type { Route } from '../../http/router.js';
+import { routesIn } from '../../http/route.js';
 import type { ProcessRouteDeps } from '../routes.js';
 import { PROCESS_BASE as P } from '../schemas.js';
 import { streamOutput } from './sse.js';
 
+const route = routesIn('daemon/processes/output/routes.ts');
+
 export function outputRoutes(deps: ProcessRouteDeps): Route[] {
   return [
-    {
+    route({
       method: 'GET',
       path: `${P}/{process_id}/stdout/stream`,
       scope: 'browser:read',
@@ -35,7 +38,7 @@ export function outputRoutes(deps: ProcessRouteDeps): Route[] {
         await streamOutput(ctx.res, proc.output, { from, signal: ctx.signal });
         return null;
       },
-    },
+    }),
   ];
 }
 

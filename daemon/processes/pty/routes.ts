@@ -3,15 +3,18 @@ import { z } from 'zod';
 import { ConflictError } from '../../core/errors.js';
 import { qBool } from '../../http/query.js';
 import type { Route, UpgradeContext } from '../../http/router.js';
+import { routesIn } from '../../http/route.js';
 import type { ProcessRouteDeps } from '../routes.js';
 import { okResult, PROCESS_BASE as P, resizeBody, TTY_MAX_SIZE } from '../schemas.js';
 import { CLOSE_PROCESS_EXITED, INPUT_PAUSE_BYTES, SEND_BUFFER_BYTES } from './attach.js';
+
+const route = routesIn('daemon/processes/pty/routes.ts');
 
 const MiB = 1024 * 1024;
 
 export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
   return [
-    {
+    route({
       method: 'POST',
       path: `${P}/{process_id}/resize`,
       scope: 'processes:write',
@@ -31,8 +34,8 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
         ctx.log.info({ event: 'process_resized', child_pid: proc.pid, process_id: proc.id, rows: body.rows, cols: body.cols }, 'terminal resized');
         return { status: 200, body: { ok: true } };
       },
-    },
-    {
+    }),
+    route({
       method: 'GET',
       path: `${P}/{process_id}/attach`,
       scope: 'processes:write',
@@ -63,6 +66,6 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
           ctx.refuse(err);
         }
       },
-    },
+    }),
   ];
 }

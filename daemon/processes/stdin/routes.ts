@@ -4,11 +4,14 @@
 import type { ZodType } from 'zod';
 import { BadRequestError, BrowserdError, PayloadTooLargeError } from '../../core/errors.js';
 import type { RequestContext, Route } from '../../http/router.js';
+import { routesIn } from '../../http/route.js';
 import type { ProcessRouteDeps } from '../routes.js';
 import { PROCESS_BASE as P, stdinBody, stdinResult } from '../schemas.js';
 import { STDIN_QUEUE_TOTAL_SETTING } from './stdin-budget.js';
 import { STDIN_QUEUE_FACTOR } from './stdin-writer.js';
 import { Base64Error, base64Length, decodeStrictBase64 } from '../../core/strict-base64.js';
+
+const route = routesIn('daemon/processes/stdin/routes.ts');
 
 const KiB = 1024;
 const SETTING = 'BROWSERD_STDIN_LIMIT_BYTES';
@@ -59,7 +62,7 @@ export function decodeStdin(field: string, text: string, stdinLimitBytes: number
 export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
   const limit = deps.config.processes.stdinLimitBytes;
   return [
-    {
+    route({
       method: 'POST',
       path: `${P}/{process_id}/stdin`,
       scope: 'processes:write',
@@ -95,6 +98,6 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
         const written = await writing;
         return { status: 200, body: { written_bytes: written } };
       },
-    },
+    }),
   ];
 }

@@ -170,6 +170,23 @@ test('a sock_diag that fails at run time hands over to the /proc tables, once, a
   }
   assert.equal(failing.method, 'proc');
   assert.deepEqual(told, ['sock_diag request: Protocol not supported']);
+  // An address the module refuses (ERR_INVALID_ARG) is looked up in the tables once; sock_diag stays.
+  const picky = new PeerLookup({
+    owners: {
+      uidOf: () => {
+        throw Object.assign(new TypeError('uidOf: not two IP addresses of one family'), { code: 'ERR_INVALID_ARG' });
+      },
+    },
+    onFallback: (why) => told.push(why),
+  });
+  const c2 = await connectionFrom(null);
+  try {
+    assert.equal(await picky.uidOf(c2.socket, performance.now()), process.getuid?.());
+  } finally {
+    c2.close();
+  }
+  assert.equal(picky.method, 'sock_diag');
+  assert.equal(told.length, 1);
 });
 
 test('a connection of another uid is closed unanswered; the daemon uid is served', async () => {

@@ -206,11 +206,14 @@ export class PeerLookup {
         const uid = this.owners.uidOf(remoteAddress, remotePort, localAddress, localPort);
         return uid < 0 ? null : uid;
       } catch (err) {
-        // The interface itself failed (e.g. a kernel without inet_diag): the tables from now on.
-        this.owners = null;
-        this.method = 'proc';
-        this.fallbackReason = (err as Error).message;
-        this.opts.onFallback?.(this.fallbackReason);
+        if ((err as NodeJS.ErrnoException).code !== 'ERR_INVALID_ARG') {
+          // The interface itself failed (e.g. a kernel without inet_diag): the tables from now on.
+          this.owners = null;
+          this.method = 'proc';
+          this.fallbackReason = (err as Error).message;
+          this.opts.onFallback?.(this.fallbackReason);
+        }
+        // An address the module cannot ask about (not the forwarder's own IPv4 loopback): the tables, this once.
       }
     }
     for (const reader of this.readers) {

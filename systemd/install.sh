@@ -40,6 +40,8 @@ done
 [ "$(id -u)" -eq 0 ] || die "run as root (sudo $0)"
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -f "$src/dist/daemon/browserd.js" ] || die "no build in $src/dist: run 'npm ci && npm run build' first"
+# The forwarding proxy's cheap peer check (docs/forwarder.md); without it the daemon reads /proc/net/tcp per connection.
+[ -f "$src/dist/daemon/sock-diag.node" ] || say "warning: no dist/daemon/sock-diag.node (built by 'npm run build' where a C compiler is): the forwarding proxy's peer check will read /proc/net/tcp, milliseconds per new connection"
 [ -f "$src/package-lock.json" ] || die "$src/package-lock.json is missing"
 
 # --- prerequisites -------------------------------------------------------------------------------

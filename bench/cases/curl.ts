@@ -2,8 +2,9 @@
 // the Fetch domain, docs/curl.md) against the same GET made over plain CDP on the same Chromium
 // (Network.loadNetworkResource on the frame of a page already open, its stream read with IO.read:
 // the least CDP work a fetch by the browser's network stack can take, but GET only).
+// Both routes, each against the same peer samples (interleaved: browserd's /curl, /curl/raw, then the peer):
 // - latency: a 1 KiB answer, one request at a time, p50.
-// - throughput: an 8 MiB answer (/curl/raw streamed; loadNetworkResource's stream), MB/s.
+// - throughput: an 8 MiB answer (/curl: base64 in JSON; /curl/raw: streamed; loadNetworkResource's stream), MB/s.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -72,22 +73,28 @@ export const curlBench: Bench = {
         await viaCdp(cdp, sessionId, frameId, `${base}/small`);
       }
       progress('curl: latency of a 1 KiB answer');
-      const lat = { browserd: [] as number[], peer: [] as number[] };
+      const lat = { curl: [] as number[], raw: [] as number[], peer: [] as number[] };
       for (let i = 0; i < LATENCY_SAMPLES; i++) {
-        lat.browserd.push(await sample(() => curl('/small'), SMALL.length));
+        lat.curl.push(await sample(() => curl('/small'), SMALL.length));
+        lat.raw.push(await sample(() => raw('/small'), SMALL.length));
         lat.peer.push(await sample(() => viaCdp(cdp, sessionId, frameId, `${base}/small`), SMALL.length));
       }
       progress('curl: throughput of an 8 MiB answer');
-      const mbps = { browserd: [] as number[], peer: [] as number[] };
+      const mbps = { curl: [] as number[], raw: [] as number[], peer: [] as number[] };
+      const rate = (ms: number): number => BIG.length / 1e6 / (ms / 1000);
       for (let i = 0; i < BIG_SAMPLES; i++) {
-        mbps.browserd.push(BIG.length / 1e6 / ((await sample(() => raw('/big'), BIG.length)) / 1000));
-        mbps.peer.push(BIG.length / 1e6 / ((await sample(() => viaCdp(cdp, sessionId, frameId, `${base}/big`), BIG.length)) / 1000));
+        mbps.curl.push(rate(await sample(() => curl('/big'), BIG.length)));
+        mbps.raw.push(rate(await sample(() => raw('/big'), BIG.length)));
+        mbps.peer.push(rate(await sample(() => viaCdp(cdp, sessionId, frameId, `${base}/big`), BIG.length)));
       }
       cdp.close();
       const peerName = 'Network.loadNetworkResource over plain CDP on an open page (GET only)';
+      const ratio = (a: number[], b: number[]): string => (median(a) / median(b)).toFixed(2);
       return [
-        { name: '15. request through the browser, 1 KiB, p50', unit: 'ms', browserd: median(lat.browserd), peer: median(lat.peer), peerName, note: `${LATENCY_SAMPLES} each, alternating; /curl opens and closes a hidden tab per request` },
-        { name: '15. request through the browser, 8 MiB, median', unit: 'MB/s', browserd: median(mbps.browserd), peer: median(mbps.peer), peerName, higherIsBetter: true, note: `${BIG_SAMPLES} each; /curl/raw streamed to the client` },
+        { name: '15. /curl, 1 KiB answer, p50', unit: 'ms', browserd: median(lat.curl), peer: median(lat.peer), peerName, note: `${LATENCY_SAMPLES} each, interleaved with /curl/raw; ratio ${ratio(lat.curl, lat.peer)}×; /curl opens and closes a hidden tab per request` },
+        { name: '15. /curl/raw, 1 KiB answer, p50', unit: 'ms', browserd: median(lat.raw), peer: median(lat.peer), peerName, note: `the same peer samples; ratio ${ratio(lat.raw, lat.peer)}×` },
+        { name: '15. /curl, 8 MiB answer, median', unit: 'MB/s', browserd: median(mbps.curl), peer: median(mbps.peer), peerName, higherIsBetter: true, note: `${BIG_SAMPLES} each, interleaved with /curl/raw; ratio ${ratio(mbps.curl, mbps.peer)}×; the body base64 in the JSON answer` },
+        { name: '15. /curl/raw, 8 MiB answer, median', unit: 'MB/s', browserd: median(mbps.raw), peer: median(mbps.peer), peerName, higherIsBetter: true, note: `the same peer samples; ratio ${ratio(mbps.raw, mbps.peer)}×; streamed to the client` },
       ];
     } finally {
       await d.cleanup();

@@ -9,12 +9,13 @@
 // the proxy): tinyproxy runs in a mount namespace of its own (unshare, as root) whose /etc/hosts
 // says `bench.test` is 127.0.0.1; the host's /etc/hosts is not touched.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import type net from 'node:net';
+import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
+import { PeerLookup } from '../../daemon/proxies/forwarder/peer.js';
 import { startViaOrigin, type ViaOrigin } from '../../test/helpers/proxies/forwarder.js';
 import { freePort, waitForPort } from '../../test/helpers/proxies/servers.js';
 import { checkRunning, onCleanup, tempDir } from '../../test/kit/cleanup.js';
@@ -102,6 +103,52 @@ function tunnelRequest(proxy: number, authority: string): Promise<number> {
   });
 }
 
+const PEER_CHECKS = 300;
+
+/**
+ * The forwarder's peer-uid check alone, per new connection: sock_diag (the native module) vs the
+ * /proc/net/tcp fallback, on live loopback connections of this process, interleaved, right after
+ * the tunnel rows (their TIME_WAIT sockets still in the tables, as on a busy machine).
+ */
+async function peerCheckRow(): Promise<Row> {
+  const byDiag = new PeerLookup();
+  const byProc = new PeerLookup({ owners: null });
+  const name = '8. peer-uid check of a new connection, p50';
+  if (byDiag.method !== 'sock_diag') return skippedRow(name, 'ms', '/proc/net/tcp', `no sock_diag: ${byDiag.fallbackReason ?? ''}`);
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
+  const diag: number[] = [];
+  const proc: number[] = [];
+  try {
+    for (let i = 0; i < PEER_CHECKS; i++) {
+      const accepted = new Promise<net.Socket>((r) => srv.once('connection', r));
+      const client = net.connect(port, '127.0.0.1');
+      const socket = await accepted;
+      const order: [PeerLookup, number[]][] = i % 2 === 0 ? [[byDiag, diag], [byProc, proc]] : [[byProc, proc], [byDiag, diag]];
+      for (const [lookup, out] of order) {
+        const t0 = performance.now();
+        const uid = await lookup.uidOf(socket, t0);
+        out.push(performance.now() - t0);
+        if (uid !== process.getuid?.()) throw new Error(`peer check: uid ${uid}`);
+      }
+      client.destroy();
+      socket.destroy();
+    }
+  } finally {
+    srv.close();
+  }
+  const tcp = readFileSync('/proc/net/tcp', 'latin1').split('\n').length - 2;
+  return {
+    name,
+    unit: 'ms',
+    browserd: median(diag),
+    peer: median(proc),
+    peerName: 'the /proc/net/tcp read it replaced (the fallback without the native module)',
+    note: `N=${PEER_CHECKS} each on live loopback connections, interleaved; p95 ${percentile(diag, 95).toFixed(3)} vs ${percentile(proc, 95).toFixed(2)} ms; ${tcp} sockets in /proc/net/tcp at the end (the kernel walks its whole connection hash for that file however few)`,
+  };
+}
+
 export async function benchForwarder(): Promise<Row[]> {
   const curl = which('curl');
   const name = '8. 50 MB download through the forwarder';
@@ -122,7 +169,8 @@ export async function benchForwarder(): Promise<Row[]> {
   try {
     origin = await startViaOrigin();
     tiny = await privateTinyproxy(origin.port);
-    d = await startDaemon();
+    // forwarder-uid=0: the benchmark's own clients (root) stand in for Chromium (the agent user); the peer check runs all the same.
+    d = await startDaemon({ env: { BROWSERD_TEST_HOOKS: 'forwarder-uid=0' } });
     const fp = Number((await d.waitLog((l) => l.event === 'forwarder_listening')).port);
     const { id } = await d.call<{ id: string }>('/proxies', { method: 'POST', json: { type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port: tiny.port } } }, 201);
     await d.call('/browsers/local', { method: 'PATCH', json: { proxy_id: id } });
@@ -194,8 +242,9 @@ export async function benchForwarder(): Promise<Row[]> {
       browserd: median(fTun),
       peer: median(tTun),
       peerName: `node:http client ${PEER}`,
-      note: `N=${TUNNELS} each, interleaved; includes the peer-uid lookup in /proc/net/tcp per connection`,
+      note: `N=${TUNNELS} each, interleaved; includes the peer-uid check per connection (sock_diag, or /proc/net/tcp without the native module)`,
     });
+    rows.push(await peerCheckRow());
     return rows;
   } finally {
     await d?.cleanup();

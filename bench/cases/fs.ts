@@ -101,11 +101,16 @@ export async function benchFs(): Promise<Row[]> {
     rmSync(peerOut, { force: true });
     progress(`fs: read ${median(reads.ours).toFixed(0)} vs cat ${median(reads.peer).toFixed(0)} vs node ${median(reads.node).toFixed(0)} MB/s; write ${median(writes.ours).toFixed(0)} vs cp ${median(writes.peer).toFixed(0)} vs node ${median(writes.node).toFixed(0)} MB/s`);
     const how = `page cache warm; N=${N} each, interleaved`;
+    /** The range of the per-round ratios ours/theirs (the machine's load moves both sides of a round alike). */
+    const spread = (ours: number[], theirs: number[]): string => {
+      const r = ours.map((x, i) => x / (theirs[i] as number));
+      return `per-round ratio ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)}×`;
+    };
     const rows: Row[] = [
       { name: ROW.read, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.peer), peerName: '`cat file > /dev/null`', higherIsBetter: true, note: `curl -o /dev/null as the client; ${how}; target ≥ 0.8× the peer` },
-      { name: ROW.readNode, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.node), peerName: 'bare node:http createReadStream().pipe(res) (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
+      { name: ROW.readNode, unit: 'MB/s', browserd: median(reads.ours), peer: median(reads.node), peerName: 'bare node:http createReadStream().pipe(res) (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}; ${spread(reads.ours, reads.node)}` },
       { name: ROW.write, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.peer), peerName: '`cp file dest`', higherIsBetter: true, note: `curl -T (PUT, streamed from disk) as the client; a new destination each run; ${how}; target ≥ 0.8× the peer` },
-      { name: ROW.writeNode, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.node), peerName: 'bare node:http req.pipe(createWriteStream) + rename (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}` },
+      { name: ROW.writeNode, unit: 'MB/s', browserd: median(writes.ours), peer: median(writes.node), peerName: 'bare node:http req.pipe(createWriteStream) + rename (fs-peer.ts)', higherIsBetter: true, note: `the same client; ${how}; ${spread(writes.ours, writes.node)}` },
     ];
 
     if (zip === null) return [...rows, skippedRow(ROW.zip, 'ms', 'Info-ZIP `zip -qr`', notInstalled('zip'))];

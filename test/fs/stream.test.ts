@@ -3,7 +3,7 @@
 // memory flat (peak VmRSS under +128 MiB, an eighth of the file), concurrent writers to one path (every read is one whole
 // version, never a torn file), a write cut off by its client leaves nothing, and the limits (413, 429).
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -75,6 +75,46 @@ describe('1 GiB through the API with flat memory', () => {
     assert.equal(value.hex, srcHash);
     t.diagnostic(`daemon RSS ${(base / MiB).toFixed(1)} MiB before, peak +${((peak - base) / MiB).toFixed(1)} MiB while reading 1 GiB`);
     assert.ok(peak - base < RSS_BUDGET, `the daemon's RSS grew by ${((peak - base) / MiB).toFixed(1)} MiB while reading 1 GiB`);
+  });
+
+  test('read_file to a slow client, whole and ranged across many chunks: every byte exact; a client that leaves mid-way is let go', async () => {
+    // Random bytes throughout (no repeated block): a read buffer reused before the socket took its bytes would show.
+    const file = path.join(dir, 'random.bin');
+    const content = randomBytes(5 * MiB + 123);
+    writeFileSync(file, content);
+    /** GET with the client pausing after every chunk it gets, so that the daemon's writes wait on it. */
+    const slowGet = (headers: Record<string, string>, leaveAfter = Infinity): Promise<{ status: number; body: Buffer }> =>
+      new Promise((resolve, reject) => {
+        const req = http.get(`${d.url}${F}/read_file${q(file)}`, { headers: { authorization: `Bearer ${TEST_TOKEN}`, ...headers } }, (res) => {
+          const parts: Buffer[] = [];
+          let got = 0;
+          res.on('data', (chunk: Buffer) => {
+            parts.push(chunk);
+            got += chunk.length;
+            if (got >= leaveAfter) {
+              req.destroy();
+              return resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts) });
+            }
+            res.pause();
+            setImmediate(() => res.resume());
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts) }));
+          res.on('error', reject);
+        });
+        req.on('error', (err) => (leaveAfter === Infinity ? reject(err) : undefined));
+      });
+    const whole = await slowGet({});
+    assert.equal(whole.status, 200);
+    assert.ok(whole.body.equals(content), 'the whole file, byte for byte');
+    const [a, b] = [MiB - 7, 4 * MiB + 11];
+    const ranged = await slowGet({ range: `bytes=${a}-${b}` });
+    assert.equal(ranged.status, 206);
+    assert.ok(ranged.body.equals(content.subarray(a, b + 1)), 'the range, byte for byte');
+    const left = await slowGet({}, 2 * MiB);
+    assert.ok(left.body.equals(content.subarray(0, left.body.length)), 'what a leaving client got was right');
+    const again = await slowGet({ range: `bytes=-${MiB + 5}` });
+    assert.equal(again.status, 206);
+    assert.ok(again.body.equals(content.subarray(content.length - MiB - 5)), 'the daemon serves on after a client left');
   });
 });
 

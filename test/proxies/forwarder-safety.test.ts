@@ -3,7 +3,7 @@
 // the API the cause, and PATCH /browsers/{id} takes only what it can honour. The daemon survives
 // all of it (same pid).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -64,7 +64,7 @@ function curlAs(uid: number | null, args: string[]): Promise<{ code: number; out
   return new Promise((resolve) => execFile(cmd, argv, (e, out, err) => resolve({ code: typeof e?.code === 'number' ? e.code : 0, out, err })));
 }
 
-test('the peer uid lookup reads /proc/net/tcp{,6}: a fixture table and a live connection', async () => {
+test('the peer uid lookup reads /proc/net/tcp{,6}: a fixture table', async () => {
   // 127.0.0.1:40000 → 127.0.0.1:8080, uid 1000 (IPv4), and the same pair IPv4-mapped in tcp6, uid 1001.
   const v4 = [
     '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
@@ -78,7 +78,7 @@ test('the peer uid lookup reads /proc/net/tcp{,6}: a fixture table and a live co
   const tables = tempDir('browserd-peer-');
   writeFileSync(path.join(tables, 'tcp'), `${v4}\n`);
   writeFileSync(path.join(tables, 'tcp6'), `${v6}\n`);
-  const fixture = new PeerLookup([path.join(tables, 'tcp'), path.join(tables, 'tcp6')]);
+  const fixture = new PeerLookup({ tables: [path.join(tables, 'tcp'), path.join(tables, 'tcp6')], owners: null });
   /** The uid of the socket whose local end is `peer` and remote end `us` (a connection accepted by `us` from `peer`). */
   const uidOf = (peer: Endpoint, us: Endpoint): Promise<number | null> =>
     fixture.uidOf({ remoteAddress: peer.address, remotePort: peer.port, localAddress: us.address, localPort: us.port } as net.Socket, 0);
@@ -88,19 +88,109 @@ test('the peer uid lookup reads /proc/net/tcp{,6}: a fixture table and a live co
   assert.equal(await uidOf({ address: '::ffff:127.0.0.1', port: 40001 }, { address: '::ffff:127.0.0.1', port: 8080 }), 1001);
   assert.equal(await uidOf({ address: '127.0.0.1', port: 40002 }, server), null, 'no such socket: no uid');
   assert.equal(await uidOf(server, { address: '127.0.0.1', port: 40000 }), null, 'the direction matters');
-  // Live: the peer of a connection this process made is this process's uid.
+});
+
+/** A connection to a new server on 127.0.0.1 from a node of uid `uid` (null: this process) over `host`; the accepted socket. */
+async function connectionFrom(uid: number | null, host = '127.0.0.1'): Promise<{ socket: net.Socket; close(): void }> {
   const srv = net.createServer();
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
   const accepted = new Promise<net.Socket>((r) => srv.once('connection', r));
-  const client = net.connect((srv.address() as net.AddressInfo).port, '127.0.0.1');
+  let client: net.Socket | null = null;
+  let child: ChildProcess | null = null;
+  if (uid === null) {
+    client = net.connect(port, host);
+    client.on('error', () => undefined);
+  } else {
+    // Holds its connection open until its stdin closes.
+    const code = `const c=require('net').connect(${port},${JSON.stringify(host)});c.on('error',()=>{});process.stdin.on('end',()=>process.exit(0)).resume()`;
+    child = spawn('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', process.execPath, '-e', code], { stdio: ['pipe', 'ignore', 'inherit'] });
+  }
   const socket = await accepted;
-  assert.equal(await new PeerLookup().uidOf(socket, performance.now()), process.getuid?.());
-  client.destroy();
-  socket.destroy();
-  srv.close();
+  return {
+    socket,
+    close: () => {
+      client?.destroy();
+      child?.stdin?.end();
+      socket.destroy();
+      srv.close();
+    },
+  };
+}
+
+test('the peer uid lookup, live: sock_diag (the native module is built) and the /proc tables agree, for this uid and another', async () => {
+  const byDiag = new PeerLookup();
+  assert.equal(byDiag.method, 'sock_diag', `sock_diag not used: ${byDiag.fallbackReason}`);
+  const byProc = new PeerLookup({ owners: null });
+  assert.equal(byProc.method, 'proc');
+  const others = process.getuid?.() === 0 ? [65534] : []; // another uid needs root to run a client as
+  for (const uid of [null, ...others]) {
+    for (const host of ['127.0.0.1', '::ffff:127.0.0.1']) {
+      const c = await connectionFrom(uid, host);
+      try {
+        const want = uid ?? process.getuid?.();
+        assert.equal(await byDiag.uidOf(c.socket, performance.now()), want, `sock_diag, uid ${want} over ${host}`);
+        assert.equal(await byProc.uidOf(c.socket, performance.now()), want, `/proc, uid ${want} over ${host}`);
+      } finally {
+        c.close();
+      }
+    }
+  }
+  // No such peer: a socket whose remote end is not the peer's (a port nobody connects from).
+  const c = await connectionFrom(null);
+  try {
+    const ghost = { remoteAddress: '127.0.0.1', remotePort: 1, localAddress: c.socket.localAddress, localPort: c.socket.localPort } as net.Socket;
+    assert.equal(await byDiag.uidOf(ghost, performance.now()), null);
+    assert.equal(await byProc.uidOf(ghost, 0), null);
+    // The direction matters: our own end is not the peer's.
+    const reversed = { remoteAddress: c.socket.localAddress, remotePort: c.socket.localPort, localAddress: c.socket.remoteAddress, localPort: c.socket.remotePort } as net.Socket;
+    assert.equal(await byDiag.uidOf(reversed, performance.now()), process.getuid?.(), 'the accepting socket is ours too');
+  } finally {
+    c.close();
+  }
+});
+
+test('a sock_diag that fails at run time hands over to the /proc tables, once, and says so', async () => {
+  const told: string[] = [];
+  const failing = new PeerLookup({
+    owners: {
+      uidOf: () => {
+        throw new Error('sock_diag request: Protocol not supported');
+      },
+    },
+    onFallback: (why) => told.push(why),
+  });
+  assert.equal(failing.method, 'sock_diag');
+  const c = await connectionFrom(null);
+  try {
+    assert.equal(await failing.uidOf(c.socket, performance.now()), process.getuid?.());
+    assert.equal(await failing.uidOf(c.socket, performance.now()), process.getuid?.());
+  } finally {
+    c.close();
+  }
+  assert.equal(failing.method, 'proc');
+  assert.deepEqual(told, ['sock_diag request: Protocol not supported']);
+  // An address the module refuses (ERR_INVALID_ARG) is looked up in the tables once; sock_diag stays.
+  const picky = new PeerLookup({
+    owners: {
+      uidOf: () => {
+        throw Object.assign(new TypeError('uidOf: not two IP addresses of one family'), { code: 'ERR_INVALID_ARG' });
+      },
+    },
+    onFallback: (why) => told.push(why),
+  });
+  const c2 = await connectionFrom(null);
+  try {
+    assert.equal(await picky.uidOf(c2.socket, performance.now()), process.getuid?.());
+  } finally {
+    c2.close();
+  }
+  assert.equal(picky.method, 'sock_diag');
+  assert.equal(told.length, 1);
 });
 
 test('a connection of another uid is closed unanswered; the daemon uid is served', async () => {
+  assert.equal((await d.waitLog((l) => l.event === 'forwarder_listening')).peer_check, 'sock_diag', 'the peer check asks sock_diag');
   assert.equal((await curlAs(null, ['-sS', '-x', `http://127.0.0.1:${fp}`, `http://site.test:${origin.port}/via`])).code, 0);
   // Not root: no other uid to run a client as; the lookup the refusal rests on is asserted by the test above.
   if (process.getuid?.() !== 0) return;

@@ -9,6 +9,14 @@ import { openChecked, resolve } from '../paths/resolve.js';
 
 /** Reads from disk in chunks of this size. */
 const READ_CHUNK_BYTES = 1024 * 1024;
+/**
+ * Chunks read ahead of the socket: each buffer is read into again only once the socket has taken
+ * its last bytes (the write's callback), so a read costs at most this many chunks of memory,
+ * allocated once per request. Why not a read stream: it allocates a new 1 MiB buffer per chunk, and
+ * the garbage collector running for that external memory was the largest part of a 1 GiB read's CPU
+ * in the daemon (bench/ANALYSIS.md, row 12).
+ */
+const CHUNKS_IN_FLIGHT = 3;
 
 /** Inclusive byte offsets. */
 interface ByteRange {
@@ -92,37 +100,68 @@ export async function sendFile(res: ServerResponse, file: OpenedFile, range: Byt
       res.end();
       return;
     }
-    const input = fh.createReadStream({ start, end, highWaterMark: READ_CHUNK_BYTES }); // closes the handle when done
-    await new Promise<void>((resolve) => {
-      const done = (): void => {
-        input.off('data', onData);
-        res.off('drain', onDrain).off('close', onClose);
-        input.destroy();
-        resolve();
-      };
-      let sent = 0;
-      const onData = (chunk: Buffer | string): void => {
-        sent += chunk.length;
-        onBytes(chunk.length);
-        if (!res.write(chunk)) input.pause();
-      };
-      const onDrain = (): void => void input.resume();
-      const onClose = (): void => done();
-      input.on('data', onData);
-      input.on('end', () => {
-        // A file that shrank while being sent: cut the response rather than leave the client waiting.
-        if (sent < length) res.destroy();
-        else res.end();
-        done();
-      });
-      // A read error after the headers: the response is cut (the client sees a short body, never a wrong one).
-      input.on('error', () => {
-        res.destroy();
-        done();
-      });
-      res.on('drain', onDrain).on('close', onClose);
-    });
+    await pump(fh, res, start, length, onBytes);
   } finally {
     await fh.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Streams `length` bytes of `fh` from `start` to `res` through a few reused buffers: a read runs
+ * while earlier chunks are written, and waits for a buffer the socket has let go of (backpressure:
+ * at most CHUNKS_IN_FLIGHT chunks are read ahead of the client). A file that shrank while being
+ * sent, or a read error after the headers: the response is cut (the client sees a short body,
+ * never a wrong one). A client gone: stops reading.
+ */
+async function pump(fh: FileHandle, res: ServerResponse, start: number, length: number, onBytes: (n: number) => void): Promise<void> {
+  const free: Buffer[] = [];
+  let allocated = 0;
+  let closed = false;
+  let wake: (() => void) | null = null;
+  const signal = (): void => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  const onClose = (): void => {
+    closed = true;
+    signal();
+  };
+  res.on('close', onClose);
+  try {
+    let pos = start;
+    const end = start + length;
+    while (pos < end && !closed) {
+      let buf = free.pop();
+      if (buf === undefined && allocated < CHUNKS_IN_FLIGHT) {
+        buf = Buffer.allocUnsafeSlow(Math.min(READ_CHUNK_BYTES, length));
+        allocated++;
+      }
+      if (buf === undefined) {
+        await new Promise<void>((resolve) => (wake = resolve));
+        continue;
+      }
+      let bytesRead: number;
+      try {
+        ({ bytesRead } = await fh.read(buf, 0, Math.min(buf.length, end - pos), pos));
+      } catch {
+        bytesRead = -1;
+      }
+      if (closed) return;
+      if (bytesRead <= 0) {
+        res.destroy();
+        return;
+      }
+      pos += bytesRead;
+      onBytes(bytesRead);
+      const chunk = buf;
+      res.write(bytesRead === chunk.length ? chunk : chunk.subarray(0, bytesRead), () => {
+        free.push(chunk);
+        signal();
+      });
+    }
+    if (!closed) res.end();
+  } finally {
+    res.off('close', onClose);
   }
 }

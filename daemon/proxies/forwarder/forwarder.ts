@@ -6,10 +6,11 @@
 //
 // Not a relay for anyone else: a connection is served only when the peer's socket belongs to the
 // agent user's uid (Chromium's; peer.ts), else closed unanswered; the daemon's own ports are never a target.
-// The peer lookup takes milliseconds (a read of /proc/net/tcp), so it runs beside the start of the
-// exchange: the request is parsed and the TCP (and TLS) connection to the configured proxy opened
-// meanwhile, but nothing is answered, no request or CONNECT is sent upstream and no target is
-// connected to before the peer was found to be the daemon's uid.
+// The peer lookup (one sock_diag request, or, without the native module, a read of /proc/net/tcp
+// that takes milliseconds) runs beside the start of the exchange: the request is parsed and the
+// TCP (and TLS) connection to the configured proxy opened meanwhile, but nothing is answered, no
+// request or CONNECT is sent upstream and no target is connected to before the peer was found to
+// be the agent user's uid.
 //
 // use(proxy | null) switches the exit: from its return on, new requests use the new upstream,
 // and every connection of the browser to the forwarder is closed — idle keep-alive connections and
@@ -76,7 +77,7 @@ export class Forwarder {
   private readonly server: http.Server;
   private readonly clients = new Map<net.Socket, Client>();
   private readonly uid: number;
-  private readonly peers = new PeerLookup();
+  private readonly peers: PeerLookup;
   private active: Active | null = null;
   private generation = 0;
   private boundPort: number | null = null;
@@ -85,6 +86,9 @@ export class Forwarder {
   constructor(private readonly deps: ForwarderDeps) {
     this.stats = new ForwarderStats(deps.metrics, deps.log);
     this.uid = deps.uid ?? process.getuid?.() ?? -1;
+    this.peers = new PeerLookup({
+      onFallback: (why) => deps.log.warn({ event: 'forwarder_peer_check', method: 'proc', reason: why }, `forwarding proxy: sock_diag failed (${why}); the peer check reads /proc/net/tcp from now on (milliseconds per new connection)`),
+    });
     this.acceptor = net.createServer({ pauseOnConnect: true }, (s) => this.accept(s));
     this.acceptor.on('error', (err) => deps.log.error({ event: 'forwarder_error', err }, 'forwarding proxy: accept failed'));
     // Never listens itself: it gets every accepted socket; answers wait for the peer check. No deadline on a whole request (long uploads).
@@ -110,7 +114,10 @@ export class Forwarder {
       this.acceptor.listen(0, '127.0.0.1', () => {
         this.acceptor.off('error', reject);
         this.boundPort = (this.acceptor.address() as net.AddressInfo).port;
-        this.deps.log.info({ event: 'forwarder_listening', port: this.boundPort }, 'forwarding proxy listening');
+        this.deps.log.info({ event: 'forwarder_listening', port: this.boundPort, peer_check: this.peers.method }, 'forwarding proxy listening');
+        if (this.peers.fallbackReason !== null) {
+          this.deps.log.warn({ event: 'forwarder_peer_check', method: 'proc', reason: this.peers.fallbackReason }, `forwarding proxy: the peer check reads /proc/net/tcp (milliseconds per new connection): ${this.peers.fallbackReason}`);
+        }
         resolve(this.boundPort);
       });
     });

@@ -41,6 +41,21 @@ const zodEnglishOnly = {
   },
 };
 
+/**
+ * Node's own modules imported through require(), not as ES modules. Why: importing a built-in as an
+ * ES module makes Node build its "facade", which reads every export once — and node:http's
+ * `WebSocket`, `MessageEvent` and `CloseEvent` are getters that load all of undici (~45 ms of the
+ * start in a --cpu-prof profile, plus fs's streams); require() hands the module object over and
+ * those getters stay unread. The same bindings either way (esbuild's interop wraps the object).
+ */
+const builtinsViaRequire = {
+  name: 'builtins-via-require',
+  setup(b) {
+    b.onResolve({ filter: /^node:/ }, (args) => (args.kind === 'import-statement' ? { path: args.path, namespace: 'builtin-cjs' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'builtin-cjs' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+  },
+};
+
 const productionHooks = path.join(root, 'daemon', 'core', 'test-hooks.js');
 
 /** The test build: daemon/core/test-hooks.ts is test/kit/test-hooks.ts. */
@@ -68,7 +83,7 @@ const bundle = (outName, plugins) => build({
   minifyIdentifiers: false,
   keepNames: false,
   legalComments: 'none',
-  plugins: [zodEnglishOnly, ...plugins],
+  plugins: [zodEnglishOnly, builtinsViaRequire, ...plugins],
   logLevel: 'warning',
 });
 

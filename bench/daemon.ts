@@ -13,7 +13,10 @@ export { TEST_TOKEN, type Daemon, type LogLine } from '../test/kit/daemon.js';
 
 /** The daemon (no Chromium unless `autostart`), listening. */
 export function startDaemon(opts: Pick<StartOptions, 'env' | 'autostart'> = {}): Promise<Daemon> {
-  return startKitDaemon({ ...opts, detached: true, logLevel: 'info', keepLogs: 5000, prefix: 'browserd-bench-' });
+  // BROWSERD_BENCH_NODE_OPTIONS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): the daemon's NODE_OPTIONS, to profile it under a benchmark.
+  const nodeOptions = process.env.BROWSERD_BENCH_NODE_OPTIONS;
+  const env = nodeOptions === undefined ? opts.env : { ...opts.env, NODE_OPTIONS: nodeOptions };
+  return startKitDaemon({ ...opts, env, detached: true, logLevel: 'info', keepLogs: 5000, prefix: 'browserd-bench-' });
 }
 
 export interface PeerServer {

@@ -15,6 +15,7 @@ import { daemonBench } from './cases/daemon-cost.js';
 import { forwarderChromiumBench } from './cases/forwarder-chromium.js';
 import { forwarderBench } from './cases/forwarder.js';
 import { fsBench } from './cases/fs.js';
+import { jwtBench } from './cases/jwt.js';
 import { guard, progress, type Bench, type Row } from './lib.js';
 import { playwrightBench } from './cases/playwright.js';
 import { proxyBench } from './cases/proxy-check.js';
@@ -29,7 +30,7 @@ import { profilesBench } from './cases/profiles.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench, jwtBench,
 ];
 
 function usage(): string {

@@ -7,6 +7,7 @@ import { createMetrics, type Metrics } from './core/metrics.js';
 import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd, NOTIFY_FD_ENV } from './core/systemd.js';
+import { collectAfterStart } from './core/start-gc.js';
 import { closeStrayFds, inheritableFds, makeNonDumpable } from './core/harden.js';
 import { coverInChildren } from './core/process/launch.js';
 import { createBrowser, type Browser } from './chromium/index.js';
@@ -254,6 +255,7 @@ async function main(): Promise<void> {
   apiPort = address.port;
   playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
+  collectAfterStart((ms) => log.debug({ event: 'start_gc', ms: ms === null ? null : Math.round(ms) }, ms === null ? "V8's collector could not be reached: the start's garbage stays until V8 collects it" : 'collected the garbage of the start'));
   config.testHooks.afterListening(); // the test build's faults for the crash policy above; nothing in the shipped one
 }
 

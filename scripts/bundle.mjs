@@ -21,9 +21,11 @@
 // dist/daemon/browserd-test.js, the one the test kit and the benchmarks start, where that module
 // is test/kit/test-hooks.ts (the hooks). systemd/install.sh does not install the test build.
 import { build } from 'esbuild';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+const require = createRequire(import.meta.url);
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 
 /** zod's `../locales/index.js` (all its translations) as a module of English alone. */
@@ -38,6 +40,33 @@ const zodEnglishOnly = {
       resolveDir: path.dirname(args.path),
       loader: 'js',
     }));
+  },
+};
+
+/**
+ * Node's own modules imported through require(), not as ES modules. Why: importing a built-in as an
+ * ES module makes Node build its "facade", which reads every export once — and node:http's
+ * `WebSocket`, `MessageEvent` and `CloseEvent` are getters that load all of undici (~45 ms of the
+ * start in a --cpu-prof profile, plus fs's streams); require() hands the module object over and
+ * those getters stay unread. Each built-in becomes one small ES module of the bundle, shared by
+ * every importer, whose named exports are the built-in's plain data properties (listed here, from
+ * the Node that builds: the same major as the one that runs, engines in package.json); a getter is
+ * never read at start, and importing one by name fails the build ("No matching export"), where it
+ * would show. Not esbuild's CommonJS interop: it copies every property of the module once per
+ * importing file (~200 files × ~100 properties at start).
+ */
+const builtinsViaRequire = {
+  name: 'builtins-via-require',
+  setup(b) {
+    b.onResolve({ filter: /^node:/ }, (args) => (args.kind === 'import-statement' ? { path: args.path, namespace: 'builtin-cjs' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'builtin-cjs' }, (args) => {
+      const mod = require(args.path);
+      const names = Object.keys(Object.getOwnPropertyDescriptors(mod)).filter(
+        (n) => n !== 'default' && /^[A-Za-z_$][\w$]*$/.test(n) && 'value' in Object.getOwnPropertyDescriptor(mod, n),
+      );
+      const named = names.length === 0 ? '' : `export const { ${names.join(', ')} } = m;\n`;
+      return { contents: `const m = require(${JSON.stringify(args.path)});\nexport default m;\n${named}`, loader: 'js' };
+    });
   },
 };
 
@@ -68,7 +97,7 @@ const bundle = (outName, plugins) => build({
   minifyIdentifiers: false,
   keepNames: false,
   legalComments: 'none',
-  plugins: [zodEnglishOnly, ...plugins],
+  plugins: [zodEnglishOnly, builtinsViaRequire, ...plugins],
   logLevel: 'warning',
 });
 

@@ -49,7 +49,7 @@ async function realisticProfile(): Promise<{ dir: string; stop: () => Promise<vo
   await b.disconnect();
   await d.stop(); // graceful: Chromium flushes its stores
   await new Promise<void>((resolve) => origin.close(() => resolve()));
-  return { dir: profileDirOf(d.stateDir), stop: () => d.cleanup() };
+  return { dir: profileDirOf(d.agentDir), stop: () => d.cleanup() }; // the profile is on the agent's side (issue 23)
 }
 
 function du(dir: string): Promise<number> {

@@ -81,6 +81,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
       if (recorded !== null) journal.ended(launched.pgid, recorded);
     });
     void launched.exit.then(() => group.leaderExit()).catch((err: unknown) => ctx.log.error({ event: 'process_group_check_failed', err }, 'the process group could not be checked'));
+    void launched.tty?.closedBeforeExit.then(() =>
+      deps.log.debug({ event: 'terminal_closed_before_exit', child_pid: launched.pid, process_id: processId }, 'the session closed its terminal while the process lives: the terminal stays open until it exits'),
+    );
     ctx.log.info(
       { event: 'process_spawned', kind, child_pid: launched.pid, process_id: processId, command: spec.command, as_user: launched.user.name, tty: launched.tty !== null },
       'process spawned',

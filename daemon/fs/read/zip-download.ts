@@ -39,7 +39,7 @@ function tooMany(input: string, max: number): BrowserdError {
 }
 
 export async function planZip(guard: Guard, input: string, maxEntries: number): Promise<ZipPlan> {
-  const t = await resolve(guard, input, { follow: true });
+  const t = await resolve(guard, input, { follow: true, access: 'read' });
   try {
     if (!t.stat?.isDirectory()) throw new ConflictError('not_a_directory', `${input} is not a folder`);
     const root = await mapped(input, () => openDir(t.at, t.real));

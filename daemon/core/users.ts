@@ -167,7 +167,7 @@ export function switchArgv(setpriv: string, to: SwitchTo, command: string, args:
  */
 export function groupsOf(user: Pick<UserEntry, 'name' | 'gid'>, groupFile = '/etc/group'): number[] {
   const groups = new Set<number>([user.gid]);
-  let text = '';
+  let text: string;
   try {
     text = readFileSync(groupFile, 'utf8');
   } catch {

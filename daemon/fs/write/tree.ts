@@ -6,7 +6,7 @@ import { constants, type Stats } from 'node:fs';
 import { chmod, chown, readdir, rename, rmdir, unlink } from 'node:fs/promises';
 import { BadRequestError, ConflictError, PathForbiddenError } from '../../core/errors.js';
 import { errnoOf, fsError, mapped } from '../paths/errno.js';
-import { forbidden, type Guard } from '../paths/guard.js';
+import { forbidden, MAY_READ, MAY_SEARCH, MAY_WRITE, type Guard } from '../paths/guard.js';
 import { makeDir, O_PATH, openChecked, openDir, resolve, resolveTail, type Dir } from '../paths/resolve.js';
 import { copyAtomic } from './write.js';
 
@@ -41,9 +41,32 @@ export async function deleteDirectory(guard: Guard, input: string): Promise<void
     if (!(t.stat as Stats).isDirectory()) throw new ConflictError('not_a_directory', `${input} is not a folder${t.stat?.isSymbolicLink() ? ' (a symbolic link: use delete_file)' : ''}`);
     const rule = guard.treeRule(t.real);
     if (rule !== null) throw forbidden(rule, input);
+    if (guard.agent !== null) await mapped(input, () => checkTreeRemovable(guard, t.parent, t.name, input));
     await mapped(input, () => removeTree(t.parent, t.name));
   } finally {
     await t.release();
+  }
+}
+
+/**
+ * As rm -r run by the agent user would need: every folder of the tree readable, writable and
+ * enterable by it (403 permission_denied before anything is removed otherwise).
+ */
+async function checkTreeRemovable(guard: Guard, parent: Dir, name: string, shown: string): Promise<void> {
+  let dir: Dir;
+  try {
+    dir = await openDir(parent.at(name), parent.child(name));
+  } catch (err) {
+    if (['ENOTDIR', 'ELOOP', 'ENOENT'].includes(errnoOf(err) ?? '')) return; // changed meanwhile: removeTree copes
+    throw err;
+  }
+  try {
+    guard.checkAgent(await dir.fh.stat(), MAY_READ | MAY_WRITE | MAY_SEARCH, shown, `empty ${dir.real}`);
+    for (const e of await readdir(dir.at(), { withFileTypes: true })) {
+      if (e.isDirectory()) await checkTreeRemovable(guard, dir, e.name, shown);
+    }
+  } finally {
+    await dir.close();
   }
 }
 

@@ -63,6 +63,10 @@ test('what the agent user may not read or write is refused (403 permission_denie
   await denied(await d.fetch(`${F}/list_files${q(closed)}`), /may not read it/);
   await denied(await d.fetch(`${F}/file_info${q(path.join(closed, 'hidden.txt'))}`), /may not enter .*closed/);
   await denied(await d.fetch(`${F}/download_dir_zip${q(closed)}`), /may not read it/);
+  // An archive of a folder it may read leaves out what it may not read (the secret, the closed folder).
+  const zip = Buffer.from(await (await d.fetch(`${F}/download_dir_zip${q(dir)}`)).arrayBuffer());
+  assert.ok(zip.includes('public.txt') && zip.includes('root-dir/inside.txt'), 'what it may read is in');
+  assert.ok(!zip.includes('secret.txt') && !zip.includes('closed/'), 'what it may not read is left out');
 
   // Writing: a file of root's, into a folder of root's, a folder in it, a delete, a move, an archive, a chmod.
   await denied(await d.fetch(`${F}/write_file${q(open)}`, { method: 'PUT', body: 'changed' }), /may not write it/);

@@ -51,7 +51,8 @@ export interface RouteDeps {
 const LAUNCH_TEXT =
   'Runs in its own session and process group; kill, the deadline and shutdown reach that group and every group its members make in the ' +
   'session (a job-control shell, timeout(1)). The group is recorded in <state>/process-groups.log as it starts: a daemon killed with SIGKILL ' +
-  'ends what it left at its next start, before it listens. as_root needs a daemon running as root (else 422 unsupported_field); ' +
+  'ends what it left at its next start, before it listens. It runs as the agent user (BROWSERD_AGENT_USER) unless as_user says otherwise; ' +
+  'as_root, and as_user naming root or the daemon\'s own user, need the scope processes:root (403 otherwise); ' +
   'null for as_user, cwd or timeout_sec means not given. Strings with NUL or an unpaired surrogate, and the env name __proto__, are 400. ';
 
 export function processRoutes(deps: RouteDeps): Route[] {

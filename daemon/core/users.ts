@@ -160,3 +160,24 @@ export function switchArgv(setpriv: string, to: SwitchTo, command: string, args:
     args: [`--reuid=${to.uid}`, `--regid=${to.gid}`, '--init-groups', '--inh-caps=-all', '--ambient-caps=-all', '--', command, ...args],
   };
 }
+
+/**
+ * Every group `user` holds as the kernel sees it after initgroups(3): its primary group and each
+ * group of `groupFile` that lists it as a member. Read when asked (at daemon start for the files API).
+ */
+export function groupsOf(user: Pick<UserEntry, 'name' | 'gid'>, groupFile = '/etc/group'): number[] {
+  const groups = new Set<number>([user.gid]);
+  let text: string;
+  try {
+    text = readFileSync(groupFile, 'utf8');
+  } catch {
+    return [...groups];
+  }
+  for (const line of text.split('\n')) {
+    const f = line.split(':');
+    if (f.length < 4) continue;
+    const gid = Number(f[2]);
+    if (Number.isInteger(gid) && (f[3] as string).split(',').includes(user.name)) groups.add(gid);
+  }
+  return [...groups];
+}

@@ -23,7 +23,7 @@ export const moveBody = z.strictObject({ src_path: pathField('what is moved'), d
 export const permissionsBody = z.strictObject({
   path: pathField('the file or folder (a final symlink is followed)'),
   mode: modeField('(required)'),
-  owner: z.string().optional().describe('user name or numeric uid (changing it needs a daemon running as root)'),
+  owner: z.string().optional().describe('user name or numeric uid: only the agent user itself (the files API acts with its rights)'),
   group: z.string().optional().describe('group name or numeric gid'),
 });
 export const watchBody = z.strictObject({ path: pathField('the folder to watch'), recursive: z.boolean().optional().describe('watch every folder below too; default false') });

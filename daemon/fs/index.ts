@@ -5,6 +5,7 @@ import { mkdirSync, realpathSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, type Config } from '../core/config.js';
 import { ownedDir, writableRealDir } from '../core/state-dir.js';
+import { groupsOf } from '../core/users.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
@@ -66,7 +67,10 @@ export function createFs(deps: FsDeps): Files {
   const { config, metrics } = deps;
   const log = deps.log.child({ module: 'fs' });
   const downloadsDir = prepareDownloadsDir(config);
-  const guard = new Guard({ stateDir: config.stateDir, keysFile: config.keysFile, providersFile: config.proxies.providersFile });
+  // The API acts with the agent user's rights (paths/guard.ts), unless that user is the daemon's own.
+  const a = config.agent;
+  const agent = a.separated ? { name: a.user.name, uid: a.user.uid, gid: a.user.gid, groups: groupsOf(a.user) } : null;
+  const guard = new Guard({ stateDir: config.stateDir, keysFile: config.keysFile, providersFile: config.proxies.providersFile, agent });
   const spoolDir = spoolDirOf(config.stateDir);
   rmSync(spoolDir, { recursive: true, force: true });
   mkdirSync(spoolDir, { mode: 0o700 });

@@ -212,7 +212,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       'set_file_permissions',
       {
         summary: 'chmod, and chown when owner or group is given',
-        description: 'A final symlink is followed. Names are looked up in /etc/passwd and /etc/group; numbers are ids. Changing the owner needs a daemon running as root (else 403 permission_denied).',
+        description: 'A final symlink is followed. Names are looked up in /etc/passwd and /etc/group; numbers are ids. The files API acts as the agent user: only an object that user owns (else 403 path_forbidden, inner_error permission_denied), its owner only to that user and its group only to one of its groups; a daemon without a separate agent user needs to be root to change an owner.',
         body: doc.permissionsBody,
         paths: ['path'],
         errors: [409],

@@ -54,7 +54,8 @@ export interface RouteDeps {
 const LAUNCH_TEXT =
   'Runs in its own session and process group; kill, the deadline and shutdown reach that group and every group its members make in the ' +
   'session (a job-control shell, timeout(1)). The group is recorded in <state>/process-groups.log as it starts: a daemon killed with SIGKILL ' +
-  'ends what it left at its next start, before it listens. as_root needs a daemon running as root (else 422 unsupported_field); ' +
+  'ends what it left at its next start, before it listens. It runs as the agent user (BROWSERD_AGENT_USER) unless as_user says otherwise; ' +
+  'as_root, and as_user naming root or the daemon\'s own user, need the scope processes:root (403 otherwise); ' +
   'null for as_user, cwd or timeout_sec means not given. Strings with NUL or an unpaired surrogate, and the env name __proto__, are 400. ';
 
 export function processRoutes(deps: RouteDeps): Route[] {
@@ -84,6 +85,9 @@ export function processRoutes(deps: RouteDeps): Route[] {
       if (recorded !== null) journal.ended(launched.pgid, recorded);
     });
     void launched.exit.then(() => group.leaderExit()).catch((err: unknown) => ctx.log.error({ event: 'process_group_check_failed', err }, 'the process group could not be checked'));
+    void launched.tty?.closedBeforeExit.then(() =>
+      deps.log.debug({ event: 'terminal_closed_before_exit', child_pid: launched.pid, process_id: processId }, 'the session closed its terminal while the process lives: the terminal stays open until it exits'),
+    );
     ctx.log.info(
       { event: 'process_spawned', kind, child_pid: launched.pid, process_id: processId, command: spec.command, as_user: launched.user.name, tty: launched.tty !== null },
       'process spawned',

@@ -68,16 +68,17 @@ const launchFields = {
     .nullable()
     .optional()
     .describe(
-      'Run as this user of /etc/passwd (uid, primary gid, HOME, USER, LOGNAME); unknown user: 400; another user than the daemon\'s needs a daemon ' +
-        'running as root (else 400). Supplementary groups are not applied. null: not given.',
+      'Run as this user of /etc/passwd (uid, gid, its supplementary groups, HOME, USER, LOGNAME) instead of the agent user (BROWSERD_AGENT_USER, ' +
+        'the default); unknown user: 400; a daemon that may not switch users (neither root nor CAP_SETUID and CAP_SETGID): 400. Root (any uid 0) ' +
+        'or the daemon\'s own user needs the scope processes:root (403 forbidden otherwise). null: not given.',
     ),
   as_root: z
     .boolean()
     .optional()
     .describe(
-      'true: run as root. Honoured only when the daemon itself runs as root (the child then keeps the daemon\'s uid 0); a daemon running as ' +
-        'another user (as under the shipped systemd unit, User=browserd) answers 422 unsupported_field naming as_root, never runs the ' +
-        'command as someone else. With as_user also given: 400. false: as if not given.',
+      'true: run as root. Needs the scope processes:root (403 forbidden otherwise) and a daemon that is root or holds CAP_SETUID and ' +
+        'CAP_SETGID (as under the shipped systemd unit); else 422 unsupported_field naming as_root, and the command never runs as someone ' +
+        'else. With as_user also given: 400. false: as if not given.',
     ),
 };
 

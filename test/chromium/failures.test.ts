@@ -1,7 +1,8 @@
 // How the supervisor fails, through the real daemon: a crash loop (a "binary" that exits at once)
 // → `failed` with a clear reason, POST /restart trying afresh and bringing it back once the cause
 // is gone; a readiness deadline (a binary that never announces DevTools); managed policy that
-// turns DevTools off; a binary that vanished; headful without a display (the real Chromium).
+// turns DevTools off; a kernel where the sandbox cannot start (and the opt-out); a binary that
+// vanished; headful without a display (the real Chromium).
 import assert from 'node:assert/strict';
 import { chmodSync, copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -104,6 +105,22 @@ test('managed policy that turns DevTools off: failed at once, naming the policy 
   const body = await expectError(await d.fetch('/browsers/local/restart', { method: 'POST' }), 503, 'browser_unavailable');
   assert.match(String(body.message), /DeveloperToolsAvailability=2/);
   assert.equal((await browser(d)).state, 'failed');
+});
+
+test('a kernel where the sandbox cannot start: failed at once naming the kernel setting and the opt-out; opted out, it runs with a warning at every launch', async () => {
+  const bin = path.join(fixtures, 'chromium-no-sandbox.sh');
+  const d = await daemon({ BROWSERD_CHROMIUM: bin });
+  const s = await waitBrowser(d, failed, 'failed');
+  assert.match(s.reason ?? '', /sandbox cannot start: it needs user namespaces for unprivileged users \(sysctl kernel\.unprivileged_userns_clone=1/);
+  assert.match(s.reason ?? '', /BROWSERD_CHROMIUM_SANDBOX=false/);
+  assert.doesNotMatch(s.reason ?? '', /^crash loop/, 'permanent: not retried into a crash loop');
+
+  const off = await daemon({ BROWSERD_CHROMIUM: bin, BROWSERD_CHROMIUM_SANDBOX: 'false' });
+  await waitBrowser(off, (b) => b.state === 'ready', 'ready');
+  await off.waitLog((l) => l.event === 'chromium_sandbox_off');
+  assert.equal((await off.fetch('/browsers/local/restart', { method: 'POST' })).status, 200);
+  await waitBrowser(off, (b) => b.state === 'ready', 'ready again');
+  assert.equal(off.logs.filter((l) => l.event === 'chromium_sandbox_off').length, 2, 'a warning at every launch');
 });
 
 test('autostart off: stopped, /readyz says how to start; a binary that vanished is failed at once with ENOENT', async () => {

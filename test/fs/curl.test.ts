@@ -9,11 +9,11 @@ import { after, before, test } from 'node:test';
 import { safeUnzip } from '../../daemon/core/zip/unzip.js';
 import { curl, json } from '../helpers/fs.js';
 import { buildZip } from '../helpers/zip.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { AGENT_USER, agentIds, agentScratchDirs, giveToAgent } from '../kit/agent.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 
 let d: Daemon;
-const scratch = scratchDirs('browserd-fs-curl-');
+const scratch = agentScratchDirs('browserd-fs-curl-');
 const F = '/browsers/local/fs';
 const q = (p: string): string => `?path=${encodeURIComponent(p)}`;
 const put = (body: unknown): string[] => ['-X', 'PUT', '-H', 'content-type: application/json', '--data-binary', JSON.stringify(body)];
@@ -75,6 +75,7 @@ test('list_files, file_info, create_directory, move, set_file_permissions, delet
   assert.equal((await curl(d, `${F}/create_directory`, put({ path: path.join(dir, 'a', 'b'), mode: '700' }))).status, 204);
   assert.equal(statSync(path.join(dir, 'a', 'b')).mode & 0o777, 0o700);
   writeFileSync(path.join(dir, 'a', 'f.txt'), 'hello');
+  giveToAgent(path.join(dir, 'a', 'f.txt')); // the API acts as the agent user: chmod and chown of its own files only
   const list = json(await curl(d, `${F}/list_files${q(path.join(dir, 'a'))}`)) as unknown as { name: string; is_dir: boolean }[];
   assert.deepEqual(list.map((e) => [e.name, e.is_dir]), [['b', true], ['f.txt', false]]);
   const info = json(await curl(d, `${F}/file_info${q(path.join(dir, 'a', 'f.txt'))}`));
@@ -82,9 +83,9 @@ test('list_files, file_info, create_directory, move, set_file_permissions, delet
 
   assert.equal((await curl(d, `${F}/move`, put({ src_path: path.join(dir, 'a', 'f.txt'), dest_path: path.join(dir, 'a', 'b', 'g.txt') }))).status, 204);
   assert.equal(readFileSync(path.join(dir, 'a', 'b', 'g.txt'), 'utf8'), 'hello');
-  assert.equal((await curl(d, `${F}/set_file_permissions`, put({ path: path.join(dir, 'a', 'b', 'g.txt'), mode: '600', owner: 'nobody' }))).status, 204);
+  assert.equal((await curl(d, `${F}/set_file_permissions`, put({ path: path.join(dir, 'a', 'b', 'g.txt'), mode: '600', owner: AGENT_USER }))).status, 204);
   assert.equal(statSync(path.join(dir, 'a', 'b', 'g.txt')).mode & 0o777, 0o600);
-  assert.equal(statSync(path.join(dir, 'a', 'b', 'g.txt')).uid, 65534);
+  assert.equal(statSync(path.join(dir, 'a', 'b', 'g.txt')).uid, agentIds().uid);
 
   const setuid = await curl(d, `${F}/set_file_permissions`, put({ path: path.join(dir, 'a', 'b', 'g.txt'), mode: '4755' }));
   assert.equal(setuid.status, 400);

@@ -10,10 +10,10 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { buildZip } from '../helpers/zip.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { keysFile, TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 
-const scratch = scratchDirs('browserd-fs-guard-');
+const scratch = agentScratchDirs('browserd-fs-guard-');
 const F = '/browsers/local/fs';
 const q = (p: string): string => `?path=${encodeURIComponent(p)}`;
 

@@ -8,12 +8,12 @@ import { ConflictError, NotFoundError, PermissionDeniedError, toFile } from '@on
 import { safeUnzip } from '../../daemon/core/zip/unzip.js';
 import { kernel } from '../helpers/fs.js';
 import { buildZip } from '../helpers/zip.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { AGENT_USER, agentIds, agentScratchDirs, giveToAgent } from '../kit/agent.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 
 let d: Daemon;
 let fs: ReturnType<typeof kernel>['browsers']['fs'];
-const scratch = scratchDirs('browserd-fs-sdk-');
+const scratch = agentScratchDirs('browserd-fs-sdk-');
 const ID = 'local';
 
 before(async () => {
@@ -58,10 +58,12 @@ test('create_directory, move, set_file_permissions, delete_file and delete_direc
   assert.equal(readFileSync(path.join(dir, 'x', 'y', 'g.txt'), 'utf8'), 'f');
   assert.equal(existsSync(path.join(dir, 'x', 'f.txt')), false);
 
-  await fs.setFilePermissions(ID, { path: path.join(dir, 'x', 'y', 'g.txt'), mode: '0640', owner: '65534', group: '65534' });
+  // The files API acts as the agent user: chmod and chown of its own files only (the test wrote this one as root), to itself and its groups.
+  giveToAgent(path.join(dir, 'x', 'y', 'g.txt'));
+  await fs.setFilePermissions(ID, { path: path.join(dir, 'x', 'y', 'g.txt'), mode: '0640', owner: AGENT_USER, group: String(agentIds().gid) });
   const st = statSync(path.join(dir, 'x', 'y', 'g.txt'));
   assert.equal(st.mode & 0o777, 0o640);
-  assert.equal(st.uid, 65534);
+  assert.equal(st.uid, agentIds().uid);
 
   symlinkSync(path.join(dir, 'x', 'y', 'g.txt'), path.join(dir, 'link'));
   await fs.deleteFile(ID, { path: path.join(dir, 'link') });

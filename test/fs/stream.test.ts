@@ -11,11 +11,11 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { bigFile, curl, MiB, peakRss } from '../helpers/fs.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs, giveToAgent } from '../kit/agent.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { rssOf } from '../kit/procs.js';
 
-const scratch = scratchDirs('browserd-fs-stream-');
+const scratch = agentScratchDirs('browserd-fs-stream-');
 const F = '/browsers/local/fs';
 const q = (p: string): string => `?path=${encodeURIComponent(p)}`;
 const GiB = 1024 * MiB;
@@ -131,6 +131,7 @@ describe('atomic writes', () => {
     const versions = Array.from({ length: 6 }, (_, i) => Buffer.alloc(3 * MiB + i * 4096, 65 + i));
     const hashes = new Set(versions.map((v) => createHash('sha256').update(v).digest('hex')));
     writeFileSync(file, versions[0] as Buffer);
+    giveToAgent(file);
     let writing = true;
     const reads: string[] = [];
     const reader = (async () => {

@@ -7,10 +7,10 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { buildZip, type ZipEntry } from '../helpers/zip.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs, giveToAgent } from '../kit/agent.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 
-const scratch = scratchDirs('browserd-fs-upload-');
+const scratch = agentScratchDirs('browserd-fs-upload-');
 const F = '/browsers/local/fs';
 
 let d: Daemon;
@@ -89,6 +89,7 @@ describe('upload_zip into an existing folder', () => {
   test('merges: files replaced, folders merged, the rest kept', async () => {
     const dir = scratch();
     mkdirSync(path.join(dir, 'sub'));
+    giveToAgent(path.join(dir, 'sub')); // merged into: a folder the agent user may write in
     writeFileSync(path.join(dir, 'a.txt'), 'old a');
     writeFileSync(path.join(dir, 'sub', 'keep.txt'), 'keep');
     const zip = buildZip([{ name: 'a.txt', data: 'new a' }, { name: 'sub/' }, { name: 'sub/b.txt', data: 'b' }, { name: 'c/d.txt', data: 'd' }]);

@@ -7,10 +7,10 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { sseEvents, type SseEvent } from '../helpers/fs.js';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 
-const scratch = scratchDirs('browserd-fs-watch-');
+const scratch = agentScratchDirs('browserd-fs-watch-');
 const F = '/browsers/local/fs';
 
 interface FsEvent {

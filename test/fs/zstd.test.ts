@@ -7,11 +7,11 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import zlib from 'node:zlib';
-import { scratchDirs } from '../kit/cleanup.js';
+import { agentScratchDirs } from '../kit/agent.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 
 let d: Daemon;
-const scratch = scratchDirs('browserd-fs-zstd-');
+const scratch = agentScratchDirs('browserd-fs-zstd-');
 
 before(async () => {
   d = await startDaemon();

@@ -37,3 +37,9 @@ export function agentScratchDirs(prefix: string): () => string {
     return dir;
   };
 }
+
+/** Makes `file` (made by the test, as root) the agent user's, as if that user had written it. */
+export function giveToAgent(file: string): void {
+  const { uid, gid } = agentIds();
+  chownSync(file, uid, gid);
+}

@@ -150,6 +150,25 @@ test('close: true on a terminal writes ^D (EOF at the start of a line) and count
   assert.deepEqual(out.exit, { exit_code: 0, signal: null });
 });
 
+test('a process that closes its terminal before it exits is not hung up: its exit code is reported, not SIGHUP', async () => {
+  // The session closes every fd of its terminal (as cat does on its way out), then lives on until
+  // the test says go. A daemon that closed the terminal on that EIO hung it up (SIGHUP).
+  const go = path.join(scratch(), 'go');
+  const { process_id } = await spawnProcess(d, {
+    command: 'sh',
+    args: ['-c', 'echo closing; exec 0<&- 1>&- 2>&-; while [ ! -e "$1" ]; do sleep 0.05; done; exit 5', 'sh', go],
+    allocate_tty: true,
+  });
+  const held = d.waitLog((l) => l.event === 'terminal_closed_before_exit' && l.process_id === process_id);
+  const first = await Promise.race([held.then(() => 'held' as const), waitExited(d, process_id)]);
+  assert.equal(first, 'held', `the terminal was closed before the exit: ${JSON.stringify(first)}`);
+  assert.equal((await status(d, process_id)).state, 'running');
+  writeFileSync(go, '');
+  const out = await readOutput(d, process_id);
+  assert.equal(out.stdout.toString(), 'closing\r\n');
+  assert.deepEqual(out.exit, { exit_code: 5, signal: null });
+});
+
 test('kill reaches the whole session of a terminal: the shell and its jobs in groups of their own', async (t) => {
   const { process_id, pid, out } = await shell(t);
   await type(d, process_id, 'sleep 301 &\r');

@@ -20,6 +20,17 @@
 // polls, so a daemon descheduled for longer would destroy the socket with the child's last output
 // still unread in the kernel. The socket's destroy() therefore reads what the terminal holds first
 // (non-blocking, until EAGAIN or EIO).
+//
+// Why the master is held open until the child's exit: a read of the master fails with EIO as soon
+// as every process of the session closed its terminal fds, and node-pty then closes the master.
+// Closing a master hangs the terminal up, and the kernel sends SIGHUP to the session it still
+// controls. A program that closes its standard fds before it exits (coreutils' cat closes stdin,
+// stdout and stderr on its way out) is between its last close() and its _exit() at that moment:
+// the hang-up killed it, and it was reported as ended by SIGHUP instead of its exit code (about one
+// run in five with cat and `hello\n^D` on an idle machine, more under load). So an EIO that comes
+// while the child lives is held: reading stops, the master stays open, and the socket is destroyed
+// (the output ends) once node-pty's waitpid reported the exit. A child that closed its terminal
+// and goes on running is not hung up by the daemon; kill ends it as any other.
 import { readSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants as osConstants } from 'node:os';
@@ -86,6 +97,8 @@ interface PtyChild {
   readonly exitInfo: ExitInfo | null;
   /** Resolves once the output has ended (the terminal closed). */
   readonly outputEnded: Promise<void>;
+  /** Resolves if the session closed the terminal while the child lived: the master is then held open until the exit. */
+  readonly closedBeforeExit: Promise<void>;
   readonly size: { rows: number; cols: number };
   /** TIOCSWINSZ (the kernel sends SIGWINCH to the foreground job); false once the terminal is closed. */
   resize(rows: number, cols: number): boolean;
@@ -95,6 +108,8 @@ interface PtyChild {
 interface UnixTerminalInternals {
   fd: number;
   _socket: Readable;
+  /** Set (true) by node-pty's exit callback when the exit comes before the socket closed. */
+  _boundClose: boolean;
 }
 
 /** Reads what the terminal's master holds now (non-blocking fd) into `out`: until EAGAIN, EIO or end. */
@@ -197,7 +212,7 @@ export function launchPty(spec: PtySpec): PtyChild {
   const pid = term.pid;
   const internals = term as unknown as UnixTerminalInternals;
   const socket = internals._socket;
-  if (typeof internals.fd !== 'number' || typeof socket?.on !== 'function') {
+  if (typeof internals.fd !== 'number' || typeof socket?.on !== 'function' || typeof internals._boundClose !== 'boolean') {
     killGroupNow(pid);
     throw new Error(`${PTY_PACKAGE} has changed: no master fd or socket on its terminal`);
   }
@@ -216,10 +231,37 @@ export function launchPty(spec: PtySpec): PtyChild {
   const output = new PassThrough();
   socket.on('data', (d: Buffer) => output.write(d));
   const destroySocket = socket.destroy.bind(socket);
+  // An EIO while the child lives is held until its exit (see the file comment): the read error
+  // already stopped reading, and the master stays open.
+  let childExited = false;
+  let held: { err: Error } | null = null;
+  let closedEarly!: () => void;
+  const closedBeforeExit = new Promise<void>((resolve) => (closedEarly = resolve));
   socket.destroy = (err?: Error): Readable => {
-    if (!socket.destroyed) drainTerminal(internals.fd, output);
+    if (socket.destroyed) return destroySocket(err);
+    if (!childExited && (err as NodeJS.ErrnoException | undefined)?.code === 'EIO') {
+      if (held === null) closedEarly();
+      held = { err: err as Error };
+      return socket;
+    }
+    held = null;
+    drainTerminal(internals.fd, output);
     return destroySocket(err);
   };
+  // node-pty's waitpid callback sets _boundClose when the exit comes before the socket closed; it
+  // then waits (at most 200 ms) for the socket's close before it reports the exit.
+  let boundClose = internals._boundClose;
+  Object.defineProperty(term, '_boundClose', {
+    configurable: true,
+    get: () => boundClose,
+    set: (value: boolean) => {
+      boundClose = value;
+      childExited = true;
+      if (held === null) return;
+      const { err } = held;
+      process.nextTick(() => socket.destroy(err));
+    },
+  });
   const outputEnded = new Promise<void>((resolve) => {
     output.once('end', () => resolve());
     if (socket.destroyed) output.end();
@@ -247,6 +289,7 @@ export function launchPty(spec: PtySpec): PtyChild {
       return exitInfo;
     },
     outputEnded,
+    closedBeforeExit,
     size,
     resize(rows: number, cols: number): boolean {
       if (closed()) return false;

@@ -8,6 +8,10 @@
 //                       protected files' inodes (a hard link made by a command run through exec)
 // Paths given here are real paths (every symlink resolved by resolve.ts); these checks are lexical
 // on them, plus statfs() for the kind of file system and (dev, inode) for hard links.
+// And the API acts with the agent user's rights (docs/security.md): a folder on the way that user
+// cannot enter, or an object it may not read or write as asked, is 403 path_forbidden with
+// inner_error.code permission_denied, judged from the mode bits as the kernel would for that user
+// (owner, else one of its groups, else others; no ACLs).
 import { readdir, stat, statfs } from 'node:fs/promises';
 import { realpathSync, type Stats } from 'node:fs';
 import path from 'node:path';
@@ -19,7 +23,22 @@ interface GuardOptions {
   stateDir: string;
   keysFile: string | null;
   providersFile: string | null;
+  /** The agent user whose rights the API acts with; null: no such check (the agent is the daemon's own user). */
+  agent?: AgentRights | null;
 }
+
+/** The agent user as the kernel judges its access: uid, and every group it holds (primary and supplementary). */
+export interface AgentRights {
+  name: string;
+  uid: number;
+  gid: number;
+  groups: readonly number[];
+}
+
+/** Access bits as in mode: read, write, search/execute. */
+export const MAY_READ = 4;
+export const MAY_WRITE = 2;
+export const MAY_SEARCH = 1;
 
 const SPECIAL_ROOTS = ['/proc', '/sys', '/dev'];
 
@@ -66,10 +85,12 @@ function realOrSelf(p: string | null): string | null {
 
 export class Guard {
   readonly stateDir: string;
+  readonly agent: AgentRights | null;
   private readonly files: string[];
 
   constructor(private readonly opts: GuardOptions) {
     this.stateDir = opts.stateDir;
+    this.agent = opts.agent ?? null;
     this.files = [opts.keysFile, opts.providersFile, realOrSelf(opts.keysFile), realOrSelf(opts.providersFile)].filter((p): p is string => p !== null);
   }
 
@@ -79,6 +100,21 @@ export class Guard {
     if (SPECIAL_ROOTS.some((r) => inside(real, r))) return 'special_filesystem';
     if (this.files.includes(real)) return 'protected_file';
     return null;
+  }
+
+  /** Whether the agent user may `want` (MAY_* bits) on an object with `st`'s owner and mode; true without an agent. */
+  agentMay(st: Pick<Stats, 'uid' | 'gid' | 'mode'>, want: number): boolean {
+    const a = this.agent;
+    if (a === null) return true;
+    const bits = st.uid === a.uid ? (st.mode >> 6) & 7 : st.gid === a.gid || a.groups.includes(st.gid) ? (st.mode >> 3) & 7 : st.mode & 7;
+    return (bits & want) === want;
+  }
+
+  /** 403 path_forbidden (permission_denied) when the agent user may not `want` on `st`; `what` says what was refused. */
+  checkAgent(st: Pick<Stats, 'uid' | 'gid' | 'mode'>, want: number, shown: string, what: string): void {
+    if (this.agentMay(st, want)) return;
+    const name = this.agent?.name ?? '?';
+    throw new PathForbiddenError('permission_denied', `${shown}: the agent user ${name} may not ${what} (the files API acts with its rights)`);
   }
 
   /** Throws path_forbidden when `real` breaks a rule; `shown` is the path as the caller wrote it. */

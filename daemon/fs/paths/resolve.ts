@@ -5,11 +5,11 @@
 // reached, and every folder entered and every final path is checked by the guard. A component
 // swapped for a symlink between two steps cannot lead anywhere the checks did not see.
 import { constants, type Stats } from 'node:fs';
-import { chmod, lstat, mkdir, open, readlink, type FileHandle } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, open, readlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { BadRequestError, ConflictError, NotFoundError } from '../../core/errors.js';
 import { errnoOf, fsError } from './errno.js';
-import { forbidden, type Guard } from './guard.js';
+import { forbidden, MAY_READ, MAY_SEARCH, MAY_WRITE, type Guard } from './guard.js';
 
 /** Linux O_PATH (x86-64 and arm64): a handle for path walking, needs no read permission. */
 export const O_PATH = 0o10000000;
@@ -53,6 +53,8 @@ export interface Target {
   shown: string;
   /** The path that reaches the object through the parent's handle. */
   at: string;
+  /** Who what the API creates there belongs to (the agent user), or null (the daemon). */
+  owner: { uid: number; gid: number } | null;
   release(): Promise<void>;
 }
 
@@ -63,6 +65,12 @@ export interface ResolveOptions {
   allowMissing?: boolean;
   /** Create missing folders before the last component (0755); implies allowMissing. */
   createParents?: boolean;
+  /**
+   * What the agent user must be allowed (guard.ts): `read` the object, `write` it (its folder
+   * writable, and the object when it exists), `parent` (its folder writable: delete, move).
+   * Every folder on the way must be enterable by it, whatever this says.
+   */
+  access?: 'read' | 'write' | 'parent';
 }
 
 /** 400 for what is not an absolute path; `field` names the request field. */
@@ -150,6 +158,7 @@ async function walk(guard: Guard, input: string, opts: ResolveOptions & { tail?:
       }
       try {
         guard.check(real, shown);
+        await checkSearch(guard, next, shown);
       } catch (err) {
         await next.close();
         throw err;
@@ -178,8 +187,42 @@ async function readLink(link: string, links: number, shown: string): Promise<{ s
   return { segments: segments(target), absolute: target.startsWith('/') };
 }
 
+/** The agent user must be able to enter `dir` (guard.ts). */
+async function checkSearch(guard: Guard, dir: Dir, shown: string): Promise<void> {
+  if (guard.agent === null) return;
+  guard.checkAgent(await dir.fh.stat(), MAY_SEARCH, shown, `enter ${dir.real}`);
+}
+
+/** The access `opts.access` asks of the agent user on `t` (guard.ts). */
+async function checkAccess(guard: Guard, t: Target, access: ResolveOptions['access']): Promise<void> {
+  if (guard.agent === null || access === undefined) return;
+  try {
+    if (access === 'read') {
+      if (t.stat !== null) guard.checkAgent(t.stat, MAY_READ, t.shown, 'read it');
+      return;
+    }
+    guard.checkAgent(await t.parent.fh.stat(), MAY_WRITE | MAY_SEARCH, t.shown, `write in ${t.parent.real}`);
+    if (access === 'write' && t.stat !== null && !t.stat.isDirectory()) guard.checkAgent(t.stat, MAY_WRITE, t.shown, 'write it');
+  } catch (err) {
+    // The daemon's own rules are named first: a hard link to a protected file is protected_file.
+    if (t.stat !== null && !t.stat.isSymbolicLink()) await guard.checkInode(t.stat, t.at, t.shown);
+    throw err;
+  }
+}
+
 /** Resolves `input` to its parent folder (open) and last name; checks every rule on the way. */
 export async function resolve(guard: Guard, input: string, opts: ResolveOptions): Promise<Target> {
+  const t = await resolveUnchecked(guard, input, opts);
+  try {
+    await checkAccess(guard, t, opts.access);
+    return t;
+  } catch (err) {
+    await t.release();
+    throw err;
+  }
+}
+
+async function resolveUnchecked(guard: Guard, input: string, opts: ResolveOptions): Promise<Target> {
   const w = await walk(guard, input, opts);
   let { dir } = w;
   try {
@@ -208,13 +251,17 @@ async function target(guard: Guard, parent: Dir, name: string, stat: Stats | nul
   await guard.checkFilesystem(parent.at(), shown);
   const at = parent.at(name);
   if (stat !== null && !stat.isSymbolicLink()) await guard.checkFilesystem(at, shown);
-  return { parent, name, real, stat, shown, at, release: () => parent.close() };
+  const owner = guard.agent === null ? null : { uid: guard.agent.uid, gid: guard.agent.gid };
+  return { parent, name, real, stat, shown, at, owner, release: () => parent.close() };
 }
 
 /** mkdir of `name` in `dir` (mode exactly `mode`: umask does not apply), or the folder already there; returns it open. */
 export async function makeDir(guard: Guard, dir: Dir, name: string, mode: number, shown: string): Promise<Dir> {
   const real = dir.child(name);
   guard.check(real, shown);
+  if (guard.agent !== null && (await lstat(dir.at(name)).catch(() => null)) === null) {
+    guard.checkAgent(await dir.fh.stat(), MAY_WRITE | MAY_SEARCH, shown, `create a folder in ${dir.real}`);
+  }
   let created = false;
   try {
     await mkdir(dir.at(name), { mode });
@@ -230,6 +277,14 @@ export async function makeDir(guard: Guard, dir: Dir, name: string, mode: number
     throw fsError(err, shown);
   }
   if (created) await chmod(next.at(), mode).catch(() => undefined);
+  // What the API creates is the agent user's, as if it had made it.
+  if (created && guard.agent !== null) await chown(next.at(), guard.agent.uid, guard.agent.gid).catch(() => undefined);
+  try {
+    await checkSearch(guard, next, shown);
+  } catch (err) {
+    await next.close();
+    throw err;
+  }
   await dir.close();
   return next;
 }

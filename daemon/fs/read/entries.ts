@@ -68,7 +68,7 @@ export async function fileInfo(guard: Guard, input: string): Promise<FileEntry> 
  * listed as links (lstat). What the API refuses (the state dir, protected files) is left out.
  */
 export async function listDir(guard: Guard, input: string, maxEntries: number): Promise<FileEntry[]> {
-  const t = await resolve(guard, input, { follow: true });
+  const t = await resolve(guard, input, { follow: true, access: 'read' });
   try {
     if (!(t.stat as Stats).isDirectory()) throw new ConflictError('not_a_directory', `${input} is not a folder`);
     const dir = await mapped(input, () => openDir(t.at, t.real));

@@ -53,7 +53,7 @@ interface OpenedFile {
 
 /** Opens a regular file to read: a final symlink followed, folders 409, devices and fifos 403. */
 export async function openForRead(guard: Guard, input: string): Promise<OpenedFile> {
-  const t = await resolve(guard, input, { follow: true });
+  const t = await resolve(guard, input, { follow: true, access: 'read' });
   try {
     if (t.name === '' || t.stat?.isDirectory()) throw new ConflictError('is_a_directory', `${input} is a folder`);
     if (!t.stat?.isFile()) throw forbidden('special_file', input);

@@ -6,11 +6,11 @@
 // 4 GiB). Left out: symlinks, devices, fifos, sockets, and whatever the files API refuses (the state
 // directory, protected files, special file systems), and files that vanished since the walk.
 import { constants, type Stats } from 'node:fs';
-import { open, readdir, readlink, type FileHandle } from 'node:fs/promises';
+import { lstat, open, readdir, readlink, type FileHandle } from 'node:fs/promises';
 import { BrowserdError, ConflictError } from '../../core/errors.js';
 import { ZipWriter, type Prepared, type ZipSink } from '../../core/zip/write.js';
 import { mapped } from '../paths/errno.js';
-import type { Guard } from '../paths/guard.js';
+import { MAY_READ, MAY_SEARCH, type Guard } from '../paths/guard.js';
 import { openDir, resolve, type Dir } from '../paths/resolve.js';
 
 /** Files up to this size are read whole and deflated in one call; larger ones are streamed. */
@@ -39,7 +39,7 @@ function tooMany(input: string, max: number): BrowserdError {
 }
 
 export async function planZip(guard: Guard, input: string, maxEntries: number): Promise<ZipPlan> {
-  const t = await resolve(guard, input, { follow: true });
+  const t = await resolve(guard, input, { follow: true, access: 'read' });
   try {
     if (!t.stat?.isDirectory()) throw new ConflictError('not_a_directory', `${input} is not a folder`);
     const root = await mapped(input, () => openDir(t.at, t.real));
@@ -62,6 +62,11 @@ async function walkInto(guard: Guard, dir: Dir, prefix: string, out: PlanEntry[]
     if (guard.ruleOf(real) !== null) continue;
     const rel = `${prefix}${e.name}`;
     if (e.isFile()) {
+      // A file the agent user may not read is left out, as what the API refuses is (paths/guard.ts).
+      if (guard.agent !== null) {
+        const st = await lstat(dir.at(e.name)).catch(() => null);
+        if (st === null || !guard.agentMay(st, MAY_READ)) continue;
+      }
       if (out.length >= max) throw tooMany(input, max);
       out.push({ rel, real, kind: 'file', mode: 0, mtime: new Date(0) });
     } else if (e.isDirectory()) {
@@ -73,6 +78,7 @@ async function walkInto(guard: Guard, dir: Dir, prefix: string, out: PlanEntry[]
       }
       try {
         const st = await sub.fh.stat();
+        if (!guard.agentMay(st, MAY_READ | MAY_SEARCH)) continue; // nor a folder it may not list and enter
         if (out.length >= max) throw tooMany(input, max);
         out.push({ rel: `${rel}/`, real, kind: 'dir', mode: st.mode & 0o7777, mtime: st.mtime });
         await walkInto(guard, sub, `${rel}/`, out, max, input);

@@ -71,7 +71,7 @@ export class DirWatch {
 
   /** Starts a watch of the folder at `input`; 409 for a file, 429 (not retryable) for a tree over BROWSERD_FS_WATCH_MAX_DIRS. */
   static async start(guard: Guard, input: string, recursive: boolean, limits: WatchLimits, log: Logger): Promise<DirWatch> {
-    const t = await resolve(guard, input, { follow: true });
+    const t = await resolve(guard, input, { follow: true, access: 'read' });
     try {
       if (!t.stat?.isDirectory()) throw new ConflictError('not_a_directory', `${input} is not a folder`);
       const w = new DirWatch(guard, t.real, recursive, limits, log);

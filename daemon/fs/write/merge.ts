@@ -3,18 +3,19 @@
 // files replace files of the same name, its folders merge with folders. Conflicts (a file where
 // the tree has a folder, or the reverse) and protected paths are found before anything moves, so a
 // refused merge changes nothing. Nothing is followed: a symlink in the destination is a conflict.
+// Every existing folder merged into must be one the agent user may write in (403 permission_denied).
 import { lstat, readdir, rename } from 'node:fs/promises';
 import { ConflictError } from '../../core/errors.js';
 import { errnoOf, fsError, mapped } from '../paths/errno.js';
-import type { Guard } from '../paths/guard.js';
+import { MAY_SEARCH, MAY_WRITE, type Guard } from '../paths/guard.js';
 import { openDir, type Dir, type Target } from '../paths/resolve.js';
 
-/** Moves the folder `tmpName` (beside `t`) to `t`, or merges it into the folder at `t`. */
-export async function placeTree(guard: Guard, t: Target, tmpName: string): Promise<void> {
+/** Moves the folder `tmpName` (beside `t`) to `t` ('renamed'), or merges it into the folder at `t` ('merged'). */
+export async function placeTree(guard: Guard, t: Target, tmpName: string): Promise<'renamed' | 'merged'> {
   if (t.stat === null) {
     try {
       await rename(t.parent.at(tmpName), t.at);
-      return;
+      return 'renamed';
     } catch (err) {
       if (!['EEXIST', 'ENOTEMPTY', 'EISDIR', 'ENOTDIR'].includes(errnoOf(err) ?? '')) throw fsError(err, t.shown);
       // Created meanwhile: merge into it.
@@ -38,10 +39,12 @@ export async function placeTree(guard: Guard, t: Target, tmpName: string): Promi
   } finally {
     await src.close();
   }
+  return 'merged';
 }
 
 /** Throws the first conflict or protected path of merging `src` into `dst`. */
 async function checkMerge(guard: Guard, src: Dir, dst: Dir, shown: string): Promise<void> {
+  if (guard.agent !== null) guard.checkAgent(await dst.fh.stat(), MAY_WRITE | MAY_SEARCH, shown, `write in ${dst.real}`);
   for (const e of await readdir(src.at(), { withFileTypes: true })) {
     const existing = await lstat(dst.at(e.name)).catch(() => null);
     if (existing === null) continue;

@@ -4,9 +4,9 @@
 // swapped for a symlink mid-way cannot redirect a deletion or a chmod.
 import { constants, type Stats } from 'node:fs';
 import { chmod, chown, readdir, rename, rmdir, unlink } from 'node:fs/promises';
-import { BadRequestError, ConflictError } from '../../core/errors.js';
+import { BadRequestError, ConflictError, PathForbiddenError } from '../../core/errors.js';
 import { errnoOf, fsError, mapped } from '../paths/errno.js';
-import { forbidden, type Guard } from '../paths/guard.js';
+import { forbidden, MAY_READ, MAY_SEARCH, MAY_WRITE, type Guard } from '../paths/guard.js';
 import { makeDir, O_PATH, openChecked, openDir, resolve, resolveTail, type Dir } from '../paths/resolve.js';
 import { copyAtomic } from './write.js';
 
@@ -23,7 +23,7 @@ export async function createDirectory(guard: Guard, input: string, mode: number)
 
 /** Removes a file or a symlink (never what the link points to). */
 export async function deleteFile(guard: Guard, input: string): Promise<void> {
-  const t = await resolve(guard, input, { follow: false });
+  const t = await resolve(guard, input, { follow: false, access: 'parent' });
   try {
     const st = t.stat as Stats;
     if (st.isDirectory()) throw new ConflictError('is_a_directory', `${input} is a folder: use delete_directory`);
@@ -36,14 +36,37 @@ export async function deleteFile(guard: Guard, input: string): Promise<void> {
 
 /** Removes a folder and everything in it; refused whole when the tree holds a protected path. */
 export async function deleteDirectory(guard: Guard, input: string): Promise<void> {
-  const t = await resolve(guard, input, { follow: false });
+  const t = await resolve(guard, input, { follow: false, access: 'parent' });
   try {
     if (!(t.stat as Stats).isDirectory()) throw new ConflictError('not_a_directory', `${input} is not a folder${t.stat?.isSymbolicLink() ? ' (a symbolic link: use delete_file)' : ''}`);
     const rule = guard.treeRule(t.real);
     if (rule !== null) throw forbidden(rule, input);
+    if (guard.agent !== null) await mapped(input, () => checkTreeRemovable(guard, t.parent, t.name, input));
     await mapped(input, () => removeTree(t.parent, t.name));
   } finally {
     await t.release();
+  }
+}
+
+/**
+ * As rm -r run by the agent user would need: every folder of the tree readable, writable and
+ * enterable by it (403 permission_denied before anything is removed otherwise).
+ */
+async function checkTreeRemovable(guard: Guard, parent: Dir, name: string, shown: string): Promise<void> {
+  let dir: Dir;
+  try {
+    dir = await openDir(parent.at(name), parent.child(name));
+  } catch (err) {
+    if (['ENOTDIR', 'ELOOP', 'ENOENT'].includes(errnoOf(err) ?? '')) return; // changed meanwhile: removeTree copes
+    throw err;
+  }
+  try {
+    guard.checkAgent(await dir.fh.stat(), MAY_READ | MAY_WRITE | MAY_SEARCH, shown, `empty ${dir.real}`);
+    for (const e of await readdir(dir.at(), { withFileTypes: true })) {
+      if (e.isDirectory()) await checkTreeRemovable(guard, dir, e.name, shown);
+    }
+  } finally {
+    await dir.close();
   }
 }
 
@@ -76,7 +99,7 @@ async function removeTree(parent: Dir, name: string): Promise<void> {
  * a folder replaces an empty folder. A file or symlink moved to another file system is copied, then removed.
  */
 export async function move(guard: Guard, srcInput: string, destInput: string): Promise<void> {
-  const src = await resolve(guard, srcInput, { follow: false });
+  const src = await resolve(guard, srcInput, { follow: false, access: 'parent' });
   try {
     const sst = src.stat as Stats;
     if (src.name === '') throw BadRequestError.field('src_path', '/ cannot be moved');
@@ -85,7 +108,7 @@ export async function move(guard: Guard, srcInput: string, destInput: string): P
       if (rule !== null) throw forbidden(rule, srcInput);
     }
     await guard.checkInode(sst, src.at, srcInput);
-    const dest = await resolve(guard, destInput, { follow: false, allowMissing: true });
+    const dest = await resolve(guard, destInput, { follow: false, allowMissing: true, access: 'parent' });
     try {
       const dst = dest.stat;
       if (dest.name === '') throw BadRequestError.field('dest_path', '/ cannot be replaced');
@@ -111,7 +134,17 @@ export async function move(guard: Guard, srcInput: string, destInput: string): P
 export async function setPermissions(guard: Guard, input: string, mode: number, uid: number, gid: number): Promise<void> {
   const t = await resolve(guard, input, { follow: true });
   try {
-    const { fh } = await openChecked(guard, t, O_PATH | constants.O_NOFOLLOW);
+    const { fh, stat } = await openChecked(guard, t, O_PATH | constants.O_NOFOLLOW);
+    const a = guard.agent;
+    // As the kernel would for the agent user (judged on the inode opened): chmod of its own objects only; chown only to itself and its groups.
+    if (a !== null && stat.uid !== a.uid) {
+      await fh.close();
+      throw new PathForbiddenError('permission_denied', `${input}: the agent user ${a.name} may not change its permissions (it is not that user's; the files API acts with its rights)`);
+    }
+    if (a !== null && ((uid !== -1 && uid !== a.uid) || (gid !== -1 && gid !== a.gid && !a.groups.includes(gid)))) {
+      await fh.close();
+      throw new PathForbiddenError('permission_denied', `${input}: the agent user ${a.name} may not give it away (owner: itself only; group: one of its own)`);
+    }
     try {
       // chmod on /proc/self/fd/<fd> reaches the inode the handle holds (fchmod refuses O_PATH handles).
       const self = `/proc/self/fd/${fh.fd}`;

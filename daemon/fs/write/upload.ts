@@ -17,7 +17,8 @@ import { receiveMultipart, type ReceivedPart } from '../../core/multipart/receiv
 import { safeUntarZstd } from '../../core/zip/tar.js';
 import { ArchiveError, safeUnzip, type UnzipResult } from '../../core/zip/unzip.js';
 import { errnoOf, mapped } from '../paths/errno.js';
-import type { Guard } from '../paths/guard.js';
+import { MAY_SEARCH, MAY_WRITE, type Guard } from '../paths/guard.js';
+import { handOverOne, handOverTree } from './hand-over.js';
 import { placeTree } from './merge.js';
 import { checkPathInput, resolve, resolveTail, type Dir, type Target } from '../paths/resolve.js';
 import { commitTemp, pump, resolveForWrite, tempName } from './write.js';
@@ -121,9 +122,13 @@ async function besideNow(guard: Guard, dest: string, kind: 'file' | 'dir'): Prom
     if (err instanceof NotFoundError) return null;
     throw err;
   }
-  if (kind === 'dir' && t.stat !== null && !t.stat.isDirectory()) {
+  try {
+    if (kind === 'dir' && t.stat !== null && !t.stat.isDirectory()) throw new ConflictError('not_a_directory', `${dest} exists and is not a folder`);
+    // An archive is unpacked beside its folder, then renamed or merged into it: the agent user must be able to write there.
+    if (kind === 'dir' && guard.agent !== null) guard.checkAgent(await t.parent.fh.stat(), MAY_WRITE | MAY_SEARCH, t.shown, `write in ${t.parent.real}`);
+  } catch (err) {
     await t.release();
-    throw new ConflictError('not_a_directory', `${dest} exists and is not a folder`);
+    throw err;
   }
   return t;
 }
@@ -234,8 +239,9 @@ export async function receiveZip(req: IncomingMessage, deps: UploadDeps, format:
       temp = { parent: t.parent, name: tmpName };
       await mapped(dest, () => mkdir(t.parent.at(tmpName), { mode: 0o700 }));
       const result = await unpack(zip, t.parent.at(tmpName), limits, format);
+      await mapped(dest, () => handOverTree(guard, t.parent.at(tmpName)));
       await chmod(t.parent.at(tmpName), 0o755);
-      await placeTree(guard, t, tmpName);
+      if ((await placeTree(guard, t, tmpName)) === 'renamed') await mapped(dest, () => handOverOne(guard, t.at));
       return result;
     }
     const { dir, missing } = await resolveTail(guard, dest);
@@ -243,6 +249,14 @@ export async function receiveZip(req: IncomingMessage, deps: UploadDeps, format:
     if (first === undefined) {
       await dir.close();
       throw new ConflictError('busy', `${dest} was created while the archive arrived; try again`, { retryable: true });
+    }
+    if (guard.agent !== null) {
+      try {
+        guard.checkAgent(await dir.fh.stat(), MAY_WRITE | MAY_SEARCH, dest, `create a folder in ${dir.real}`);
+      } catch (err) {
+        await dir.close();
+        throw err;
+      }
     }
     temp = { parent: dir, name: tempName(first) };
     const top = dir.at(temp.name);
@@ -254,8 +268,10 @@ export async function receiveZip(req: IncomingMessage, deps: UploadDeps, format:
       await chmod(inner, 0o755); // exactly 0755, whatever the umask
     }
     const result = await unpack(zip, inner, limits, format);
+    await mapped(dest, () => handOverTree(guard, top));
     await chmod(top, 0o755);
     await mapped(dest, () => rename(top, dir.at(first)));
+    await mapped(dest, () => handOverOne(guard, dir.at(first)));
     return result;
   } finally {
     if (temp !== null) await rm(temp.parent.at(temp.name), { recursive: true, force: true }).catch(() => undefined);

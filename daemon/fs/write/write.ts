@@ -5,7 +5,7 @@
 // durability is that of `cp` (ext4 flushes a file renamed over another at its next commit).
 import { randomBytes } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
-import { chmod, open, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { chmod, chown, open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { IncomingMessage } from 'node:http';
 import { ConflictError, InvalidRequestError, PayloadTooLargeError } from '../../core/errors.js';
@@ -34,7 +34,7 @@ export function tempName(name: string, suffix = 'tmp'): string {
  * created (0755) unless `createParents` is false (then they are 404); a folder there is 409 is_a_directory.
  */
 export async function resolveForWrite(guard: Guard, input: string, createParents = true): Promise<Target> {
-  const t = await resolve(guard, input, { follow: true, allowMissing: true, createParents });
+  const t = await resolve(guard, input, { follow: true, allowMissing: true, createParents, access: 'write' });
   try {
     if (t.name === '' || t.stat?.isDirectory()) throw new ConflictError('is_a_directory', `${input} is a folder`);
     if (t.stat !== null) await guard.checkInode(t.stat, t.at, input);
@@ -102,7 +102,10 @@ export async function writeAtomic(t: Target, source: Readable, mode: number, lim
   const fh = await mapped(t.shown, () => open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600));
   let done = false;
   try {
-    // The mode first (the handle is open for writing whatever the mode says), so that the rename is the last step.
+    // The agent user's file (the API acts for it), then the mode (the handle is open for writing
+    // whatever the mode says), so that the rename is the last step.
+    const { owner } = t;
+    if (owner !== null) await mapped(t.shown, () => fh.chown(owner.uid, owner.gid));
     await mapped(t.shown, () => fh.chmod(mode));
     // The stream closes the handle when it finishes or fails (a FileHandle stream holds the handle until then).
     const out = fh.createWriteStream({ highWaterMark: WRITE_BATCH_BYTES });
@@ -129,6 +132,8 @@ export async function commitTemp(guard: Guard, t: Target, tmpName: string, mode:
     if (!st.isFile() || st.nlink !== 1) throw new ConflictError('busy', `${t.shown}: its temp file was changed while it was written; try again`, { retryable: true });
     await guard.checkInode(st, `/proc/self/fd/${fh.fd}`, t.shown);
     const self = `/proc/self/fd/${fh.fd}`;
+    const { owner } = t;
+    if (owner !== null) await mapped(t.shown, () => chown(self, owner.uid, owner.gid));
     await mapped(t.shown, () => chmod(self, mode));
     await mapped(t.shown, () => rename(tmp, t.at));
   } finally {

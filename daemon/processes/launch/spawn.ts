@@ -33,6 +33,8 @@ interface Tty {
   readonly size: { rows: number; cols: number };
   /** false once the terminal is closed. */
   resize(rows: number, cols: number): boolean;
+  /** Resolves if the session closed the terminal while the child lived (core/process/pty.ts holds it open until the exit). */
+  closedBeforeExit: Promise<void>;
 }
 
 export interface Launched {
@@ -137,7 +139,7 @@ function launchOnTty(
     stdin: child.input,
     stdout: child.output,
     stderr: null,
-    tty: { size: child.size, resize: (rows, cols) => child.resize(rows, cols) },
+    tty: { size: child.size, resize: (rows, cols) => child.resize(rows, cols), closedBeforeExit: child.closedBeforeExit },
     exit: child.exit.then((e) => ({ exit_code: e.code, signal: e.signal })),
     outputEnded: child.outputEnded,
   };

@@ -4,13 +4,20 @@
 // `node test/run.mjs fs proxies` runs the files whose path under test/ contains `fs` or `proxies`;
 // `--list` prints the chosen files and runs nothing; `--lint` runs eslint beside the tests (it
 // waits on the disk and one core while most test files wait on Chromium and their children) and
-// fails the run when it fails.
+// fails the run when it fails; `--times` prints every file's timing (below) instead of the slowest.
 //
-// Files run in parallel (each test file starts its own daemons with their own state dir, port and
-// Chromium profile), BROWSERD_TEST_CONCURRENCY at a time (default: the cores, at least 2). Files
-// that touch machine-global state say so with a `// @serial` line near their top (the managed-policy
-// folder that every Chromium reads) and run alone, after the others. Files marked `// @long` (the
-// ones that take 10 s or more) start first, so that none of them is left running alone at the end.
+// The runner is its own pool: one `node --test` process per file (node's test runner inside it,
+// --test-isolation=none: the file runs in that process, no second one), BROWSERD_TEST_CONCURRENCY
+// at a time (default: the cores, at least 2). A file's output is printed whole when it ends, so that
+// files running side by side do not interleave their lines. Files that touch machine-global state say
+// so with a `// @serial` line near their top (the managed-policy folder that every Chromium reads)
+// and run alone, after the others. Files marked `// @long` (the ones that take 10 s or more) start
+// first, so that none of them is left running alone at the end.
+//
+// Where the time goes: every file's wall time, its start and end in the run, and what the kit
+// (test/kit/daemon.ts) counted in it through BROWSERD_TEST_TALLY — daemons started (and their time
+// to `listening`), Chromium launches (their time to ready), daemon stops; then the sums, the
+// longest file (no schedule beats it) and the sum over the concurrency (nor that).
 //
 // The run has a temp folder of its own (TMPDIR for every test process, and through them for the
 // daemons, Chromium and the clients): whatever is left in it afterwards (browserd-*,
@@ -18,7 +25,7 @@
 // (a benchmark, another checkout's tests) writes to /tmp, not there. Its name is short (btr-XXXXXX):
 // a state dir's path must leave room for the Unix socket Chromium makes under it (core/state-dir.ts).
 import { Buffer } from 'node:buffer';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, globSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,7 +36,8 @@ const sources = globSync('**/*.test.ts', { cwd: path.join(root, 'test'), exclude
 const args = process.argv.slice(2);
 const list = args.includes('--list');
 const lint = args.includes('--lint');
-const only = args.filter((a) => a !== '--list' && a !== '--lint');
+const allTimes = args.includes('--times');
+const only = args.filter((a) => !a.startsWith('--'));
 const chosen = sources.filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
 if (chosen.length === 0) {
   console.error('no test files matched');
@@ -68,9 +76,13 @@ const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2,
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'btr-'));
 chmodSync(tmp, 0o1777); // as /tmp: a test runs a daemon as another user, which makes its state dir here
+// The kit's tally of each file (one JSON line per daemon start, Chromium launch, daemon stop), outside
+// the test temp folder so that it does not count as something the tests left behind.
+const tallies = mkdtempSync(path.join(tmpdir(), 'btr-tally-'));
 
 /** eslint on the whole tree, in the background; resolves to its exit status once its output is printed. */
 function startLint() {
+  const t = Date.now();
   const child = spawn(process.execPath, [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '.'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   const out = [];
   child.stdout.on('data', (b) => out.push(b));
@@ -80,28 +92,100 @@ function startLint() {
     child.on('close', (code, signal) => {
       const text = Buffer.concat(out).toString();
       if (code !== 0) console.error(`\n✖ eslint failed (${signal ?? code}):\n${text}`);
-      else console.log(`\neslint: clean${text.trim() ? `\n${text}` : ''}`);
+      else console.log(`\neslint: clean in ${((Date.now() - t) / 1000).toFixed(1)} s${text.trim() ? `\n${text}` : ''}`);
       resolve(code === 0 ? 0 : 1);
     });
   });
 }
 
-function run(files, n) {
-  if (files.length === 0) return 0;
-  const res = spawnSync(process.execPath, ['--test', `--test-concurrency=${n}`, '--test-timeout=300000', '--test-reporter=spec', ...files.map(compiled)], { stdio: 'inherit', cwd: root, env: { ...process.env, TMPDIR: tmp } });
-  return res.status ?? 1;
+const t0 = Date.now();
+/** @type {{ file: string, status: number, start: number, end: number, tests: number, pass: number, fail: number, tally: Record<string, { n: number, ms: number }> }[]} */
+const results = [];
+
+/** One file in its own process; its output printed whole at its end. */
+function runFile(f, i) {
+  const tally = path.join(tallies, `${i}.jsonl`);
+  const start = Date.now();
+  const child = spawn(process.execPath, ['--test', '--test-isolation=none', '--test-timeout=300000', '--test-reporter=spec', compiled(f)], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TMPDIR: tmp, BROWSERD_TEST_TALLY: tally },
+  });
+  const out = [];
+  child.stdout.on('data', (b) => out.push(b));
+  child.stderr.on('data', (b) => out.push(b));
+  return new Promise((resolve) => {
+    child.on('error', (err) => out.push(Buffer.from(`✖ did not start: ${err.message}\n`)));
+    child.on('close', (code, signal) => {
+      const end = Date.now();
+      const text = Buffer.concat(out).toString();
+      const count = (name) => Number(new RegExp(`^ℹ ${name} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      const status = code === 0 ? 0 : 1;
+      const r = { file: f, status, start: start - t0, end: end - t0, tests: count('tests'), pass: count('pass'), fail: count('fail'), tally: readTally(tally) };
+      results.push(r);
+      process.stdout.write(`\n━━ ${f} (${((end - start) / 1000).toFixed(1)} s)${status === 0 ? '' : ` ✖ ${signal ?? code}`}\n${text}`);
+      resolve(status);
+    });
+  });
 }
 
-const t0 = Date.now();
+/** The kit's lines of one file, summed by kind. */
+function readTally(file) {
+  const sums = {};
+  if (!existsSync(file)) return sums;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (line === '') continue;
+    const { kind, ms } = JSON.parse(line);
+    sums[kind] ??= { n: 0, ms: 0 };
+    sums[kind].n += 1;
+    sums[kind].ms += ms ?? 0;
+  }
+  return sums;
+}
+
+let started = 0;
+/** The files, n at a time, in their order. */
+async function pool(files, n) {
+  let next = 0;
+  let status = 0;
+  const worker = async () => {
+    while (next < files.length) status = (await runFile(files[next++], started++)) || status;
+  };
+  await Promise.all(Array.from({ length: Math.min(n, files.length) }, worker));
+  return status;
+}
+
 const linting = lint ? startLint() : null;
-let status = run(parallel, concurrency);
-status = run(serial, 1) || status;
+let status = await pool(parallel, concurrency);
+const serialStart = Date.now() - t0;
+status = (await pool(serial, 1)) || status;
+const wall = Date.now() - t0;
 const left = readdirSync(tmp);
 if (left.length > 0) {
   console.error(`\n✖ the tests left ${left.length} entries in their temp folder: ${left.slice(0, 10).join(', ')}`);
   status = status || 1;
 }
 rmSync(tmp, { recursive: true, force: true });
+rmSync(tallies, { recursive: true, force: true });
 if (linting !== null) status = (await linting) || status;
-console.log(`\n${chosen.length} files (${parallel.length} in parallel, ${concurrency} at a time; ${serial.length} alone) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+const s = (ms) => (ms / 1000).toFixed(1);
+const tallyCell = (r, kind) => (r.tally[kind] ? `${r.tally[kind].n} (${s(r.tally[kind].ms)})` : '');
+const byTime = [...results].sort((a, b) => b.end - b.start - (a.end - a.start));
+const shown = allTimes ? byTime : byTime.slice(0, 10);
+console.log(`\n${allTimes ? 'every file' : 'the 10 slowest files'}: wall s, start–end s in the run, daemons started (s to listening), Chromium launches (s to ready), daemon stops (s)`);
+console.log('| file | wall | start–end | daemons | Chromium | stops |');
+console.log('|---|---:|---|---:|---:|---:|');
+for (const r of shown) console.log(`| ${r.file}${r.status ? ' ✖' : ''} | ${s(r.end - r.start)} | ${s(r.start)}–${s(r.end)} | ${tallyCell(r, 'daemon')} | ${tallyCell(r, 'chromium')} | ${tallyCell(r, 'stop')} |`);
+const sum = (kind) => results.reduce((a, r) => ({ n: a.n + (r.tally[kind]?.n ?? 0), ms: a.ms + (r.tally[kind]?.ms ?? 0) }), { n: 0, ms: 0 });
+const busy = results.reduce((a, r) => a + r.end - r.start, 0);
+const longest = byTime[0];
+const tests = results.reduce((a, r) => a + r.tests, 0);
+const failed = results.filter((r) => r.status !== 0);
+console.log(
+  `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s); longest file ${longest ? `${longest.file} ${s(longest.end - longest.start)} s` : '-'}; ` +
+    `serial tail ${s(wall - serialStart)} s; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
+);
+console.log(`${tests} tests, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${results.reduce((a, r) => a + r.fail, 0)} failed${failed.length ? ` (in ${failed.map((r) => r.file).join(', ')})` : ''}`);
+console.log(`${chosen.length} files (${parallel.length} in parallel, ${concurrency} at a time; ${serial.length} alone) in ${s(wall)} s`);
 process.exit(status);

@@ -9,10 +9,18 @@
 // The runner is its own pool: one `node --test` process per file (node's test runner inside it,
 // --test-isolation=none: the file runs in that process, no second one), BROWSERD_TEST_CONCURRENCY
 // at a time (default: the cores, at least 2). A file's output is printed whole when it ends, so that
-// files running side by side do not interleave their lines. Files that touch machine-global state say
-// so with a `// @serial` line near their top (the managed-policy folder that every Chromium reads)
-// and run alone, after the others. Files marked `// @long` (the ones that take 10 s or more) start
-// first, so that none of them is left running alone at the end.
+// files running side by side do not interleave their lines.
+//
+// Marks, a `// @<mark>` line in a file's first 15 lines:
+//   @serial      touches machine-global state (the managed-policy folder that every Chromium on the
+//                machine reads): runs with no other serial file and no file that may start Chromium
+//                beside it. The serial files come first, beside the @no-chromium files.
+//   @no-chromium starts no Chromium, neither itself nor through its daemons: may run beside a serial
+//                file. Checked: a marked file whose daemons launch a Chromium (the kit's tally, below)
+//                fails the run.
+//   @long        one of the files that take 10 s or more: started before the unmarked ones, the
+//                longest of the last run first (its times in node_modules/.cache/browserd-test-times.json;
+//                on a fresh clone, in path order), so that none is left running alone at the end.
 //
 // Where the time goes: every file's wall time, its start and end in the run, and what the kit
 // (test/kit/daemon.ts) counted in it through BROWSERD_TEST_TALLY — daemons started (and their time
@@ -26,7 +34,7 @@
 // a state dir's path must leave room for the Unix socket Chromium makes under it (core/state-dir.ts).
 import { Buffer } from 'node:buffer';
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, globSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, globSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -70,8 +78,21 @@ for (const bundle of ['browserd.js', 'browserd-test.js'].map((f) => path.join(ro
 /** Whether the file says `// @<mark>` in its first 15 lines. */
 const marked = (f, mark) => new RegExp(`^// @${mark}\\b`, 'm').test(readFileSync(path.join(root, 'test', f), 'utf8').split('\n').slice(0, 15).join('\n'));
 const serial = chosen.filter((f) => marked(f, 'serial'));
+const noChromium = new Set(chosen.filter((f) => marked(f, 'no-chromium')));
+/** The last run's wall time of each file (node_modules/.cache, absent on a fresh clone): the order of the @long files. */
+const timesFile = path.join(root, 'node_modules', '.cache', 'browserd-test-times.json');
+const lastTimes = (() => {
+  try {
+    return JSON.parse(readFileSync(timesFile, 'utf8'));
+  } catch {
+    return {};
+  }
+})();
+const longest = (a, b) => (lastTimes[b] ?? 0) - (lastTimes[a] ?? 0);
 const rest = chosen.filter((f) => !serial.includes(f));
-const parallel = [...rest.filter((f) => marked(f, 'long')), ...rest.filter((f) => !marked(f, 'long'))];
+const long = rest.filter((f) => marked(f, 'long')).sort(longest);
+/** The order files are taken in: the serial ones, then the long ones (the longest of the last run first), then the others. */
+const queue = [...serial, ...long, ...rest.filter((f) => !long.includes(f))];
 const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'btr-'));
@@ -143,22 +164,40 @@ function readTally(file) {
   return sums;
 }
 
-let started = 0;
-/** The files, n at a time, in their order. */
-async function pool(files, n) {
-  let next = 0;
+/**
+ * The queue, n files at a time, each slot taking the first file it may start: a serial file only
+ * when no other serial file and no file that may start Chromium runs; beside a serial file, only
+ * `@no-chromium` files (so the serial files, first in the queue, run beside the files that start no
+ * Chromium instead of alone at the end).
+ */
+async function schedule(files, n) {
+  const waiting = [...files];
+  const running = new Set();
   let status = 0;
-  const worker = async () => {
-    while (next < files.length) status = (await runFile(files[next++], started++)) || status;
-  };
-  await Promise.all(Array.from({ length: Math.min(n, files.length) }, worker));
-  return status;
+  let started = 0;
+  const mayStart = (f) =>
+    serial.includes(f) ? [...running].every((r) => noChromium.has(r)) : noChromium.has(f) || ![...running].some((r) => serial.includes(r));
+  return new Promise((resolve) => {
+    const fill = () => {
+      while (running.size < n) {
+        const i = waiting.findIndex(mayStart);
+        if (i < 0) break;
+        const [f] = waiting.splice(i, 1);
+        running.add(f);
+        void runFile(f, started++).then((st) => {
+          running.delete(f);
+          status = st || status;
+          fill();
+        });
+      }
+      if (running.size === 0 && waiting.length === 0) resolve(status);
+    };
+    fill();
+  });
 }
 
 const linting = lint ? startLint() : null;
-let status = await pool(parallel, concurrency);
-const serialStart = Date.now() - t0;
-status = (await pool(serial, 1)) || status;
+let status = await schedule(queue, concurrency);
 const wall = Date.now() - t0;
 const left = readdirSync(tmp);
 if (left.length > 0) {
@@ -171,6 +210,15 @@ if (linting !== null) status = (await linting) || status;
 
 const s = (ms) => (ms / 1000).toFixed(1);
 const tallyCell = (r, kind) => (r.tally[kind] ? `${r.tally[kind].n} (${s(r.tally[kind].ms)})` : '');
+// A file marked @no-chromium ran beside the serial ones on that word: its daemons must not have started one.
+for (const r of results.filter((r) => noChromium.has(r.file) && r.tally.launch)) {
+  console.error(`\n✖ ${r.file} is marked @no-chromium but its daemons launched Chromium ${r.tally.launch.n} times: remove the mark`);
+  status = status || 1;
+}
+mkdirSync(path.dirname(timesFile), { recursive: true });
+// A new file renamed over the old one: node_modules may be hard-linked to other checkouts' (a write in place would change theirs).
+writeFileSync(`${timesFile}.${process.pid}`, JSON.stringify({ ...lastTimes, ...Object.fromEntries(results.map((r) => [r.file, r.end - r.start])) }));
+renameSync(`${timesFile}.${process.pid}`, timesFile);
 const byTime = [...results].sort((a, b) => b.end - b.start - (a.end - a.start));
 const shown = allTimes ? byTime : byTime.slice(0, 10);
 console.log(`\n${allTimes ? 'every file' : 'the 10 slowest files'}: wall s, start–end s in the run, daemons started (s to listening), Chromium launches (s to ready), daemon stops (s)`);
@@ -179,13 +227,16 @@ console.log('|---|---:|---|---:|---:|---:|');
 for (const r of shown) console.log(`| ${r.file}${r.status ? ' ✖' : ''} | ${s(r.end - r.start)} | ${s(r.start)}–${s(r.end)} | ${tallyCell(r, 'daemon')} | ${tallyCell(r, 'chromium')} | ${tallyCell(r, 'stop')} |`);
 const sum = (kind) => results.reduce((a, r) => ({ n: a.n + (r.tally[kind]?.n ?? 0), ms: a.ms + (r.tally[kind]?.ms ?? 0) }), { n: 0, ms: 0 });
 const busy = results.reduce((a, r) => a + r.end - r.start, 0);
-const longest = byTime[0];
+const slowest = byTime[0];
+const serialRuns = results.filter((r) => serial.includes(r.file));
+const serialSpan = () =>
+  serialRuns.length === 0 ? 'none' : `${s(Math.min(...serialRuns.map((r) => r.start)))}–${s(Math.max(...serialRuns.map((r) => r.end)))} s in the run`;
 const tests = results.reduce((a, r) => a + r.tests, 0);
 const failed = results.filter((r) => r.status !== 0);
 console.log(
-  `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s); longest file ${longest ? `${longest.file} ${s(longest.end - longest.start)} s` : '-'}; ` +
-    `serial tail ${s(wall - serialStart)} s; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
+  `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s); longest file ${slowest ? `${slowest.file} ${s(slowest.end - slowest.start)} s` : '-'}; ` +
+    `serial files ${serialSpan()}; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
 );
 console.log(`${tests} tests, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${results.reduce((a, r) => a + r.fail, 0)} failed${failed.length ? ` (in ${failed.map((r) => r.file).join(', ')})` : ''}`);
-console.log(`${chosen.length} files (${parallel.length} in parallel, ${concurrency} at a time; ${serial.length} alone) in ${s(wall)} s`);
+console.log(`${chosen.length} files (${concurrency} at a time; ${serial.length} serial, ${noChromium.size} without Chromium) in ${s(wall)} s`);
 process.exit(status);

@@ -121,6 +121,7 @@ export class Daemon {
       line = { msg: raw, event: 'non_json' };
     }
     if (line.event === 'listening' && this.listeningAt === 0) this.listeningAt = performance.now();
+    if (line.event === 'chromium_launched') tally('launch', 0);
     if (line.event === 'chromium_ready') tally('chromium', Number(line.ms) || 0);
     this.logs.push(line);
     if (this.logs.length > this.opts.keepLogs) this.logs.splice(0, this.logs.length - this.opts.keepLogs);

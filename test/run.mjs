@@ -4,7 +4,8 @@
 // `node test/run.mjs fs proxies` runs the files whose path under test/ contains `fs` or `proxies`;
 // `--list` prints the chosen files and runs nothing; `--lint` runs eslint beside the tests (it
 // waits on the disk and one core while most test files wait on Chromium and their children) and
-// fails the run when it fails; `--times` prints every file's timing (below) instead of the slowest.
+// fails the run when it fails; `--typecheck` runs `tsc --noEmit` beside them the same way (npm test
+// builds with scripts/transpile.mjs, which does not check types); `--times` prints every file's timing (below) instead of the slowest.
 //
 // The runner is its own pool: one `node --test` process per file (node's test runner inside it,
 // --test-isolation=none: the file runs in that process, no second one), BROWSERD_TEST_CONCURRENCY
@@ -44,6 +45,7 @@ const sources = globSync('**/*.test.ts', { cwd: path.join(root, 'test'), exclude
 const args = process.argv.slice(2);
 const list = args.includes('--list');
 const lint = args.includes('--lint');
+const typecheck = args.includes('--typecheck');
 const allTimes = args.includes('--times');
 const only = args.filter((a) => !a.startsWith('--'));
 const chosen = sources.filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
@@ -101,19 +103,19 @@ chmodSync(tmp, 0o1777); // as /tmp: a test runs a daemon as another user, which 
 // the test temp folder so that it does not count as something the tests left behind.
 const tallies = mkdtempSync(path.join(tmpdir(), 'btr-tally-'));
 
-/** eslint on the whole tree, in the background; resolves to its exit status once its output is printed. */
-function startLint() {
+/** A check of the whole tree in the background (eslint, tsc); resolves to its exit status once its output is printed. */
+function startCheck(name, argv) {
   const t = Date.now();
-  const child = spawn(process.execPath, [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '.'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, argv, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   const out = [];
   child.stdout.on('data', (b) => out.push(b));
   child.stderr.on('data', (b) => out.push(b));
   return new Promise((resolve) => {
-    child.on('error', (err) => resolve((console.error(`✖ eslint did not start: ${err.message}`), 1)));
+    child.on('error', (err) => resolve((console.error(`✖ ${name} did not start: ${err.message}`), 1)));
     child.on('close', (code, signal) => {
       const text = Buffer.concat(out).toString();
-      if (code !== 0) console.error(`\n✖ eslint failed (${signal ?? code}):\n${text}`);
-      else console.log(`\neslint: clean in ${((Date.now() - t) / 1000).toFixed(1)} s${text.trim() ? `\n${text}` : ''}`);
+      if (code !== 0) console.error(`\n✖ ${name} failed (${signal ?? code}):\n${text}`);
+      else console.log(`\n${name}: clean in ${((Date.now() - t) / 1000).toFixed(1)} s${text.trim() ? `\n${text}` : ''}`);
       resolve(code === 0 ? 0 : 1);
     });
   });
@@ -196,7 +198,10 @@ async function schedule(files, n) {
   });
 }
 
-const linting = lint ? startLint() : null;
+const checks = [
+  ...(lint ? [startCheck('eslint', [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '.'])] : []),
+  ...(typecheck ? [startCheck('tsc --noEmit', [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', '.'])] : []),
+];
 let status = await schedule(queue, concurrency);
 const wall = Date.now() - t0;
 const left = readdirSync(tmp);
@@ -206,7 +211,7 @@ if (left.length > 0) {
 }
 rmSync(tmp, { recursive: true, force: true });
 rmSync(tallies, { recursive: true, force: true });
-if (linting !== null) status = (await linting) || status;
+for (const check of checks) status = (await check) || status;
 
 const s = (ms) => (ms / 1000).toFixed(1);
 const tallyCell = (r, kind) => (r.tally[kind] ? `${r.tally[kind].n} (${s(r.tally[kind].ms)})` : '');

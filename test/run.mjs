@@ -5,7 +5,7 @@
 // `--list` prints the chosen files and runs nothing; `--lint` runs eslint beside the tests (it
 // waits on the disk and one core while most test files wait on Chromium and their children) and
 // fails the run when it fails; `--typecheck` runs `tsc --noEmit` beside them the same way (npm test
-// builds with scripts/transpile.mjs, which does not check types); `--times` prints every file's timing (below) instead of the slowest.
+// builds with scripts/transpile.mjs, which does not check types); `--times` prints every file's timing (below) instead of the slowest ten.
 //
 // The runner is its own pool: one `node --test` process per file (node's test runner inside it,
 // --test-isolation=none: the file runs in that process, no second one), BROWSERD_TEST_CONCURRENCY
@@ -24,9 +24,10 @@
 //                on a fresh clone, in path order), so that none is left running alone at the end.
 //
 // Where the time goes: every file's wall time, its start and end in the run, and what the kit
-// (test/kit/daemon.ts) counted in it through BROWSERD_TEST_TALLY — daemons started (and their time
-// to `listening`), Chromium launches (their time to ready), daemon stops; then the sums, the
-// longest file (no schedule beats it) and the sum over the concurrency (nor that).
+// (test/kit/tally.ts, loaded first in every file) counted in it through BROWSERD_TEST_TALLY: its CPU
+// time with its children's, daemons started (and their time to `listening`), Chromium launches
+// (their time to ready), daemon stops; then the sums, the longest file (no schedule beats it) and
+// the sum over the concurrency (nor that).
 //
 // The run has a temp folder of its own (TMPDIR for every test process, and through them for the
 // daemons, Chromium and the clients): whatever is left in it afterwards (browserd-*,
@@ -38,6 +39,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, globSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
 /** The *.test.ts files under test/, as paths relative to it (`fs/units.test.ts`). */
@@ -58,6 +60,8 @@ if (list) {
   console.log(`${chosen.length} files`);
   process.exit(0);
 }
+/** The kit's tally, loaded first in every test process (so that a file without a daemon reports its CPU too). */
+const tallyModule = pathToFileURL(path.join(root, 'dist', 'test', 'kit', 'tally.js')).href;
 const compiled = (f) => path.join(root, 'dist', 'test', f.replace(/\.ts$/, '.js'));
 for (const f of chosen) {
   if (!existsSync(compiled(f))) {
@@ -129,7 +133,7 @@ const results = [];
 function runFile(f, i) {
   const tally = path.join(tallies, `${i}.jsonl`);
   const start = Date.now();
-  const child = spawn(process.execPath, ['--test', '--test-isolation=none', '--test-timeout=300000', '--test-reporter=spec', compiled(f)], {
+  const child = spawn(process.execPath, ['--import', tallyModule, '--test', '--test-isolation=none', '--test-timeout=300000', '--test-reporter=spec', compiled(f)], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TMPDIR: tmp, BROWSERD_TEST_TALLY: tally },
@@ -226,10 +230,15 @@ writeFileSync(`${timesFile}.${process.pid}`, JSON.stringify({ ...lastTimes, ...O
 renameSync(`${timesFile}.${process.pid}`, timesFile);
 const byTime = [...results].sort((a, b) => b.end - b.start - (a.end - a.start));
 const shown = allTimes ? byTime : byTime.slice(0, 10);
-console.log(`\n${allTimes ? 'every file' : 'the 10 slowest files'}: wall s, start–end s in the run, daemons started (s to listening), Chromium launches (s to ready), daemon stops (s)`);
-console.log('| file | wall | start–end | daemons | Chromium | stops |');
-console.log('|---|---:|---|---:|---:|---:|');
-for (const r of shown) console.log(`| ${r.file}${r.status ? ' ✖' : ''} | ${s(r.end - r.start)} | ${s(r.start)}–${s(r.end)} | ${tallyCell(r, 'daemon')} | ${tallyCell(r, 'chromium')} | ${tallyCell(r, 'stop')} |`);
+console.log(
+  `\n${allTimes ? 'every file' : 'the 10 slowest files'}: wall s, CPU s (the file's process and every child it waited for: daemons, Chromium), start–end s in the run, ` +
+    'daemons started (s to listening), Chromium ready (s to ready), daemon stops (s)',
+);
+console.log('| file | wall | CPU | start–end | daemons | Chromium | stops |');
+console.log('|---|---:|---:|---|---:|---:|---:|');
+for (const r of shown) {
+  console.log(`| ${r.file}${r.status ? ' ✖' : ''} | ${s(r.end - r.start)} | ${r.tally.cpu ? s(r.tally.cpu.ms) : ''} | ${s(r.start)}–${s(r.end)} | ${tallyCell(r, 'daemon')} | ${tallyCell(r, 'chromium')} | ${tallyCell(r, 'stop')} |`);
+}
 const sum = (kind) => results.reduce((a, r) => ({ n: a.n + (r.tally[kind]?.n ?? 0), ms: a.ms + (r.tally[kind]?.ms ?? 0) }), { n: 0, ms: 0 });
 const busy = results.reduce((a, r) => a + r.end - r.start, 0);
 const slowest = byTime[0];
@@ -240,7 +249,7 @@ const tests = results.reduce((a, r) => a + r.tests, 0);
 const failed = results.filter((r) => r.status !== 0);
 console.log(
   `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s); longest file ${slowest ? `${slowest.file} ${s(slowest.end - slowest.start)} s` : '-'}; ` +
-    `serial files ${serialSpan()}; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
+    `CPU summed ${s(sum('cpu').ms)} s; serial files ${serialSpan()}; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
 );
 console.log(`${tests} tests, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${results.reduce((a, r) => a + r.fail, 0)} failed${failed.length ? ` (in ${failed.map((r) => r.file).join(', ')})` : ''}`);
 console.log(`${chosen.length} files (${concurrency} at a time; ${serial.length} serial, ${noChromium.size} without Chromium) in ${s(wall)} s`);

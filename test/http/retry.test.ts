@@ -1,4 +1,3 @@
-// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Retry safety through the real daemon: every error answer says whether a retry is safe
 // (x-should-retry, Retry-After and retry-after-ms where it is), and an Idempotency-Key makes a repeat
 // replay the first answer instead of doing the work again — a concurrent repeat waits for the

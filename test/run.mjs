@@ -148,7 +148,7 @@ function runFile(f, i) {
       const text = Buffer.concat(out).toString();
       const count = (name) => Number(new RegExp(`^ℹ ${name} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
       const status = code === 0 ? 0 : 1;
-      const r = { file: f, status, start: start - t0, end: end - t0, tests: count('tests'), pass: count('pass'), fail: count('fail'), tally: readTally(tally) };
+      const r = { file: f, status, start: start - t0, end: end - t0, tests: count('tests'), pass: count('pass'), fail: count('fail') + count('cancelled'), tally: readTally(tally) };
       results.push(r);
       process.stdout.write(`\n━━ ${f} (${((end - start) / 1000).toFixed(1)} s)${status === 0 ? '' : ` ✖ ${signal ?? code}`}\n${text}`);
       resolve(status);
@@ -251,6 +251,6 @@ console.log(
   `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s); longest file ${slowest ? `${slowest.file} ${s(slowest.end - slowest.start)} s` : '-'}; ` +
     `CPU summed ${s(sum('cpu').ms)} s; serial files ${serialSpan()}; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
 );
-console.log(`${tests} tests, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${results.reduce((a, r) => a + r.fail, 0)} failed${failed.length ? ` (in ${failed.map((r) => r.file).join(', ')})` : ''}`);
+console.log(`${tests} tests, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${results.reduce((a, r) => a + r.fail, 0)} failed or cancelled${failed.length ? ` (in ${failed.map((r) => r.file).join(', ')})` : ''}`);
 console.log(`${chosen.length} files (${concurrency} at a time; ${serial.length} serial, ${noChromium.size} without Chromium) in ${s(wall)} s`);
 process.exit(status);

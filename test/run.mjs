@@ -10,7 +10,7 @@
 // The runner is its own pool: one `node --test` process per file (node's test runner inside it,
 // --test-isolation=none: the file runs in that process, no second one), BROWSERD_TEST_CONCURRENCY
 // at a time (default: the cores, at least 2). A file's output is printed whole when it ends, so that
-// files running side by side do not interleave their lines.
+// files running side by side do not interleave their lines (a run of one file prints it as it comes).
 //
 // Marks, a `// @<mark>` line in a file's first 15 lines:
 //   @serial      touches machine-global state (the managed-policy folder that every Chromium on the
@@ -129,7 +129,10 @@ const t0 = Date.now();
 /** @type {{ file: string, status: number, start: number, end: number, tests: number, pass: number, fail: number, tally: Record<string, { n: number, ms: number }> }[]} */
 const results = [];
 
-/** One file in its own process; its output printed whole at its end. */
+/** A single file's output is printed as it comes (nothing runs beside it to interleave with). */
+const live = chosen.length === 1;
+
+/** One file in its own process; its output printed whole at its end (as it comes when it is the only one). */
 function runFile(f, i) {
   const tally = path.join(tallies, `${i}.jsonl`);
   const start = Date.now();
@@ -139,10 +142,12 @@ function runFile(f, i) {
     env: { ...process.env, TMPDIR: tmp, BROWSERD_TEST_TALLY: tally },
   });
   const out = [];
-  child.stdout.on('data', (b) => out.push(b));
-  child.stderr.on('data', (b) => out.push(b));
+  const take = (b) => (out.push(b), live && process.stdout.write(b));
+  if (live) process.stdout.write(`━━ ${f}\n`);
+  child.stdout.on('data', take);
+  child.stderr.on('data', take);
   return new Promise((resolve) => {
-    child.on('error', (err) => out.push(Buffer.from(`✖ did not start: ${err.message}\n`)));
+    child.on('error', (err) => take(Buffer.from(`✖ did not start: ${err.message}\n`)));
     child.on('close', (code, signal) => {
       const end = Date.now();
       const text = Buffer.concat(out).toString();
@@ -150,7 +155,7 @@ function runFile(f, i) {
       const status = code === 0 ? 0 : 1;
       const r = { file: f, status, start: start - t0, end: end - t0, tests: count('tests'), pass: count('pass'), fail: count('fail') + count('cancelled'), tally: readTally(tally) };
       results.push(r);
-      process.stdout.write(`\n━━ ${f} (${((end - start) / 1000).toFixed(1)} s)${status === 0 ? '' : ` ✖ ${signal ?? code}`}\n${text}`);
+      process.stdout.write(`\n━━ ${f} (${((end - start) / 1000).toFixed(1)} s)${status === 0 ? '' : ` ✖ ${signal ?? code}`}\n${live ? '' : text}`);
       resolve(status);
     });
   });

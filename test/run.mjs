@@ -4,13 +4,30 @@
 // `node test/run.mjs fs proxies` runs the files whose path under test/ contains `fs` or `proxies`;
 // `--list` prints the chosen files and runs nothing; `--lint` runs eslint beside the tests (it
 // waits on the disk and one core while most test files wait on Chromium and their children) and
-// fails the run when it fails.
+// fails the run when it fails; `--typecheck` runs `tsc --noEmit` beside them the same way (npm test
+// builds with scripts/transpile.mjs, which does not check types); `--times` prints every file's timing (below) instead of the slowest ten.
 //
-// Files run in parallel (each test file starts its own daemons with their own state dir, port and
-// Chromium profile), BROWSERD_TEST_CONCURRENCY at a time (default: the cores, at least 2). Files
-// that touch machine-global state say so with a `// @serial` line near their top (the managed-policy
-// folder that every Chromium reads) and run alone, after the others. Files marked `// @long` (the
-// ones that take 10 s or more) start first, so that none of them is left running alone at the end.
+// The runner is its own pool: one `node --test` process per file (node's test runner inside it,
+// --test-isolation=none: the file runs in that process, no second one), BROWSERD_TEST_CONCURRENCY
+// at a time (default: the cores, at least 2). A file's output is printed whole when it ends, so that
+// files running side by side do not interleave their lines (a run of one file prints it as it comes).
+//
+// Marks, a `// @<mark>` line in a file's first 15 lines:
+//   @serial      touches machine-global state (the managed-policy folder that every Chromium on the
+//                machine reads): runs with no other serial file and no file that may start Chromium
+//                beside it. The serial files come first, beside the @no-chromium files.
+//   @no-chromium starts no Chromium, neither itself nor through its daemons: may run beside a serial
+//                file. Checked: a marked file whose daemons launch a Chromium (the kit's tally, below)
+//                fails the run.
+//   @long        one of the files that take 10 s or more: started before the unmarked ones, the
+//                longest of the last run first (its times in node_modules/.cache/browserd-test-times.json;
+//                on a fresh clone, in path order), so that none is left running alone at the end.
+//
+// Where the time goes: every file's wall time, its start and end in the run, and what the kit
+// (test/kit/tally.ts, loaded first in every file) counted in it through BROWSERD_TEST_TALLY: its CPU
+// time with its children's, daemons started (and their time to `listening`), Chromium launches
+// (their time to ready), daemon stops; then the sums, the longest file (no schedule beats it) and
+// the sum over the concurrency (nor that).
 //
 // The run has a temp folder of its own (TMPDIR for every test process, and through them for the
 // daemons, Chromium and the clients): whatever is left in it afterwards (browserd-*,
@@ -18,10 +35,11 @@
 // (a benchmark, another checkout's tests) writes to /tmp, not there. Its name is short (btr-XXXXXX):
 // a state dir's path must leave room for the Unix socket Chromium makes under it (core/state-dir.ts).
 import { Buffer } from 'node:buffer';
-import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, globSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, globSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
 /** The *.test.ts files under test/, as paths relative to it (`fs/units.test.ts`). */
@@ -29,7 +47,9 @@ const sources = globSync('**/*.test.ts', { cwd: path.join(root, 'test'), exclude
 const args = process.argv.slice(2);
 const list = args.includes('--list');
 const lint = args.includes('--lint');
-const only = args.filter((a) => a !== '--list' && a !== '--lint');
+const typecheck = args.includes('--typecheck');
+const allTimes = args.includes('--times');
+const only = args.filter((a) => !a.startsWith('--'));
 const chosen = sources.filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
 if (chosen.length === 0) {
   console.error('no test files matched');
@@ -40,6 +60,8 @@ if (list) {
   console.log(`${chosen.length} files`);
   process.exit(0);
 }
+/** The kit's tally, loaded first in every test process (so that a file without a daemon reports its CPU too). */
+const tallyModule = pathToFileURL(path.join(root, 'dist', 'test', 'kit', 'tally.js')).href;
 const compiled = (f) => path.join(root, 'dist', 'test', f.replace(/\.ts$/, '.js'));
 for (const f of chosen) {
   if (!existsSync(compiled(f))) {
@@ -62,46 +84,178 @@ for (const bundle of ['browserd.js', 'browserd-test.js'].map((f) => path.join(ro
 /** Whether the file says `// @<mark>` in its first 15 lines. */
 const marked = (f, mark) => new RegExp(`^// @${mark}\\b`, 'm').test(readFileSync(path.join(root, 'test', f), 'utf8').split('\n').slice(0, 15).join('\n'));
 const serial = chosen.filter((f) => marked(f, 'serial'));
+const noChromium = new Set(chosen.filter((f) => marked(f, 'no-chromium')));
+/** The last run's wall time of each file (node_modules/.cache, absent on a fresh clone): the order of the @long files. */
+const timesFile = path.join(root, 'node_modules', '.cache', 'browserd-test-times.json');
+const lastTimes = (() => {
+  try {
+    return JSON.parse(readFileSync(timesFile, 'utf8'));
+  } catch {
+    return {};
+  }
+})();
+const longest = (a, b) => (lastTimes[b] ?? 0) - (lastTimes[a] ?? 0);
 const rest = chosen.filter((f) => !serial.includes(f));
-const parallel = [...rest.filter((f) => marked(f, 'long')), ...rest.filter((f) => !marked(f, 'long'))];
+const long = rest.filter((f) => marked(f, 'long')).sort(longest);
+/** The order files are taken in: the serial ones, then the long ones (the longest of the last run first), then the others. */
+const queue = [...serial, ...long, ...rest.filter((f) => !long.includes(f))];
 const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'btr-'));
 chmodSync(tmp, 0o1777); // as /tmp: a test runs a daemon as another user, which makes its state dir here
+// The kit's tally of each file (one JSON line per daemon start, Chromium launch, daemon stop), outside
+// the test temp folder so that it does not count as something the tests left behind.
+const tallies = mkdtempSync(path.join(tmpdir(), 'btr-tally-'));
 
-/** eslint on the whole tree, in the background; resolves to its exit status once its output is printed. */
-function startLint() {
-  const child = spawn(process.execPath, [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '.'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+/** A check of the whole tree in the background (eslint, tsc); resolves to its exit status once its output is printed. */
+function startCheck(name, argv) {
+  const t = Date.now();
+  const child = spawn(process.execPath, argv, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   const out = [];
   child.stdout.on('data', (b) => out.push(b));
   child.stderr.on('data', (b) => out.push(b));
   return new Promise((resolve) => {
-    child.on('error', (err) => resolve((console.error(`✖ eslint did not start: ${err.message}`), 1)));
+    child.on('error', (err) => resolve((console.error(`✖ ${name} did not start: ${err.message}`), 1)));
     child.on('close', (code, signal) => {
       const text = Buffer.concat(out).toString();
-      if (code !== 0) console.error(`\n✖ eslint failed (${signal ?? code}):\n${text}`);
-      else console.log(`\neslint: clean${text.trim() ? `\n${text}` : ''}`);
+      if (code !== 0) console.error(`\n✖ ${name} failed (${signal ?? code}):\n${text}`);
+      else console.log(`\n${name}: clean in ${((Date.now() - t) / 1000).toFixed(1)} s${text.trim() ? `\n${text}` : ''}`);
       resolve(code === 0 ? 0 : 1);
     });
   });
 }
 
-function run(files, n) {
-  if (files.length === 0) return 0;
-  const res = spawnSync(process.execPath, ['--test', `--test-concurrency=${n}`, '--test-timeout=300000', '--test-reporter=spec', ...files.map(compiled)], { stdio: 'inherit', cwd: root, env: { ...process.env, TMPDIR: tmp } });
-  return res.status ?? 1;
+const t0 = Date.now();
+/** @type {{ file: string, status: number, start: number, end: number, tests: number, pass: number, fail: number, tally: Record<string, { n: number, ms: number }> }[]} */
+const results = [];
+
+/** A single file's output is printed as it comes (nothing runs beside it to interleave with). */
+const live = chosen.length === 1;
+
+/** One file in its own process; its output printed whole at its end (as it comes when it is the only one). */
+function runFile(f, i) {
+  const tally = path.join(tallies, `${i}.jsonl`);
+  const start = Date.now();
+  const child = spawn(process.execPath, ['--import', tallyModule, '--test', '--test-isolation=none', '--test-timeout=300000', '--test-reporter=spec', compiled(f)], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TMPDIR: tmp, BROWSERD_TEST_TALLY: tally },
+  });
+  const out = [];
+  const take = (b) => (out.push(b), live && process.stdout.write(b));
+  if (live) process.stdout.write(`━━ ${f}\n`);
+  child.stdout.on('data', take);
+  child.stderr.on('data', take);
+  return new Promise((resolve) => {
+    child.on('error', (err) => take(Buffer.from(`✖ did not start: ${err.message}\n`)));
+    child.on('close', (code, signal) => {
+      const end = Date.now();
+      const text = Buffer.concat(out).toString();
+      const count = (name) => Number(new RegExp(`^ℹ ${name} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      const status = code === 0 ? 0 : 1;
+      const r = { file: f, status, start: start - t0, end: end - t0, tests: count('tests'), pass: count('pass'), fail: count('fail') + count('cancelled'), tally: readTally(tally) };
+      results.push(r);
+      process.stdout.write(`\n━━ ${f} (${((end - start) / 1000).toFixed(1)} s)${status === 0 ? '' : ` ✖ ${signal ?? code}`}\n${live ? '' : text}`);
+      resolve(status);
+    });
+  });
 }
 
-const t0 = Date.now();
-const linting = lint ? startLint() : null;
-let status = run(parallel, concurrency);
-status = run(serial, 1) || status;
+/** The kit's lines of one file, summed by kind. */
+function readTally(file) {
+  const sums = {};
+  if (!existsSync(file)) return sums;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (line === '') continue;
+    const { kind, ms } = JSON.parse(line);
+    sums[kind] ??= { n: 0, ms: 0 };
+    sums[kind].n += 1;
+    sums[kind].ms += ms ?? 0;
+  }
+  return sums;
+}
+
+/**
+ * The queue, n files at a time, each slot taking the first file it may start: a serial file only
+ * when no other serial file and no file that may start Chromium runs; beside a serial file, only
+ * `@no-chromium` files (so the serial files, first in the queue, run beside the files that start no
+ * Chromium instead of alone at the end).
+ */
+async function schedule(files, n) {
+  const waiting = [...files];
+  const running = new Set();
+  let status = 0;
+  let started = 0;
+  const mayStart = (f) =>
+    serial.includes(f) ? [...running].every((r) => noChromium.has(r)) : noChromium.has(f) || ![...running].some((r) => serial.includes(r));
+  return new Promise((resolve) => {
+    const fill = () => {
+      while (running.size < n) {
+        const i = waiting.findIndex(mayStart);
+        if (i < 0) break;
+        const [f] = waiting.splice(i, 1);
+        running.add(f);
+        void runFile(f, started++).then((st) => {
+          running.delete(f);
+          status = st || status;
+          fill();
+        });
+      }
+      if (running.size === 0 && waiting.length === 0) resolve(status);
+    };
+    fill();
+  });
+}
+
+const checks = [
+  ...(lint ? [startCheck('eslint', [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '.'])] : []),
+  ...(typecheck ? [startCheck('tsc --noEmit', [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', '.'])] : []),
+];
+let status = await schedule(queue, concurrency);
+const wall = Date.now() - t0;
 const left = readdirSync(tmp);
 if (left.length > 0) {
   console.error(`\n✖ the tests left ${left.length} entries in their temp folder: ${left.slice(0, 10).join(', ')}`);
   status = status || 1;
 }
 rmSync(tmp, { recursive: true, force: true });
-if (linting !== null) status = (await linting) || status;
-console.log(`\n${chosen.length} files (${parallel.length} in parallel, ${concurrency} at a time; ${serial.length} alone) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+rmSync(tallies, { recursive: true, force: true });
+for (const check of checks) status = (await check) || status;
+
+const s = (ms) => (ms / 1000).toFixed(1);
+const tallyCell = (r, kind) => (r.tally[kind] ? `${r.tally[kind].n} (${s(r.tally[kind].ms)})` : '');
+// A file marked @no-chromium ran beside the serial ones on that word: its daemons must not have started one.
+for (const r of results.filter((r) => noChromium.has(r.file) && r.tally.launch)) {
+  console.error(`\n✖ ${r.file} is marked @no-chromium but its daemons launched Chromium ${r.tally.launch.n} times: remove the mark`);
+  status = status || 1;
+}
+mkdirSync(path.dirname(timesFile), { recursive: true });
+// A new file renamed over the old one: node_modules may be hard-linked to other checkouts' (a write in place would change theirs).
+writeFileSync(`${timesFile}.${process.pid}`, JSON.stringify({ ...lastTimes, ...Object.fromEntries(results.map((r) => [r.file, r.end - r.start])) }));
+renameSync(`${timesFile}.${process.pid}`, timesFile);
+const byTime = [...results].sort((a, b) => b.end - b.start - (a.end - a.start));
+const shown = allTimes ? byTime : byTime.slice(0, 10);
+console.log(
+  `\n${allTimes ? 'every file' : 'the 10 slowest files'}: wall s, CPU s (the file's process and every child it waited for: daemons, Chromium), start–end s in the run, ` +
+    'daemons started (s to listening), Chromium ready (s to ready), daemon stops (s)',
+);
+console.log('| file | wall | CPU | start–end | daemons | Chromium | stops |');
+console.log('|---|---:|---:|---|---:|---:|---:|');
+for (const r of shown) {
+  console.log(`| ${r.file}${r.status ? ' ✖' : ''} | ${s(r.end - r.start)} | ${r.tally.cpu ? s(r.tally.cpu.ms) : ''} | ${s(r.start)}–${s(r.end)} | ${tallyCell(r, 'daemon')} | ${tallyCell(r, 'chromium')} | ${tallyCell(r, 'stop')} |`);
+}
+const sum = (kind) => results.reduce((a, r) => ({ n: a.n + (r.tally[kind]?.n ?? 0), ms: a.ms + (r.tally[kind]?.ms ?? 0) }), { n: 0, ms: 0 });
+const busy = results.reduce((a, r) => a + r.end - r.start, 0);
+const slowest = byTime[0];
+const serialRuns = results.filter((r) => serial.includes(r.file));
+const serialSpan = () =>
+  serialRuns.length === 0 ? 'none' : `${s(Math.min(...serialRuns.map((r) => r.start)))}–${s(Math.max(...serialRuns.map((r) => r.end)))} s in the run`;
+const tests = results.reduce((a, r) => a + r.tests, 0);
+const failed = results.filter((r) => r.status !== 0);
+console.log(
+  `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s); longest file ${slowest ? `${slowest.file} ${s(slowest.end - slowest.start)} s` : '-'}; ` +
+    `CPU summed ${s(sum('cpu').ms)} s; serial files ${serialSpan()}; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
+);
+console.log(`${tests} tests, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${results.reduce((a, r) => a + r.fail, 0)} failed or cancelled${failed.length ? ` (in ${failed.map((r) => r.file).join(', ')})` : ''}`);
+console.log(`${chosen.length} files (${concurrency} at a time; ${serial.length} serial, ${noChromium.size} without Chromium) in ${s(wall)} s`);
 process.exit(status);

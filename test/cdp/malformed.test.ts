@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Malformed messages from Chromium (not JSON, the wrong shape, an answer to an id never sent):
 // neither the multiplexer nor the CDP client throws or waits on them. Each is dropped, counted and
 // logged with a short excerpt at a bounded rate; one that starts like the answer to a pending

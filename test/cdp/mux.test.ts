@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The CDP multiplexer against a stand-in Chromium on a pair of streams (NUL-ended JSON, Chromium's
 // layout): each channel its own session and its own ids, events and child sessions routed to their
 // owner only, foreign sessions refused, Browser.close answered by the mux, a message over the bound

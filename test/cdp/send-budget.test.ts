@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The CDP send budget (unit): a client is closed when what it had unsent before a message passes
 // its own limit (slow_client), or when every client together passed the total (cdp_queue_full: the
 // one holding the most goes); one large message to a client that reads trips neither.

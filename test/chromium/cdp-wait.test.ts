@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The supervisor's wait for a stopped browser whose launch is queued behind another operation:
 // a CDP client is never refused only because a restart runs, and a failed launch is its answer.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // The generic launcher with real child processes (sh and sleep): its own process group, readiness
 // raced against exit, deadline and abort, and a stop that ends every member of the group, even

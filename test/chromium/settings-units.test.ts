@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The checks of the browser's configuration, without Chromium: the viewport setting and its limits,
 // policy names and types and the refused ones, flag shapes and the refused ones, the merges, and
 // the launch flags a viewport gives.

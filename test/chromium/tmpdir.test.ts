@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Chromium's TMPDIR is emptied at every launch and stop (daemon/chromium/run.ts emptyDir). A large
 // one takes a while to remove: the event loop must keep answering meanwhile (a blocked loop also
 // starves systemd's watchdog), so a request made while the removal runs is answered before it ends.

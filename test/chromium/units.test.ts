@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Unit tests of the Chromium module's pure parts: flags, the output ring buffer, line splitting
 // and rate limiting, backoff and the crash-loop window, the launch failure diagnosis, the policy
 // check and the lifecycle lock.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The processes routes as the official SDK (@onkernel/sdk 0.84) sends them, against the real
 // daemon: exec, spawn (also on a terminal), stdin, status, stdoutStream (the SDK's Stream: the exit
 // event reaches SDK code), kill and resize. Every answer is checked at runtime against a zod

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The proxies resource through the official SDK (`@onkernel/sdk`, `client.proxies.*`) against the
 // real daemon and a real tinyproxy: create (with bypass_hosts), retrieve, update, list (the SDK's
 // OffsetPagination walking every page), delete and check. Every result is checked at runtime

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The key table of the computer controls: xdotool's key names and combinations to DOM key, code,
 // virtual key code, text and modifier bits (unit test, no daemon).
 import assert from 'node:assert/strict';

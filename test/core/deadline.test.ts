@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Unit tests of core/deadline.ts: a deadline lets go of its parent signal once disposed (the
 // supervisor's parent is the shutdown signal, which lives as long as the daemon), and a parent's
 // abort still reaches a deadline that is not disposed. The supervisor makes one deadline per launch

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The daemon's one kill escalation (daemon/core/process/kill.ts), on real children.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // /proc scans (daemon/core/process/proc.ts): asynchronous, shared by the callers of one turn of the
 // event loop, never older than the call they answer.
 import assert from 'node:assert/strict';

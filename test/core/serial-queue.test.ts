@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The daemon's one serial queue (daemon/core/serial-queue.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

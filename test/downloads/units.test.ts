@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The downloads module's parts without Chromium: who owns the download behaviour (behavior.ts) and
 // the list of downloads with its limits (tracker.ts).
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Policy-install packing without Chromium: the daemon's zip writer (async deflate, straight to a
 // file), CRX3 files (parsed back and verified), ids, the update manifest, and the publisher's
 // CRX files: a same-version replacement gets a file of its own, so a rollback serves the old bytes.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The installed set on disk (Store) and its crash recovery. An install is a transaction whose id
 // is recorded in installed.json before any folder moves and cleared with the commit: a daemon
 // killed before the commit comes back with the replaced versions; one killed after it (before

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Unit tests of the extension pieces that need no Chromium: safe unzip, manifest checks, the
 // multipart pairing, policy files. (CRX packing: extensions/packing; the store: extensions/store.)
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Every files route through curl, the other real client: raw bodies (-T, --data-binary), Range,
 // HEAD, multipart as curl writes it (-F, in the Go clients' `files.dest_path` encoding too, and a
 // file before its destination), JSON bodies, Server-Sent Events with -N.

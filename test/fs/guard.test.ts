@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The files API never reaches the daemon's state directory, its secret files, /proc, /sys or
 // /dev, whatever the spelling of the path: symlinks (in the path, last, relative, chained), `..`,
 // `//`, /proc/self/root/…, /proc/<daemon pid>/cwd, hard links (made by the test and by a command

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Every files route through the official SDK (@onkernel/sdk 0.84, `client.browsers.fs`), against
 // the real daemon: the shapes the SDK declares, and its error classes for the contract's errors.
 import assert from 'node:assert/strict';

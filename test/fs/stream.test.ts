@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Streaming and atomicity: a 1 GiB file written and read through the API with the daemon's
 // memory flat (peak VmRSS under +128 MiB, an eighth of the file), concurrent writers to one path (every read is one whole

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Unit tests of the files API's pieces that need no daemon: the zip writer's streamed and zip64
 // forms (read back by yauzl with every check on), Range parsing, modes, the guard's rules, and
 // the resolver's anchoring (an operation lands where the path was resolved, even when a folder on

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // upload_zip with every hostile archive the safe unzip knows (each refused with nothing written:
 // no destination, no temp folder, no spool file), merging into an existing folder, and multipart
 // upload requests that fail leaving nothing behind.

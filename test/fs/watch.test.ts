@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Folder watches against the real daemon and real inotify: recursive and not, CREATE / WRITE /
 // DELETE with is_dir, new subfolders watched at once, the `lost` event when the queue overflows,
 // the end of a watch (its folder deleted, a new reader, idle), and its limits.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // fs/download_dir_zstd and fs/upload_zstd against the real daemon, with GNU tar as the other side:
 // a folder downloaded as tar.zst is what GNU tar reads back (symlinks left out), an archive GNU
 // tar made is unpacked into place, and a hostile one is refused with its code, nothing written.

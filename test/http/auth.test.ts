@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The 401/403 matrix, whoami, project-scoped keys and SIGHUP reload, through the real daemon.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';

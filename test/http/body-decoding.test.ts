@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Decoding stdin bodies: the strict base64 decoder (core/strict-base64.ts) decides without
 // re-encoding, so it is checked to accept exactly what re-encoding gives back (every text of up to
 // 4 characters of an alphabet with each kind of trouble, and random corruptions of longer ones);

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The idempotency store (unit): a full store of many keys refuses a new one with 429 limit_exceeded
 // and a Retry-After from its oldest expiry (no RangeError from spreading every entry), and the purge
 // forgets exactly the keys whose TTL is over, in the order their answers came in.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Unit test of http/request-idle.ts on a real loopback server: time in which the server itself
 // does not read (its handler is slow: the connection is paused by backpressure) is not the client's
 // idle time; a client that stops sending is.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // The server's own behaviour, through real HTTP on a random port with a small route table:
 // error shape on every path, 405, bad JSON, wrong content type, validation details, 413, 500.

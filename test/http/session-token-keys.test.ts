@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Units: the control plane's key file (BROWSERD_JWT_KEYS_FILE) as JWKS or PEM, and what it refuses;
 // the log's token redaction.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Session tokens (JWTs) through the real daemon: the control plane's keys (a JWKS of EdDSA, ES256
 // and RS256 keys, re-read on SIGHUP), the daemon's own tokens (cdp_ws_url), both token sources
 // (Authorization: Bearer and ?jwt=), each refusal 401 naming its fault, and no token in the log.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The API server's request timeouts, through the real daemon with a short idle timeout
 // (BROWSERD_REQUEST_IDLE_TIMEOUT_MS): an upload that takes several times the timeout but keeps
 // sending is never cut (no whole-request limit: Node's default cut uploads at 300 s); one whose

@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { checkRunning, onCleanup, tempDir } from './cleanup.js';
 import { killNaming, signalGroup } from './procs.js';
+import { tally } from './tally.js';
 import { exitOf, within } from './wait.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -120,6 +121,8 @@ export class Daemon {
       line = { msg: raw, event: 'non_json' };
     }
     if (line.event === 'listening' && this.listeningAt === 0) this.listeningAt = performance.now();
+    if (line.event === 'chromium_launched') tally('launch', 0);
+    if (line.event === 'chromium_ready') tally('chromium', Number(line.ms) || 0);
     this.logs.push(line);
     if (this.logs.length > this.opts.keepLogs) this.logs.splice(0, this.logs.length - this.opts.keepLogs);
     this.waiters = this.waiters.filter((w) => {
@@ -175,7 +178,11 @@ export class Daemon {
 
   /** SIGTERM and wait for the exit. */
   async stop(): Promise<Exit> {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGTERM');
+    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+      const t = performance.now();
+      this.proc.kill('SIGTERM');
+      void this.exited.then(() => tally('stop', performance.now() - t));
+    }
     return this.exited;
   }
 
@@ -189,7 +196,9 @@ export class Daemon {
     this.cleaning ??= (async () => {
       this.unregister();
       if (this.proc.exitCode === null && this.proc.signalCode === null) {
+        const t = performance.now();
         this.proc.kill('SIGTERM');
+        void this.exited.then(() => tally('stop', performance.now() - t));
         if (!(await within(this.exited, 20_000))) {
           if (this.opts.detached) signalGroup(this.pid, 'SIGKILL');
           else this.proc.kill('SIGKILL');
@@ -233,6 +242,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     try {
       const line = await daemon.waitLog((l) => l.event === 'listening', 30_000);
       daemon.url = `http://${String(line.address)}`;
+      tally('daemon', daemon.listeningAt - spawnedAt);
     } catch (err) {
       await daemon.cleanup();
       throw err;

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The crash policy (daemon/main.ts, docs/operations.md), through the real daemon and its test
 // hooks: a promise rejected with no handler is logged at error with its stack and counted, and the
 // daemon serves on; an exception thrown outside every handler still ends it (exit 1, one fatal line).

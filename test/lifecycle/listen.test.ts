@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The HTTP listener cannot be opened: one log line naming BROWSERD_LISTEN. A port in use
 // (EADDRINUSE, e.g. the previous instance still stopping) is worth a restart: exit 1, which the
 // unit's Restart= retries; an address that can never work (not on this host) is a bad setting:

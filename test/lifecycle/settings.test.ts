@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Settings: a bad value stops the start with one log line naming it and exit code 2;
 // the first start without a token writes <state>/token with mode 0600.
 import assert from 'node:assert/strict';

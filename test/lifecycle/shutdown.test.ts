@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Graceful shutdown of the real daemon on SIGTERM: a request in flight is answered, new
 // connections are refused, every spawned process group is ended (SIGKILL for one that ignores
 // SIGTERM, and also a group whose leader has exited), the log says `stopping` then `stopped`, and

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // BROWSERD_TEST_HOOKS exist only in the test build (dist/daemon/browserd-test.js, the one the kit
 // starts): the production build (dist/daemon/browserd.js) has none of their code, and refuses the
 // setting at start as a bad setting.

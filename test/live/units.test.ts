@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Units of the live view: a slow viewer gets the newest frame, never a queue.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

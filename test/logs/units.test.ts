@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Units of the log streams: the ring (numbering, lost lines, cut lines), a ring reader with and
 // without follow, the SSE writer over a real socket (the `lost` event for a reader that falls
 // behind, heartbeat comments), the file tail (backlog, truncation, rotation, follow=false) and the

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Units of Playwright execution: the key ring's ephemeral keys (a runner's token: scope cdp only,
 // revoked), the runner's result serialisation, its output capture, and its compiler (esbuild).
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The WebSocket attach of a terminal process, through the real daemon with real programs:
 // keystrokes round-trip (the p50 is reported, not asserted: timings belong to bench/cases/pty.ts),
 // several clients each see everything and each may type, resize by a text frame, the close codes

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // exec through the HTTP API of the real daemon: exit and output, stdin, the deadline (the whole
 // group is killed), what a command leaves in its group (killed when it exits), the output limit,
 // the environment, and a client that goes away.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The SDK's fields and the input refused at the door, through the HTTP API of the real daemon:
 // null for the nullable fields, strings a process cannot carry (unpaired surrogates, the env name
 // __proto__), spawn's timeout_sec, kill and deadlines reaching every process group of the session,

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Spawned processes never outlive a daemon crash unowned: every group is recorded in
 // <state>/process-groups.log as it starts, and a daemon killed with SIGKILL has what it left ended
 // by the next start on the same state dir, before that one listens. Only groups provably the ones

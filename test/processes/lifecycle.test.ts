@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // spawn, status, list, kill, output streams, the live limit (also for a group that outlives its
 // leader), retention, the working directory and scopes, through the HTTP API of the real daemon
 // with real children.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // The memory budget of the processes module through the real daemon (docs/memory.md): a child
 // writing 1-byte chunks keeps its replay buffer within BROWSERD_OUTPUT_BUFFER_BYTES in real bytes

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Processes on a pseudo-terminal (spawn allocate_tty) through the HTTP API of the real daemon with
 // real programs: an interactive bash (prompt, tput, resize, Ctrl-C, job control), a password
 // prompt, isatty, stdin's honesty on a terminal that does not read (and a daemon that does not

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // stdin through the HTTP API of the real daemon with real children: integrity, order under
 // concurrency, strict base64, EOF, the 504 of a child that does not read (and its bytes arriving
 // later, in order), the cap on queued bytes (429), the 409s, the 413, and EPIPE not hurting the

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Unit tests of the strict base64 decoder, the replay buffer, the stdin writer and the set of
 // process groups (the HTTP behaviour they give is tested through the daemon in the other
 // processes-*.test.ts files).

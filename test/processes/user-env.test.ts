@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The passwd lookup of as_user (daemon/processes/launch/user-env.ts): the file is parsed once and
 // read again only when it changes (inode, size or mtime), not at every spawn.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Hostile profile archives: each refused with its inner_error.code, nothing written (no profile, no
 // file in the archive folder, no staging folder); an archive made by GNU tar is taken, and what a
 // profile leaves out (caches, locks) is dropped from it. The limits on a smaller scale through the

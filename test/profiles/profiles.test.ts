@@ -1,3 +1,4 @@
+// @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // Profiles through the official SDK (@onkernel/sdk 0.84, `client.profiles`, `browsers.update`)
 // against the real daemon and real Chromium: a loopback site's cookie and localStorage value saved
 // to a profile, gone in a browser without it, back when it is loaded, kept across a daemon

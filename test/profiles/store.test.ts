@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The profile store: project keys see only their project's profiles (others are 404, lists are
 // filtered), names are unique per project, pages as the SDK reads them, scopes; what a 201
 // acknowledged survives kill -9 of the daemon.

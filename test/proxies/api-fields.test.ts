@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The fields and routes the SDK declares beyond the seed: bypass_hosts (grammar, limits, stored
 // form), PATCH /proxies/{id} (strict, visibility, durable), and GET /proxies with limit, offset,
 // name and query and the pagination headers.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // /proxies through the real daemon: create/list/get/delete, per-type validation (one detail per
 // bad field), write-only fields, scopes, project scoping, 404s, the deprecated `os` field.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // A proxy created without `protocol` is reached with TLS (https is the default); most first proxies
 // are plain HTTP proxies. The check says so: last_check_error (and a url check's inner_error) is
 // tls_failed with a message suggesting `protocol: http`, whether the proxy answers the TLS

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // POST /proxies/{id}/check through real proxies on loopback: Debian's tinyproxy with Basic auth,
 // and a proxy of the test that sends every tunnel and every absolute-form request to a local origin
 // (so no byte leaves loopback, even for the "public" addresses that BROWSERD_TEST_HOOKS resolve=

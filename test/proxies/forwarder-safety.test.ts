@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The forwarding proxy is no relay and fails visibly: only the daemon's own uid is served, the
 // daemon's own ports are never a target, a failing upstream gives the browser a proxy error and
 // the API the cause, and PATCH /browsers/{id} takes only what it can honour. The daemon survives

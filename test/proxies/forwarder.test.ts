@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The browser's forwarding proxy through the real daemon, with two real tinyproxy instances A and B
 // (each adds its own Via header) in front of proxies of the test that send everything to a loopback
 // origin reporting the Via header it saw. Clients talk to the forwarder as Chromium does:

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // The proxy store loses nothing: atomic writes survive SIGKILL at random moments, a broken file
 // at start is kept aside and reported, and what a 201 acknowledged survives kill -9 of the daemon.

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // @long: one of the slowest files (10 s or more alone), started first by test/run.mjs.
 // No request can kill the daemon: every route that takes a body (read from the daemon's own OpenAPI
 // document, so a new route is covered the day it is added) is fed truncated, stalled, cut-short

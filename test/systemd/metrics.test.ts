@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // GET /metrics: Prometheus text that parses line by line, holds every metric an operator needs,
 // and moves when a request is served. No Chromium.
 import assert from 'node:assert/strict';

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // sd_notify without Chromium: READY=1 right after `listening` when Chromium is not autostarted,
 // an abstract-namespace NOTIFY_SOCKET, WATCHDOG_PID naming another process, a daemon started
 // without notify-exec.pl, and notify-exec.pl's own behaviour.

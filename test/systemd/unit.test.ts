@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The shipped unit and its companions: `systemd-analyze verify` is silent, the hardening keeps its
 // measured exposure, the stop timeout stays above the daemon's own shutdown deadline, the env
 // example lists every setting with its default, install.sh parses. No running systemd needed:

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // The telemetry routes without a browser: the SSE frames as the SDK reads them at the root path
 // the SDK's direct-to-VM calls use (`/telemetry/stream`), a small ring (BROWSERD_TELEMETRY_RING)
 // and the gap said to a reader resuming from before it, the category switches, custom events and

@@ -1,3 +1,4 @@
+// @no-chromium: starts no Chromium (checked by test/run.mjs): may run beside a @serial file.
 // Unit tests of the telemetry bus (ring bounds by count and bytes, seqs, the lost count of a reader
 // that fell behind) and of the redaction (headers, URLs, long values).
 import assert from 'node:assert/strict';

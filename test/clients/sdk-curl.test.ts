@@ -33,8 +33,9 @@ interface Seen {
 const held: http.ServerResponse[] = [];
 const hangWaiters: (() => void)[] = [];
 /** Resolves once `n` requests for /hang were received in all. */
-const hanging = async (n: number): Promise<void> => {
-  while (seen.filter((s) => s.url.startsWith('/hang')).length < n) await new Promise<void>((resolve) => hangWaiters.push(resolve));
+/** Until the origin has seen a request for each of these paths (one that timed out first may never arrive). */
+const hanging = async (...urls: string[]): Promise<void> => {
+  while (!urls.every((u) => seen.some((s) => s.url === u))) await new Promise<void>((resolve) => hangWaiters.push(resolve));
 };
 const BIN = Buffer.from(Array.from({ length: 150_000 }, (_, i) => (i * 7919) % 256));
 const seen: Seen[] = [];
@@ -209,11 +210,10 @@ test('errors: scheme, the daemon\'s own port, a refused connection, timeout_ms, 
   assert.match(String(failed.message), /ECONNREFUSED/);
   const tunnel = await expectError(await post({ url: `https://127.0.0.1:${closedPort}/` }), 422, 'fetch_failed');
   assert.match(String((tunnel.inner_error as { code: string }).code), /^net::ERR_/);
-  const hangsBefore = seen.filter((x) => x.url.startsWith('/hang')).length;
   assert.match(String((await expectError(await post({ url: `${base}/hang?t`, timeout_ms: 300 }), 504, 'timeout')).message), /within 300 ms \(timeout_ms/);
   // Two requests in flight (held by the origin): a third is 429, safe to retry.
   const inFlight = [post({ url: `${base}/hang?a` }), post({ url: `${base}/hang?b` })];
-  await hanging(hangsBefore + 3);
+  await hanging('/hang?a', '/hang?b');
   const busy = await post({ url: `${base}/echo` });
   assert.equal(busy.headers.get('x-should-retry'), 'true');
   assert.match(String((await expectError(busy, 429, 'limit_exceeded')).message), /BROWSERD_CURL_MAX_CONCURRENT/);

@@ -3,9 +3,11 @@
 // "DevTools listening on ws://…" line was seen and Browser.getVersion answered on that endpoint
 // (the daemon's own CDP client, straight to the port).
 import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CdpClient } from '../daemon/cdp/client.js';
 import { chromiumEnv, chromiumFlags } from '../daemon/chromium/flags.js';
+import { agentIds } from '../test/kit/agent.js';
 import { checkRunning, onCleanup } from '../test/kit/cleanup.js';
 import { stopGroup } from '../test/kit/procs.js';
 import { exitOf, until } from '../test/kit/wait.js';
@@ -24,24 +26,30 @@ export interface HandChromium {
 }
 
 /** The flags browserd would pass for this profile (headless, root → --no-sandbox), plus `extra`. */
-export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[]; extraFlags?: string[] } = {}): string[] {
+export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[]; extraFlags?: string[]; asAgent?: boolean } = {}): string[] {
   // The peer speaks DevTools over a port (the most direct way for a client), the daemon over its pipe.
   return chromiumFlags({
     profileDir,
     headless: true,
     extraFlags: opts.extraFlags ?? [],
     extras: { extensionPaths: opts.extensionPaths ?? [], allowBackgroundNetworking: false },
-    // A hand-started Chromium as root (the benchmarks) cannot have its sandbox.
-    noSandbox: process.getuid?.() === 0,
+    // A hand-started Chromium as root cannot have its sandbox; as the agent user (asAgent) it has it, as the daemon's.
+    noSandbox: process.getuid?.() === 0 && opts.asAgent !== true,
     proxyPort: null,
   }).map((f) => (f === '--remote-debugging-pipe' ? '--remote-debugging-port=0' : f));
 }
 
 /** Spawns Chromium in its own process group and waits until it is ready (DevTools line + Browser.getVersion). */
-export async function startChromium(args: string[], timeoutMs = 60_000): Promise<HandChromium> {
+export async function startChromium(args: string[], timeoutMs = 60_000, opts: { asAgent?: boolean } = {}): Promise<HandChromium> {
   checkRunning();
+  const profileDir = (args.find((a) => a.startsWith('--user-data-dir=')) ?? '--user-data-dir=/tmp').slice('--user-data-dir='.length);
+  // asAgent: as the daemon starts it, the agent user through setpriv with no capability kept (its
+  // profile's parent folder must be the agent's: agentTempDir), with its temp files beside the profile.
+  const { uid, gid } = opts.asAgent === true ? agentIds() : { uid: 0, gid: 0 };
+  const [command, argv] = opts.asAgent === true ? ['setpriv', [`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--inh-caps=-all', CHROMIUM, ...args]] : [CHROMIUM, args];
+  const tmp = opts.asAgent === true ? path.dirname(profileDir) : (process.env.TMPDIR ?? '/tmp');
   const t0 = performance.now();
-  const proc = spawn(CHROMIUM, args, { env: chromiumEnv(process.env, (args.find((a) => a.startsWith('--user-data-dir=')) ?? '--user-data-dir=/tmp').slice('--user-data-dir='.length), process.env.TMPDIR ?? '/tmp'), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(command, argv, { env: chromiumEnv(process.env, profileDir, tmp), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   const pid = proc.pid as number;
   const exited = exitOf(proc);
   let stopping: Promise<void> | null = null;

@@ -9,7 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { checkRunning, tempDir } from '../../test/kit/cleanup.js';
+import { agentTempDir } from '../../test/kit/agent.js';
+import { checkRunning } from '../../test/kit/cleanup.js';
 import { startDaemon, startPeerServer, TEST_TOKEN, type Daemon } from '../daemon.js';
 import { FILES, FOLDERS, median, notInstalled, progress, skippedRow, textFiles, timed, which, type Bench, type Row } from '../lib.js';
 
@@ -66,7 +67,8 @@ export async function benchFs(): Promise<Row[]> {
   const curl = which('curl');
   const zip = which('zip');
   if (curl === null) return Object.values(ROW).map((n) => skippedRow(n, n === ROW.zip ? 'ms' : 'MB/s', 'cat / cp / node:http / zip -r', notInstalled('curl')));
-  const dir = tempDir('browserd-bench-fs-');
+  // The agent user's folder: the files API acts with its rights (docs/security.md).
+  const dir = agentTempDir('browserd-bench-fs-');
   const d = await startDaemon();
   const peer = await startPeerServer([peerScript]);
   const bare = (route: string, p: string): string => `http://127.0.0.1:${peer.port}/${route}?path=${encodeURIComponent(p)}`;

@@ -1,10 +1,10 @@
 // 1. Restart to ready: POST /browsers/local/restart until it answers (the old tree stopped, the new
-// Chromium's DevTools answering) vs the same by hand: SIGTERM to the old Chromium's group until it
+// Chromium's DevTools answering) vs the same by hand (as the agent user, sandboxed, as the daemon runs it): SIGTERM to the old Chromium's group until it
 // is gone, then the same binary with the same flags and profile until its DevTools line and a
 // Browser.getVersion answer. Interleaved, one warm-up each, N samples each.
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { tempDir } from '../../test/kit/cleanup.js';
+import { agentTempDir } from '../../test/kit/agent.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, type LogLine } from '../daemon.js';
 import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
@@ -32,9 +32,10 @@ export async function benchRestart(): Promise<Row[]> {
   let hand: HandChromium | null = null;
   try {
     await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
-    const profile = path.join(tempDir('browserd-bench-profile-'), 'profile');
-    const args = daemonFlags(profile);
-    hand = await startChromium(args);
+    // The peer does the same work as the daemon: Chromium as the agent user, sandboxed (docs/security.md).
+    const profile = path.join(agentTempDir('browserd-bench-profile-'), 'profile');
+    const args = daemonFlags(profile, { asAgent: true });
+    hand = await startChromium(args, undefined, { asAgent: true });
 
     const phases: Record<string, number[]> = {};
     const phaseSeen = new Set<LogLine>();
@@ -55,7 +56,7 @@ export async function benchRestart(): Promise<Row[]> {
       hand = null;
       const h = await timed(async () => {
         await prev.stop();
-        return startChromium(args);
+        return startChromium(args, undefined, { asAgent: true });
       });
       hand = h.value;
       handTotal.push(h.ms);
@@ -82,7 +83,7 @@ export async function benchRestart(): Promise<Row[]> {
         unit: 'ms',
         browserd: median(daemonTotal),
         peer: median(handTotal),
-        peerName: 'by hand: SIGTERM the group until gone, spawn the same binary and flags, DevTools line + Browser.getVersion',
+        peerName: 'by hand, as the agent user with the sandbox (as the daemon runs it): SIGTERM the group until gone, spawn the same binary and flags through setpriv, DevTools line + Browser.getVersion',
         note:
           `N=${N} each, interleaved (alternating order, ${SETTLE_MS} ms idle before each); p95 ${percentile(daemonTotal, 95).toFixed(0)} vs ${percentile(handTotal, 95).toFixed(0)} ms; goal: overhead under 10%. ` +
           `Against a spawn alone (no old Chromium to stop, the row below) the restart takes ${pct(median(daemonTotal), median(handLaunch))}`,
@@ -92,7 +93,7 @@ export async function benchRestart(): Promise<Row[]> {
         unit: 'ms',
         browserd: daemonLaunch.length > 0 ? median(daemonLaunch) : null,
         peer: median(handLaunch),
-        peerName: 'by hand: spawn until DevTools line + Browser.getVersion',
+        peerName: 'by hand, as the agent user with the sandbox: spawn until DevTools line + Browser.getVersion',
         note: "browserd's figure is the `ms` of its chromium_ready log line (spawn to ready)",
       },
     ];

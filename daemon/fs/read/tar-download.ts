@@ -6,7 +6,7 @@ import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { entryHeaders, padding, tarEnd } from '../../core/zip/tar.js';
 import type { Guard } from '../paths/guard.js';
-import { openPlannedFile, type ZipPlan } from './zip-download.js';
+import { archiveLeavesOut, openPlannedFile, type ZipPlan } from './zip-download.js';
 
 const CHUNK = 256 * 1024;
 /** zstd level 3 (zstd's default). */
@@ -14,7 +14,7 @@ const LEVEL = 3;
 
 /** The tar of the planned tree (files that changed since the walk are left out); `files()` counts those written. */
 export function tarSource(guard: Guard, plan: ZipPlan): { source: Readable; files: () => number } {
-  const isProtected = guard.inodeChecker();
+  const isProtected = archiveLeavesOut(guard);
   let files = 0;
   async function* gen(): AsyncGenerator<Buffer> {
     for (const entry of plan.entries) {

@@ -6,7 +6,7 @@
 // 4 GiB). Left out: symlinks, devices, fifos, sockets, and whatever the files API refuses (the state
 // directory, protected files, special file systems), and files that vanished since the walk.
 import { constants, type Stats } from 'node:fs';
-import { lstat, open, readdir, readlink, type FileHandle } from 'node:fs/promises';
+import { open, readdir, readlink, type FileHandle } from 'node:fs/promises';
 import { BrowserdError, ConflictError } from '../../core/errors.js';
 import { ZipWriter, type Prepared, type ZipSink } from '../../core/zip/write.js';
 import { mapped } from '../paths/errno.js';
@@ -62,11 +62,6 @@ async function walkInto(guard: Guard, dir: Dir, prefix: string, out: PlanEntry[]
     if (guard.ruleOf(real) !== null) continue;
     const rel = `${prefix}${e.name}`;
     if (e.isFile()) {
-      // A file the agent user may not read is left out, as what the API refuses is (paths/guard.ts).
-      if (guard.agent !== null) {
-        const st = await lstat(dir.at(e.name)).catch(() => null);
-        if (st === null || !guard.agentMay(st, MAY_READ)) continue;
-      }
       if (out.length >= max) throw tooMany(input, max);
       out.push({ rel, real, kind: 'file', mode: 0, mtime: new Date(0) });
     } else if (e.isDirectory()) {
@@ -100,7 +95,16 @@ interface Opened {
   content: Prepared | null;
 }
 
-/** Opens a planned file and checks it is still what was planned; null when it is not (left out). */
+/**
+ * What an archive leaves out of a planned file, judged on the inode it opened: a protected file, or
+ * one the agent user may not read (as the API refuses it: paths/guard.ts). Judged at open rather
+ * than in the walk, so a tree costs no extra stat per file.
+ */
+export function archiveLeavesOut(guard: Guard): (st: Stats, target: string) => Promise<boolean> {
+  const isProtected = guard.inodeChecker();
+  return async (st, target) => !guard.agentMay(st, MAY_READ) || (await isProtected(st, target));
+}
+
 /**
  * Opens a planned file and checks it is still what was planned (the planned path, a regular file,
  * not a protected inode); null when it is not (left out). For download_dir_zip and _zstd.
@@ -152,7 +156,7 @@ async function openPlanned(isProtected: (st: Stats, target: string) => Promise<b
 /** Writes the planned tree as a zip into `sink`; resolves when the archive is complete. */
 export async function writeZip(guard: Guard, plan: ZipPlan, sink: ZipSink, level = 6): Promise<{ files: number; bytes: number }> {
   const zip = new ZipWriter(sink, level);
-  const isProtected = guard.inodeChecker();
+  const isProtected = archiveLeavesOut(guard);
   const ahead: Promise<Opened | null>[] = [];
   let next = 0;
   let files = 0;

@@ -1,29 +1,19 @@
 // Settings: read once from the environment, validated here and nowhere else.
 // A bad value throws ConfigError naming the setting; main logs it in one line and exits 2.
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { z } from 'zod';
 import { ConfigError } from './config-error.js';
 import { ownedBy, OWNED_FLAGS, splitFlags } from './flags-parse.js';
 import { DEFAULT_VIEWPORT, parseViewport, type Viewport } from './viewport.js';
 import { chromiumTmpDir, checkDownloadsDir, prepareAgentDir, prepareStateDir } from './state-dir.js';
 import { parseTestHooks, type TestHooks } from './test-hooks.js';
 import { daemonUser, findSetpriv, lookupUser, maySwitchUsers, type UserEntry } from './users.js';
+import { findOnPath, isExecutable } from './which.js';
+import { parseProviders, type ManagedProxyType, type ProxyGateway } from './proxy-providers.js';
 
 export { ConfigError } from './config-error.js';
 
-export const MANAGED_PROXY_TYPES = ['datacenter', 'isp', 'residential', 'mobile'] as const;
-export type ManagedProxyType = (typeof MANAGED_PROXY_TYPES)[number];
-
-const gatewaySchema = z.object({
-  host: z.string().min(1),
-  port: z.number().int().min(1).max(65535),
-  protocol: z.enum(['http', 'https']).default('http'),
-  username: z.string().default(''),
-  password: z.string().default(''),
-});
-export type ProxyGateway = z.infer<typeof gatewaySchema>;
-const providersSchema = z.partialRecord(z.enum(MANAGED_PROXY_TYPES), gatewaySchema);
+export { MANAGED_PROXY_TYPES, type ManagedProxyType, type ProxyGateway } from './proxy-providers.js';
 
 export interface Config {
   listen: { host: string; port: number };
@@ -445,18 +435,9 @@ function viewportSetting(raw: string | undefined): Viewport {
   }
 }
 
-function isExecutable(file: string): boolean {
-  try {
-    accessSync(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function resolveChromium(raw: string | undefined, env: Env): string | null {
   if (raw !== undefined) {
-    const file = raw.includes('/') ? path.resolve(raw) : findOnPath(raw, env);
+    const file = raw.includes('/') ? path.resolve(raw) : findOnPath(raw, env.PATH ?? '');
     if (file === null || !isExecutable(file)) {
       throw new ConfigError('BROWSERD_CHROMIUM', `"${raw}" is not an executable file`);
     }
@@ -464,17 +445,8 @@ function resolveChromium(raw: string | undefined, env: Env): string | null {
   }
   if (isExecutable('/usr/lib/chromium/chromium')) return '/usr/lib/chromium/chromium';
   for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-    const file = findOnPath(name, env);
+    const file = findOnPath(name, env.PATH ?? '');
     if (file !== null) return file;
-  }
-  return null;
-}
-
-function findOnPath(name: string, env: Env): string | null {
-  for (const dir of (env.PATH ?? '').split(':')) {
-    if (dir === '') continue;
-    const file = path.join(dir, name);
-    if (isExecutable(file)) return file;
   }
   return null;
 }
@@ -512,20 +484,3 @@ function parseCheckUrls(raw: string | undefined): string[] {
   if (urls.length === 0) throw new ConfigError('BROWSERD_PROXY_CHECK_URLS', 'names no URL');
   return urls;
 }
-
-function parseProviders(file: string | undefined): Partial<Record<ManagedProxyType, ProxyGateway>> {
-  if (file === undefined) return {};
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new ConfigError('BROWSERD_PROXY_PROVIDERS_FILE', `cannot read ${file} as JSON: ${(err as Error).message}`);
-  }
-  const parsed = providersSchema.safeParse(json);
-  if (!parsed.success) {
-    const first = parsed.error.issues[0];
-    throw new ConfigError('BROWSERD_PROXY_PROVIDERS_FILE', `${first?.path.join('.') || '(root)'}: ${first?.message}`);
-  }
-  return parsed.data;
-}
-

@@ -8,10 +8,10 @@
 // them: without `--ambient-caps -all` every command of the agent would start holding CAP_SETUID,
 // i.e. root. setpriv sets real, effective and saved ids, initgroups(3) of the user, and clears the
 // inheritable and ambient sets before it execs the command (same pid).
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { userInfo } from 'node:os';
-import path from 'node:path';
+import { DEFAULT_PATH, findOnPath } from './which.js';
 
 export interface UserEntry {
   name: string;
@@ -24,7 +24,6 @@ export interface UserEntry {
 /** Capability numbers (linux/capability.h) the daemon asks about. */
 export const CAP = { CHOWN: 0, DAC_OVERRIDE: 1, FOWNER: 3, KILL: 5, SETGID: 6, SETUID: 7 } as const;
 
-const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** The line of `passwdFile` for `name`, or null. */
 export function lookupUser(name: string, passwdFile = '/etc/passwd'): UserEntry | null {
@@ -123,17 +122,7 @@ export function maySwitchUsers(caps = effectiveCapabilities()): boolean {
 
 /** setpriv(1) on the daemon's PATH (null when missing). */
 export function findSetpriv(envPath = process.env.PATH): string | null {
-  for (const dir of (envPath || DEFAULT_PATH).split(':')) {
-    if (!dir.startsWith('/')) continue;
-    const file = path.join(dir, 'setpriv');
-    try {
-      accessSync(file, constants.X_OK);
-      return file;
-    } catch {
-      // next
-    }
-  }
-  return null;
+  return findOnPath('setpriv', envPath || DEFAULT_PATH);
 }
 
 let setprivCache: string | null | undefined;

@@ -5,12 +5,19 @@
 // `--list` prints the chosen files and runs nothing; `--lint` runs eslint beside the tests (it
 // waits on the disk and one core while most test files wait on Chromium and their children) and
 // fails the run when it fails; `--typecheck` runs `tsc --noEmit` beside them the same way (npm test
-// builds with scripts/transpile.mjs, which does not check types); `--times` prints every file's timing (below) instead of the slowest ten.
+// builds with scripts/transpile.mjs, which does not check types); both together are one process,
+// scripts/check.mjs, which builds the TypeScript program once for both; `--times` prints every file's timing (below) instead of the slowest ten.
 //
 // The runner is its own pool: one `node --test` process per file (node's test runner inside it,
-// --test-isolation=none: the file runs in that process, no second one), BROWSERD_TEST_CONCURRENCY
-// at a time (default: the cores, at least 2). A file's output is printed whole when it ends, so that
-// files running side by side do not interleave their lines (a run of one file prints it as it comes).
+// --test-isolation=none: the file runs in that process, no second one). How many at a time: the
+// cores' count (at least 2) always; up to twice that while the machine has CPU to spare — most files
+// spend much of their time waiting (on Chromium, children, sockets), so as many files as cores leave
+// the cores idle a third of the run. A file beyond the cores' count starts only when at least a
+// quarter of the machine's CPU was idle over the last half second (/proc/stat, so a busy process
+// beside the run counts), and at most one such start per second (a file's own start must show up in
+// the next sample before another is let in). BROWSERD_TEST_CONCURRENCY=n runs exactly n at a time.
+// A file's output is printed whole when it ends, so that files running side by side do not
+// interleave their lines (a run of one file prints it as it comes).
 //
 // Marks, a `// @<mark>` line in a file's first 15 lines:
 //   @serial      touches machine-global state (the managed-policy folder that every Chromium on the
@@ -38,6 +45,7 @@ import { Buffer } from 'node:buffer';
 import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, globSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
+import { clearInterval, setInterval } from 'node:timers';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -99,7 +107,15 @@ const rest = chosen.filter((f) => !serial.includes(f));
 const long = rest.filter((f) => marked(f, 'long')).sort(longest);
 /** The order files are taken in: the serial ones, then the long ones (the longest of the last run first), then the others. */
 const queue = [...serial, ...long, ...rest.filter((f) => !long.includes(f))];
-const concurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || Math.max(2, availableParallelism());
+const fixedConcurrency = Number(process.env.BROWSERD_TEST_CONCURRENCY) || undefined;
+/** Files that always run side by side (the cores), and the most that may while CPU is to spare. */
+const concurrency = fixedConcurrency ?? Math.max(2, availableParallelism());
+const maxConcurrency = fixedConcurrency ?? 2 * concurrency;
+/** The share of the machine's CPU that must have been idle over the last sample for a file beyond `concurrency` to start. */
+const SPARE_IDLE = 0.25;
+const SAMPLE_MS = 500;
+/** The least time between two starts beyond `concurrency`. */
+const SPARE_START_GAP_MS = 1000;
 
 const tmp = mkdtempSync(path.join(tmpdir(), 'btr-'));
 chmodSync(tmp, 0o1777); // as /tmp: a test runs a daemon as another user, which makes its state dir here
@@ -175,43 +191,79 @@ function readTally(file) {
   return sums;
 }
 
+/** /proc/stat's first line: the machine's idle ticks (idle + iowait) and all its ticks. */
+function cpuTicks() {
+  const f = readFileSync('/proc/stat', 'utf8').slice(0, 200).split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+  return { idle: f[3] + (f[4] ?? 0), total: f.reduce((a, b) => a + b, 0) };
+}
+
 /**
- * The queue, n files at a time, each slot taking the first file it may start: a serial file only
- * when no other serial file and no file that may start Chromium runs; beside a serial file, only
+ * The queue, `concurrency` files at a time and up to `maxConcurrency` while the CPU has room (see
+ * the head of this file), each slot taking the first file it may start: a serial file only when no
+ * other serial file and no file that may start Chromium runs; beside a serial file, only
  * `@no-chromium` files (so the serial files, first in the queue, run beside the files that start no
  * Chromium instead of alone at the end).
  */
-async function schedule(files, n) {
+async function schedule(files) {
   const waiting = [...files];
   const running = new Set();
   let status = 0;
   let started = 0;
+  let peak = 0;
+  let idleShare = 0;
+  let lastSpareStart = 0;
+  let last = cpuTicks();
   const mayStart = (f) =>
     serial.includes(f) ? [...running].every((r) => noChromium.has(r)) : noChromium.has(f) || ![...running].some((r) => serial.includes(r));
+  const roomBeyondCores = () => idleShare >= SPARE_IDLE && Date.now() - lastSpareStart >= SPARE_START_GAP_MS;
   return new Promise((resolve) => {
     const fill = () => {
-      while (running.size < n) {
+      while (running.size < maxConcurrency) {
+        const spare = running.size >= concurrency;
+        if (spare && !roomBeyondCores()) break;
         const i = waiting.findIndex(mayStart);
         if (i < 0) break;
         const [f] = waiting.splice(i, 1);
         running.add(f);
+        peak = Math.max(peak, running.size);
+        if (spare) {
+          lastSpareStart = Date.now();
+          idleShare = 0; // this start shows in the next sample
+        }
         void runFile(f, started++).then((st) => {
           running.delete(f);
           status = st || status;
           fill();
         });
       }
-      if (running.size === 0 && waiting.length === 0) resolve(status);
+      if (running.size === 0 && waiting.length === 0) {
+        clearInterval(sampler);
+        resolve({ status, peak });
+      }
     };
+    const sampler = setInterval(() => {
+      const now = cpuTicks();
+      const total = now.total - last.total;
+      idleShare = total > 0 ? (now.idle - last.idle) / total : 0;
+      last = now;
+      fill();
+    }, SAMPLE_MS);
     fill();
   });
 }
 
-const checks = [
-  ...(lint ? [startCheck('eslint', [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '.'])] : []),
-  ...(typecheck ? [startCheck('tsc --noEmit', [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', '.'])] : []),
-];
-let status = await schedule(queue, concurrency);
+// One process for both: scripts/check.mjs builds the TypeScript program once for tsc's diagnostics and eslint's type-aware rules.
+const checkScript = path.join(root, 'scripts', 'check.mjs');
+const checks =
+  lint && typecheck
+    ? [startCheck('tsc --noEmit and eslint', [checkScript])]
+    : lint
+      ? [startCheck('eslint', [checkScript, '--lint-only'])]
+      : typecheck
+        ? [startCheck('tsc --noEmit', [checkScript, '--types-only'])]
+        : [];
+const { status: runStatus, peak } = await schedule(queue);
+let status = runStatus;
 const wall = Date.now() - t0;
 const left = readdirSync(tmp);
 if (left.length > 0) {
@@ -253,9 +305,9 @@ const serialSpan = () =>
 const tests = results.reduce((a, r) => a + r.tests, 0);
 const failed = results.filter((r) => r.status !== 0);
 console.log(
-  `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s); longest file ${slowest ? `${slowest.file} ${s(slowest.end - slowest.start)} s` : '-'}; ` +
+  `\nfiles' time summed ${s(busy)} s (over ${concurrency}: ${s(busy / concurrency)} s; ${(busy / wall).toFixed(1)} files at a time on average); longest file ${slowest ? `${slowest.file} ${s(slowest.end - slowest.start)} s` : '-'}; ` +
     `CPU summed ${s(sum('cpu').ms)} s; serial files ${serialSpan()}; daemons ${sum('daemon').n} (${s(sum('daemon').ms)} s to listening), Chromium launches ${sum('chromium').n} (${s(sum('chromium').ms)} s to ready), stops ${sum('stop').n} (${s(sum('stop').ms)} s)`,
 );
 console.log(`${tests} tests, ${results.reduce((a, r) => a + r.pass, 0)} passed, ${results.reduce((a, r) => a + r.fail, 0)} failed or cancelled${failed.length ? ` (in ${failed.map((r) => r.file).join(', ')})` : ''}`);
-console.log(`${chosen.length} files (${concurrency} at a time; ${serial.length} serial, ${noChromium.size} without Chromium) in ${s(wall)} s`);
+console.log(`${chosen.length} files (${concurrency === maxConcurrency ? concurrency : `${concurrency} to ${maxConcurrency}, at most ${peak}`} at a time; ${serial.length} serial, ${noChromium.size} without Chromium) in ${s(wall)} s`);
 process.exit(status);

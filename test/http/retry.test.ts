@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { agentScratchDirs } from '../kit/agent.js';
 import { TEST_TOKEN, fixtures, startDaemon, type Daemon } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
 
 const scratch = agentScratchDirs('browserd-retry-'); // the API's processes (the agent user) write there
 let d: Daemon;
@@ -35,6 +36,16 @@ const keyed = (key: string, json: unknown, token = TEST_TOKEN): RequestInit & { 
   headers: { 'idempotency-key': key, authorization: `Bearer ${token}` },
   json,
 });
+
+/**
+ * SIGKILL to a spawned process, then waits until the daemon has seen it exit: a kill answers once the
+ * signal is sent, and a process killed but not yet reaped still counts as running (toward the limit,
+ * and in the next test's process list).
+ */
+async function killAndWait(processId: string): Promise<void> {
+  await d.fetch(`/browsers/local/process/${processId}/kill`, { method: 'POST', json: { signal: 'KILL' } });
+  await until(`process ${processId} to exit`, async () => ((await (await d.fetch(`/browsers/local/process/${processId}/status`)).json()) as { state: string }).state === 'exited');
+}
 
 describe('x-should-retry on every error answer', () => {
   test('false where a retry cannot succeed or would repeat work, without Retry-After', async () => {
@@ -65,7 +76,7 @@ describe('x-should-retry on every error answer', () => {
     assert.equal(limited.headers.get('x-should-retry'), 'true');
     assert.match(limited.headers.get('retry-after') ?? '', /^\d+$/);
     assert.match(limited.headers.get('retry-after-ms') ?? '', /^\d+$/);
-    for (const p of [a, b]) await d.fetch(`/browsers/local/process/${p.process_id}/kill`, { method: 'POST', json: { signal: 'KILL' } });
+    for (const p of [a, b]) await killAndWait(p.process_id);
 
     const starting = await silent.fetch('/readyz');
     await expectError(starting, 503, 'browser_unavailable');
@@ -92,7 +103,7 @@ describe('Idempotency-Key', () => {
     assert.equal(other.headers.get('x-should-retry'), 'false');
     const list = (await (await d.fetch('/browsers/local/process')).json()) as { processes: { process_id: string; state: string }[] };
     assert.equal(list.processes.filter((p) => p.state === 'running').length, 1);
-    await d.fetch(`/browsers/local/process/${body.process_id}/kill`, { method: 'POST', json: { signal: 'KILL' } });
+    await killAndWait(body.process_id);
     await expectError(await d.fetch('/browsers/local/process/spawn', { ...keyed('bad key with spaces', { command: 'true' }) }), 400, 'bad_request');
   });
 
@@ -125,7 +136,7 @@ describe('Idempotency-Key', () => {
       [0, 1].map(async () => ((await (await d.fetch('/browsers/local/process/spawn', { method: 'POST', json: { command: 'sleep', args: ['30'] } })).json()) as { process_id: string }).process_id),
     );
     await expectError(await d.fetch('/browsers/local/process/spawn', keyed('spawn-429', { command: 'true' })), 429, 'limit_exceeded');
-    for (const id of holders) await d.fetch(`/browsers/local/process/${id}/kill`, { method: 'POST', json: { signal: 'KILL' } });
+    for (const id of holders) await killAndWait(id);
     let res: Response;
     do {
       res = await d.fetch('/browsers/local/process/spawn', keyed('spawn-429', { command: 'true' }));

@@ -2,8 +2,8 @@
 // and its .js.map per file, the same tree), but by esbuild, file by file, without checking the types:
 // ~1 s where tsc takes ~25 s of CPU on a fresh clone (~40 s wall on a loaded 2-core machine), all of it
 // before the first test could start. The types are still checked in the same run: test/run.mjs
-// --typecheck runs `tsc --noEmit` beside the tests, as --lint does eslint, and fails the run when it
-// fails. `npm run build` stays tsc's (it checks before it writes); both write the same modules.
+// --typecheck runs the type check beside the tests (scripts/check.mjs, with --lint eslint over the
+// same program), and fails the run when it fails. `npm run build` stays tsc's (it checks before it writes); both write the same modules.
 // tsconfig.json is esbuild's too (target, class fields, verbatimModuleSyntax).
 import { build } from 'esbuild';
 import { globSync } from 'node:fs';

@@ -2,9 +2,10 @@
 // daemon and peer servers are started by daemon.ts, Chromium by hand by chromium.ts; cleanup,
 // temp dirs and process groups are the test kit's (test/kit/).
 import { randomBytes } from 'node:crypto';
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { CLOCK_TICKS_PER_SEC } from '../daemon/core/process/proc.js';
 
 export const CHROMIUM = process.env.BROWSERD_CHROMIUM ?? '/usr/lib/chromium/chromium';
 
@@ -123,4 +124,15 @@ export function which(tool: string): string | null {
 
 export function notInstalled(tool: string): string {
   return `skipped: ${tool} not installed (bash .ci/setup --bench)`;
+}
+
+/**
+ * CPU time (user + system) that process `pid` has used so far, in ms, from /proc/<pid>/stat. The
+ * difference over a load, divided by the requests, is the process's CPU per request: on a shared
+ * machine it moves less than requests/s (which also depend on who else had the cores).
+ */
+export function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS_PER_SEC;
 }

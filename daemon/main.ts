@@ -100,7 +100,7 @@ async function main(): Promise<void> {
   const systemd = createSystemd({ log, waitForBrowser: config.chromium.autostart });
   let keyring: KeyRing;
   try {
-    keyring = KeyRing.create(config, log);
+    keyring = KeyRing.create(config, log, metrics);
   } catch (err) {
     exitBadSetting(log, err);
   }

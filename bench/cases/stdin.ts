@@ -15,7 +15,7 @@ import autocannon from 'autocannon';
 import { onCleanup, tempDir } from '../../test/kit/cleanup.js';
 import { signalGroup } from '../../test/kit/procs.js';
 import { startDaemon, startPeerServer, TEST_TOKEN, type Daemon } from '../daemon.js';
-import { median, progress, timed, type Bench, type Row } from '../lib.js';
+import { median, processCpuMs, progress, timed, type Bench, type Row } from '../lib.js';
 
 const CONNECTIONS = 16;
 const ROUNDS = 3;
@@ -31,10 +31,16 @@ const peerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), 'stdi
 interface Target {
   url: string;
   headers: Record<string, string>;
+  /** The server's process. */
+  pid: number;
 }
 
-/** autocannon against `target` with this body; the mean requests per second (every answer must be 2xx). */
-async function load(target: Target, body: string, seconds: number): Promise<number> {
+/**
+ * autocannon against `target` with this body: the mean requests per second (every answer must be
+ * 2xx) and the µs of CPU its server process (`target.pid`) spent per request meanwhile.
+ */
+async function load(target: Target, body: string, seconds: number): Promise<{ rps: number; cpuUs: number }> {
+  const cpu0 = processCpuMs(target.pid);
   const r = await autocannon({
     url: target.url,
     method: 'POST',
@@ -44,7 +50,7 @@ async function load(target: Target, body: string, seconds: number): Promise<numb
     body,
   });
   if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0) throw new Error(`${target.url}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
-  return r.requests.average;
+  return { rps: r.requests.average, cpuUs: ((processCpuMs(target.pid) - cpu0) * 1000) / Math.max(1, r.requests.total) };
 }
 
 /** MB/s of `n` sequential writes of `bytes` decoded bytes (after one unmeasured write when `warm`). */
@@ -65,7 +71,7 @@ async function bigWrites(target: Target, body: string, bytes: number, n: number,
 
 async function startPeer(): Promise<{ target: Target; stop(): Promise<void> }> {
   const peer = await startPeerServer([peerScript]);
-  return { target: { url: `http://127.0.0.1:${peer.port}/stdin`, headers: {} }, stop: peer.stop };
+  return { target: { url: `http://127.0.0.1:${peer.port}/stdin`, headers: {}, pid: peer.pid }, stop: peer.stop };
 }
 
 async function spawnCat(d: Daemon): Promise<{ id: string; pid: number }> {
@@ -106,20 +112,25 @@ export async function benchStdin(): Promise<Row[]> {
   const unregister = onCleanup(killCat);
   try {
     cat = await spawnCat(d);
-    const ours: Target = { url: `${d.url}/browsers/local/process/${cat.id}/stdin`, headers: { authorization: `Bearer ${TEST_TOKEN}` } };
+    const ours: Target = { url: `${d.url}/browsers/local/process/${cat.id}/stdin`, headers: { authorization: `Bearer ${TEST_TOKEN}` }, pid: d.pid };
 
     await load(ours, small, WARMUP_S);
     await load(peer.target, small, WARMUP_S);
     const oursRpsAll: number[] = [];
     const peerRpsAll: number[] = [];
+    const oursCpuAll: number[] = [];
+    const peerCpuAll: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       // Alternate which side goes first, so neither always follows the other's load.
       const [a, b] = r % 2 === 0 ? [ours, peer.target] : [peer.target, ours];
       const ra = await load(a, small, DURATION_S);
       const rb = await load(b, small, DURATION_S);
-      oursRpsAll.push(a === ours ? ra : rb);
-      peerRpsAll.push(a === ours ? rb : ra);
-      progress(`stdin 1 KiB round ${r + 1}/${ROUNDS}: browserd ${oursRpsAll[r]?.toFixed(0)} req/s, bare ${peerRpsAll[r]?.toFixed(0)} req/s`);
+      const [o, p] = a === ours ? [ra, rb] : [rb, ra];
+      oursRpsAll.push(o.rps);
+      peerRpsAll.push(p.rps);
+      oursCpuAll.push(o.cpuUs);
+      peerCpuAll.push(p.cpuUs);
+      progress(`stdin 1 KiB round ${r + 1}/${ROUNDS}: browserd ${o.rps.toFixed(0)} req/s (${o.cpuUs.toFixed(0)} µs CPU/req), bare ${p.rps.toFixed(0)} req/s (${p.cpuUs.toFixed(0)} µs CPU/req)`);
     }
     const oursRps = median(oursRpsAll);
     const peerRps = median(peerRpsAll);
@@ -144,7 +155,8 @@ export async function benchStdin(): Promise<Row[]> {
         peerName: 'a bare node:http server (own process) decoding the same base64 into the pipe of a child `cat > /dev/null`',
         note:
           `autocannon, ${CONNECTIONS} connections, ${ROUNDS} alternated rounds of ${DURATION_S} s each after ${WARMUP_S} s of warm-up; median of the rounds' ` +
-          `mean requests/s (per-round ratio ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×); browserd with auth, validation and an access log line per request`,
+          `mean requests/s (per-round ratio ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×); browserd with auth, validation and an access log line per request; ` +
+          `CPU per request (user + system of the server's process, median of the rounds): browserd ${median(oursCpuAll).toFixed(0)} µs, bare ${median(peerCpuAll).toFixed(0)} µs (${(median(oursCpuAll) / median(peerCpuAll)).toFixed(1)}×)`,
       },
       {
         name: '4. stdin 8 MiB writes, p50',

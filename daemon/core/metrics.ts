@@ -34,6 +34,7 @@ export interface Metrics {
    */
   memoryPool(pool: string, read: () => number): void;
   unhandledRejections: Counter;
+  sessionTokenChecks: Counter<'outcome'>;
 }
 
 export function createMetrics(): Metrics {
@@ -186,6 +187,12 @@ export function createMetrics(): Metrics {
     unhandledRejections: new Counter({
       name: 'browserd_unhandled_rejections_total',
       help: 'Promises rejected with no handler (a bug: each is logged at error with its stack; the daemon goes on)',
+      registers: [registry],
+    }),
+    sessionTokenChecks: new Counter({
+      name: 'browserd_session_token_checks_total',
+      help: 'Session tokens (JWTs) presented, by outcome: cached (verified before, its exp and nbf checked again), verified (its signature checked), refused',
+      labelNames: ['outcome'],
       registers: [registry],
     }),
   };

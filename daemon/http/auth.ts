@@ -8,8 +8,9 @@ import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
 import { ForbiddenError, UnauthorizedError } from '../core/errors.js';
-import { SessionTokens } from './jwt/session-tokens.js';
+import { SessionTokens, type TokenGrant } from './jwt/session-tokens.js';
 
 const SCOPES = [
   'browser:read',
@@ -118,7 +119,7 @@ export class KeyRing {
    * BROWSERD_TOKEN and/or BROWSERD_KEYS_FILE; with neither, `<state>/token` (created 0600 on
    * first start, path logged, never the token). Throws ConfigError for a bad keys file.
    */
-  static create(config: Config, log: Logger): KeyRing {
+  static create(config: Config, log: Logger, metrics?: Metrics): KeyRing {
     let fileKeys: Key[] = [];
     if (config.keysFile !== null) {
       try {
@@ -132,7 +133,7 @@ export class KeyRing {
     else if (config.keysFile === null) tokenKey = keyFromToken('token-file', loadOrCreateTokenFile(config.stateDir, log));
     let sessionTokens: SessionTokens;
     try {
-      sessionTokens = SessionTokens.create({ sessionId: config.sessionId, audience: config.jwt.audience, keysFile: config.jwt.keysFile, stateDir: config.stateDir, ttlSec: config.jwt.ttlSec }, log);
+      sessionTokens = SessionTokens.create({ sessionId: config.sessionId, audience: config.jwt.audience, keysFile: config.jwt.keysFile, stateDir: config.stateDir, ttlSec: config.jwt.ttlSec, onCheck: metrics && ((outcome) => metrics.sessionTokenChecks.inc({ outcome })) }, log);
     } catch (err) {
       throw new ConfigError(config.jwt.keysFile !== null && (err as Error).message.includes(config.jwt.keysFile) ? 'BROWSERD_JWT_KEYS_FILE' : 'BROWSERD_STATE_DIR', (err as Error).message);
     }
@@ -203,12 +204,11 @@ export class KeyRing {
     return found === null ? null : { keyId: found.keyId, scopes: found.scopes, project: found.project };
   }
 
-  private async fromSessionToken(token: string): Promise<Identity> {
-    const grant = await this.sessionTokens.verify(token);
-    const known = new Set<string>(SCOPES);
-    // Scopes this daemon does not know grant nothing (a control plane may name newer ones).
-    const scopes = new Set(grant.scopes.filter((s): s is Scope => known.has(s)));
-    return { keyId: grant.keyId, scopes, project: grant.project };
+  /** A token verified before (and still in its time window) answers at once, else after its verification. */
+  private fromSessionToken(token: string): Identity | Promise<Identity> {
+    const hit = this.sessionTokens.cached(token);
+    if (hit !== undefined) return identityOf(hit);
+    return this.sessionTokens.verify(token).then(identityOf);
   }
 
   /**
@@ -218,6 +218,14 @@ export class KeyRing {
   issueFor(identity: Identity, narrowTo: readonly Scope[]): Promise<{ token: string; expiresAt: number }> {
     return this.sessionTokens.issue(narrowTo.filter((s) => identity.scopes.has(s)), identity.project);
   }
+}
+
+const KNOWN_SCOPES: ReadonlySet<string> = new Set(SCOPES);
+
+function identityOf(grant: TokenGrant): Identity {
+  // Scopes this daemon does not know grant nothing (a control plane may name newer ones).
+  const scopes = new Set(grant.scopes.filter((s): s is Scope => KNOWN_SCOPES.has(s)));
+  return { keyId: grant.keyId, scopes, project: grant.project };
 }
 
 function bearerOf(header: string | undefined): string {

@@ -31,7 +31,8 @@ export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buff
     };
     const onEnd = (): void => {
       cleanup();
-      resolve(Buffer.concat(chunks, size));
+      // A body of one chunk (most small ones) is that chunk, not a copy of it.
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
     };
     const onError = (err: Error): void => {
       cleanup();

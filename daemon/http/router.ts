@@ -103,7 +103,10 @@ type Match =
 
 interface Compiled {
   route: Route;
-  segments: string[];
+  /** Per segment: its literal text, or null for a parameter. */
+  literals: (string | null)[];
+  /** Per segment: the parameter's name, or null for a literal. */
+  names: (string | null)[];
 }
 
 export class Router {
@@ -119,8 +122,9 @@ export class Router {
     }
     for (const route of routes) {
       const segments = split(route.path);
+      const isParam = (t: string): boolean => t.startsWith('{') && t.endsWith('}');
       const list = this.bySegments.get(segments.length) ?? [];
-      list.push({ route, segments });
+      list.push({ route, literals: segments.map((t) => (isParam(t) ? null : t)), names: segments.map((t) => (isParam(t) ? t.slice(1, -1) : null)) });
       this.bySegments.set(segments.length, list);
     }
   }
@@ -129,7 +133,9 @@ export class Router {
     const parts = split(pathname);
     const allowed: Method[] = [];
     for (const c of this.bySegments.get(parts.length) ?? []) {
-      const params = matchSegments(c.segments, parts);
+      // The literal segments first (no allocation, no decoding): most routes differ there.
+      if (!literalsMatch(c.literals, parts)) continue;
+      const params = bindParams(c.names, parts);
       if (params === null) continue;
       if (c.route.method === method || (method === 'HEAD' && c.route.method === 'GET' && !c.route.upgrade)) {
         return { kind: 'found', route: c.route, params };
@@ -144,21 +150,24 @@ function split(p: string): string[] {
   return p.split('/').filter((s) => s !== '');
 }
 
-function matchSegments(template: string[], parts: string[]): Record<string, string> | null {
-  if (template.length !== parts.length) return null;
+function literalsMatch(literals: (string | null)[], parts: string[]): boolean {
+  if (literals.length !== parts.length) return false;
+  for (let i = 0; i < literals.length; i++) {
+    const t = literals[i];
+    if (t !== null && t !== parts[i]) return false;
+  }
+  return true;
+}
+
+/** The parameters' values, percent-decoded; null when one is not valid percent-encoding (no match). */
+function bindParams(names: (string | null)[], parts: string[]): Record<string, string> | null {
   const params: Record<string, string> = {};
-  for (let i = 0; i < template.length; i++) {
-    const t = template[i] as string;
-    const p = parts[i] as string;
-    if (t.startsWith('{') && t.endsWith('}')) {
-      let value: string;
-      try {
-        value = decodeURIComponent(p);
-      } catch {
-        return null;
-      }
-      params[t.slice(1, -1)] = value;
-    } else if (t !== p) {
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    if (name === null || name === undefined) continue;
+    try {
+      params[name] = decodeURIComponent(parts[i] as string);
+    } catch {
       return null;
     }
   }

@@ -75,12 +75,14 @@ export class TelemetryBus {
     if (opts.truncated === true) event.truncated = true;
     const seq = this.nextSeq++;
     let json = JSON.stringify({ seq, event });
-    if (Buffer.byteLength(json) > this.limits.maxEventBytes) {
+    let bytes = Buffer.byteLength(json);
+    if (bytes > this.limits.maxEventBytes) {
       delete event.data;
       event.truncated = true;
       json = JSON.stringify({ seq, event });
+      bytes = Buffer.byteLength(json);
     }
-    this.store({ seq, category, ts: event.ts, json, bytes: Buffer.byteLength(json) });
+    this.store({ seq, category, ts: event.ts, json, bytes });
     return seq;
   }
 

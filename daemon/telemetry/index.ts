@@ -77,6 +77,7 @@ export function createTelemetry(deps: { config: Config; log: Logger }): Telemetr
     }
   };
 
+  const operationIds = new OperationIds();
   return {
     bus,
     routes: telemetryRoutes({ bus, maxStreams: config.telemetry.maxStreams }),
@@ -88,7 +89,7 @@ export function createTelemetry(deps: { config: Config; log: Logger }): Telemetr
       if (!bus.enabled('control')) return;
       const source: EventSource = { kind: 'kernel_api', event: `${r.method} ${r.route}` };
       if (r.keyId !== undefined) source.metadata = { key_id: r.keyId };
-      bus.emit('api_call', 'control', source, { operation_id: r.route === 'unmatched' ? 'unmatched' : operationIdOf(r.method, r.route), status: r.status, duration_ms: Math.round(r.ms * 10) / 10, request_id: r.reqId });
+      bus.emit('api_call', 'control', source, { operation_id: r.route === 'unmatched' ? 'unmatched' : operationIds.of(r.method, r.route), status: r.status, duration_ms: Math.round(r.ms * 10) / 10, request_id: r.reqId });
     },
     cdpConnected(c) {
       const metadata: Record<string, string> = { remote_address: c.remote, chromium_pid: String(c.pid) };
@@ -111,4 +112,22 @@ export function createTelemetry(deps: { config: Config; log: Logger }): Telemetr
     },
     emit: (type, category, source, data) => void bus.emit(type, category, source, data),
   };
+}
+
+/**
+ * Each matched route's operationId, built once (by regular expressions) and then looked up: every
+ * request's api_call event names it. Bounded by the routes and the methods Node's parser accepts.
+ */
+class OperationIds {
+  private readonly ids = new Map<string, string>();
+
+  of(method: string, route: string): string {
+    const key = `${method} ${route}`;
+    let id = this.ids.get(key);
+    if (id === undefined) {
+      id = operationIdOf(method, route);
+      this.ids.set(key, id);
+    }
+    return id;
+  }
 }

@@ -135,6 +135,39 @@ test('SIGHUP re-reads the keys file: a new kid is accepted after it', async () =
   assert.equal((await whoami(t)).status, 200);
 });
 
+/** The count of browserd_session_token_checks_total{outcome} in /metrics (0 when absent). */
+async function checks(outcome: 'cached' | 'verified' | 'refused'): Promise<number> {
+  const text = await (await d.fetch('/metrics')).text();
+  const m = new RegExp(`^browserd_session_token_checks_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text);
+  return m === null ? 0 : Number(m[1]);
+}
+
+test('a token sent again is answered from the cache of verified tokens, until a SIGHUP changes the keys', async () => {
+  const first = generateKeyPairSync('ed25519');
+  const second = generateKeyPairSync('ed25519');
+  const reload = async (): Promise<void> => {
+    const seen = d.logs.length;
+    d.proc.kill('SIGHUP');
+    await d.waitLog((l) => l.event === 'jwt_keys_reload' && d.logs.indexOf(l) >= seen);
+  };
+  writeJwks([jwk(first.publicKey, 'cp-rot')]);
+  await reload();
+  const t = await token(good(), first.privateKey, { alg: 'EdDSA', kid: 'cp-rot' });
+  const [cached, verified] = [await checks('cached'), await checks('verified')];
+  for (const via of ['query', 'header', 'query'] as const) {
+    const res = await whoami(t, via);
+    assert.equal(res.status, 200, await res.clone().text());
+    assert.deepEqual(await res.json(), { key_id: 'jwt:cp-rot', scopes: ['browser:read', 'proxies:read'], project: null });
+  }
+  assert.equal(await checks('verified'), verified + 1, 'verified once');
+  assert.equal(await checks('cached'), cached + 2, 'then answered from the cache');
+  // The control plane rotates the key behind the kid: the cached verdict goes with the old key.
+  writeJwks([jwk(second.publicKey, 'cp-rot')]);
+  await reload();
+  const body = await expectError(await whoami(t, 'query'), 401, 'unauthorized');
+  assert.match(String(body.message), /signature does not verify with the key cp-rot/);
+});
+
 test('no session token appears in the log', async () => {
   // A request whose URL carries a token on a route that logs its failure, and one that is refused.
   const t = await token(good());

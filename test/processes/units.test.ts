@@ -330,6 +330,37 @@ describe('stdin writer', () => {
     assert.equal(w.queuedBytes, 0);
   });
 
+  test('one deadline timer per writer, however many requests wait: each still gets its 504, in order', async () => {
+    const pipe = new FakePipe();
+    pipe.holding = true;
+    const w = writer(pipe, { timeoutMs: 30 });
+    // Counts the timers the writer makes while it queues (the real setTimeout underneath).
+    const realSetTimeout = globalThis.setTimeout;
+    let made = 0;
+    globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+      made++;
+      return realSetTimeout(...args);
+    }) as typeof setTimeout;
+    let writes: Promise<number>[];
+    try {
+      writes = Array.from({ length: 50 }, (_, i) => w.write(Buffer.alloc(10, i), false));
+    } finally {
+      globalThis.setTimeout = realSetTimeout;
+    }
+    const outcomes = await Promise.allSettled(writes);
+    assert.equal(made, 1, 'fifty waiting requests, one timer');
+    for (const [i, o] of outcomes.entries()) {
+      assert.equal(o.status, 'rejected', `request ${i}`);
+      apiError(504, 'timeout', new RegExp(`10 of 10 bytes of this request stay queued \\(behind ${i * 10} bytes`))((o as PromiseRejectedResult).reason);
+    }
+    // A request answered in time leaves nothing behind that answers it again, and the bytes all land.
+    const late = w.write(Buffer.from('late'), false);
+    pipe.release();
+    assert.equal(await late, 4);
+    assert.equal(pipe.received.length, 504);
+    assert.equal(w.queuedBytes, 0);
+  });
+
   test('a request that would pass the queued-bytes cap is 429 and nothing of it is queued', async () => {
     const pipe = new FakePipe();
     pipe.holding = true;

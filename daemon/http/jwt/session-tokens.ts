@@ -3,12 +3,15 @@
 // and the daemon's own Ed25519 key (signing-key.ts), with which it signs the tokens it hands out.
 // Every refusal is an UnauthorizedError whose message names the fault (alg none, HMAC, unknown kid,
 // bad signature, expired, not yet valid, another audience, another session). No token is logged.
+// A token that verified is kept (verified-cache.ts) until its exp or a reload of the keys: sent
+// again, it costs a Map look-up and its time window checked against the clock, not a signature.
 import { SignJWT, decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { KeyObject } from 'node:crypto';
 import { UnauthorizedError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { TOKEN_ALGS, readPublicKeys, type PublicKey, type TokenAlg } from './public-keys.js';
 import { loadOrCreateSigningKey, type SigningKey } from './signing-key.js';
+import { VerifiedTokenCache } from './verified-cache.js';
 
 /** Leeway for exp, nbf and iat against clock skew between the control plane and the VM. */
 export const CLOCK_TOLERANCE_SEC = 5;
@@ -23,26 +26,38 @@ export interface SessionTokenSettings {
   stateDir: string;
   /** The life of the tokens the daemon signs. */
   ttlSec: number;
+  /** The clock, in ms since the epoch (tests move it); Date.now by default. */
+  now?: () => number;
+  /** Each verification's outcome: answered from the cache, verified (a signature checked), or refused. */
+  onCheck?: (outcome: 'cached' | 'verified' | 'refused') => void;
 }
 
-/** What a verified token grants (the auth module turns it into an Identity). */
+/** What a verified token grants (the auth module turns it into an Identity). Shared by every use of a cached token: never changed. */
 export interface TokenGrant {
   /** `jwt:self` for the daemon's own tokens, else `jwt:<kid>`. */
-  keyId: string;
-  scopes: string[];
-  project: string | null;
-  expiresAt: number;
+  readonly keyId: string;
+  readonly scopes: readonly string[];
+  readonly project: string | null;
+  readonly expiresAt: number;
 }
 
 const iso = (sec: unknown): string => (typeof sec === 'number' ? new Date(sec * 1000).toISOString() : String(sec));
 
 export class SessionTokens {
+  /** Tokens that verified, with their grants; emptied when the control plane's keys change. */
+  private readonly verified = new VerifiedTokenCache<TokenGrant>(CLOCK_TOLERANCE_SEC);
+  /** Bumped at each change of the keys: a verification begun before it is not cached after it. */
+  private keysGeneration = 0;
+  private readonly now: () => number;
+
   private constructor(
     private readonly settings: SessionTokenSettings,
     private readonly log: Logger,
     private readonly own: SigningKey,
     private controlPlane: PublicKey[],
-  ) {}
+  ) {
+    this.now = settings.now ?? Date.now;
+  }
 
   /** Throws Error naming the file (the keys file, or the signing key in the state dir). */
   static create(settings: SessionTokenSettings, log: Logger): SessionTokens {
@@ -68,6 +83,8 @@ export class SessionTokens {
     if (this.settings.keysFile === null) return;
     try {
       this.controlPlane = readPublicKeys(this.settings.keysFile);
+      this.keysGeneration++;
+      this.verified.clear();
       this.log.info({ event: 'jwt_keys_reload', outcome: 'ok', keys: this.controlPlane.length }, 'session-token keys file reloaded');
     } catch (err) {
       this.log.error({ event: 'jwt_keys_reload', outcome: 'kept_old', reason: (err as Error).message }, 'session-token keys file not reloaded; the previous keys stay in force');
@@ -91,8 +108,39 @@ export class SessionTokens {
     return { token, expiresAt };
   }
 
-  /** The grant of a valid token, else UnauthorizedError naming the fault. */
+  /** Tokens held as verified now (for tests and the docs' bound). */
+  get cachedCount(): number {
+    return this.verified.size;
+  }
+
+  /**
+   * The grant of a token verified before and still within its exp/nbf, else undefined (then
+   * verify() it). Synchronous: a request with a cached token waits on nothing.
+   */
+  cached(token: string): TokenGrant | undefined {
+    const grant = this.verified.get(token, Math.floor(this.now() / 1000));
+    if (grant !== undefined) this.settings.onCheck?.('cached');
+    return grant;
+  }
+
+  /** The grant of a valid token (from the cache when it was verified before), else UnauthorizedError naming the fault. */
   async verify(token: string): Promise<TokenGrant> {
+    const hit = this.cached(token);
+    if (hit !== undefined) return hit;
+    try {
+      const generation = this.keysGeneration;
+      const { grant, nbf } = await this.verifyFully(token);
+      this.settings.onCheck?.('verified');
+      // Keys reloaded meanwhile: this verdict may rest on a key that is gone.
+      if (generation === this.keysGeneration) this.verified.set(token, { exp: grant.expiresAt, nbf }, grant);
+      return grant;
+    } catch (err) {
+      this.settings.onCheck?.('refused');
+      throw err;
+    }
+  }
+
+  private async verifyFully(token: string): Promise<{ grant: TokenGrant; nbf: number | undefined }> {
     if (!SessionTokens.looksLikeJwt(token)) throw new UnauthorizedError('the session token is not a JWT (three base64url parts, the first a JSON header)');
     let header: ReturnType<typeof decodeProtectedHeader>;
     try {
@@ -114,7 +162,7 @@ export class SessionTokens {
     let lastSignatureError = false;
     for (const c of candidates) {
       try {
-        payload = (await jwtVerify(token, c.key, { algorithms: [alg], audience: this.settings.audience, clockTolerance: CLOCK_TOLERANCE_SEC, requiredClaims: ['exp'] })).payload;
+        payload = (await jwtVerify(token, c.key, { algorithms: [alg], audience: this.settings.audience, clockTolerance: CLOCK_TOLERANCE_SEC, requiredClaims: ['exp'], currentDate: new Date(this.now()) })).payload;
         own = c.own;
         break;
       } catch (err) {
@@ -131,7 +179,9 @@ export class SessionTokens {
     this.checkSession(payload);
     const scope = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
     const project = typeof payload.project === 'string' && payload.project !== '' ? payload.project : null;
-    return { keyId: own ? 'jwt:self' : `jwt:${kid ?? 'control-plane'}`, scopes: scope, project, expiresAt: payload.exp as number };
+    const grant: TokenGrant = { keyId: own ? 'jwt:self' : `jwt:${kid ?? 'control-plane'}`, scopes: scope, project, expiresAt: payload.exp as number };
+    // jose checked that exp (required) and nbf, when given, are numbers.
+    return { grant, nbf: typeof payload.nbf === 'number' ? payload.nbf : undefined };
   }
 
   private candidates(alg: TokenAlg, kid: string | undefined): { key: KeyObject; own: boolean }[] {

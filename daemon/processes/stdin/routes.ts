@@ -89,12 +89,16 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
         const proc = deps.lookup(ctx);
         const { body, decoded } = await readWithStdinLimit(ctx, stdinBody, limit, { bytes: KiB }, 'data_b64');
         const data = decodeStdin('data_b64', body.data_b64, limit, decoded);
-        const queuedBefore = proc.stdin.queuedBytes;
+        // Asked of the daemon's logger: ctx.log makes the request's child logger, which a line not written needs not.
+        const debug = deps.log.isLevelEnabled('debug');
+        const queuedBefore = debug ? proc.stdin.queuedBytes : 0;
         const writing = proc.writeStdin(data, body.close ?? false);
-        ctx.log.debug(
-          { event: 'stdin_queued', child_pid: proc.pid, process_id: proc.id, bytes: data.length, close: body.close ?? false, queued_before: queuedBefore },
-          'stdin request queued',
-        );
+        if (debug) {
+          ctx.log.debug(
+            { event: 'stdin_queued', child_pid: proc.pid, process_id: proc.id, bytes: data.length, close: body.close ?? false, queued_before: queuedBefore },
+            'stdin request queued',
+          );
+        }
         const written = await writing;
         return { status: 200, body: { written_bytes: written } };
       },

@@ -8,6 +8,10 @@
 // The bytes a process holds queued (accepted, not yet in the pipe) are capped, and so are those of
 // every process together (StdinBudget): a request that would pass either cap is refused with 429
 // (inner_error stdin_queue_process or stdin_queue_total) and nothing of it is queued.
+// One timer per writer, not one per request: every request has the same timeout and the queue is in
+// acceptance order, so the deadlines are in queue order and the timer waits for the first request
+// not yet answered (a request answered in time leaves it armed; when it fires it finds nothing due
+// and waits for the next one).
 import type { Writable } from 'node:stream';
 import { ConflictError, LimitExceededError, TimeoutError, type BrowserdError } from '../../core/errors.js';
 import type { StdinBudget } from './stdin-budget.js';
@@ -29,7 +33,8 @@ interface Job {
   /** Bytes of this job still taken from the shared budget (not yet acknowledged by the stream). */
   reserved: number;
   settled: boolean;
-  timer: NodeJS.Timeout | null;
+  /** performance.now() past which the request is answered 504. */
+  deadline: number;
   resolve(written: number): void;
   reject(err: BrowserdError): void;
 }
@@ -53,6 +58,8 @@ export class StdinWriter {
   private readonly queue: Job[] = [];
   private state: StdinState = 'open';
   private pumping = false;
+  /** The one deadline timer (see the top). */
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly stdin: Writable,
@@ -91,10 +98,10 @@ export class StdinWriter {
     this.opts.budget?.take(data.length, this.opts.processId);
     if (close) this.state = 'closing';
     return new Promise<number>((resolve, reject) => {
-      const job: Job = { data, close, written: 0, inFlight: 0, reserved: data.length, settled: false, timer: null, resolve, reject };
-      job.timer = setTimeout(() => this.onDeadline(job), this.opts.timeoutMs);
-      job.timer.unref();
+      const job: Job = { data, close, written: 0, inFlight: 0, reserved: data.length, settled: false, deadline: performance.now() + this.opts.timeoutMs, resolve, reject };
       this.queue.push(job);
+      // Armed for an earlier request, the timer comes before this one's deadline anyway.
+      if (this.timer === null) this.armFor(job.deadline);
       this.pump();
     });
   }
@@ -132,8 +139,23 @@ export class StdinWriter {
     return job.data.length - job.written - inPipe;
   }
 
+  private armFor(deadline: number): void {
+    this.timer = setTimeout(() => this.onTimer(), Math.max(1, Math.ceil(deadline - performance.now())));
+    this.timer.unref();
+  }
+
+  /** Answers every request past its deadline, then waits for the first one that is not. */
+  private onTimer(): void {
+    this.timer = null;
+    const now = performance.now();
+    for (const job of this.queue) {
+      if (job.settled) continue;
+      if (job.deadline > now) return this.armFor(job.deadline);
+      this.onDeadline(job);
+    }
+  }
+
   private onDeadline(job: Job): void {
-    job.timer = null;
     if (job.settled) return;
     const index = this.queue.indexOf(job);
     const ahead = this.queue.slice(0, Math.max(index, 0)).reduce((n, j) => n + this.pending(j), 0);
@@ -151,8 +173,6 @@ export class StdinWriter {
   private settle(job: Job, outcome: number | BrowserdError): void {
     if (job.settled) return;
     job.settled = true;
-    if (job.timer !== null) clearTimeout(job.timer);
-    job.timer = null;
     if (typeof outcome === 'number') job.resolve(outcome);
     else job.reject(outcome);
   }

@@ -211,7 +211,7 @@ export class Forwarder {
   }
 
   /** The hooks of one exchange of `client`, answering through `answer`. */
-  private hooks(client: Client, decision: Decision, target: string, answer: (status: number, text: string) => void): ExchangeHooks & { label: string } {
+  private hooks(client: Client, decision: Decision, target: string, answer: (status: number, text: string) => void): Omit<ExchangeHooks, 'answering'> & { label: string; count: (stream: NodeJS.ReadableStream, direction: 'sent' | 'received') => void } {
     const gen = this.generation;
     const active = this.active;
     const viaProxy = decision.kind === 'upstream' && active !== null;
@@ -228,6 +228,7 @@ export class Forwarder {
         answer(502, `browserd: ${viaProxy ? `proxy ${active.proxy.id}: ` : ''}${err.code}: ${err.message}\n`);
       },
       count: (stream, direction) => this.stats.countBytes(label, direction, stream),
+      bytes: this.stats.byteCounter(label),
     };
   }
 
@@ -280,9 +281,8 @@ export class Forwarder {
     const wrapped: ExchangeHooks = {
       ...hooks,
       // The answer's head is about to be written: from here a switch closes the connection instead.
-      count: (stream, direction) => {
-        if (direction === 'received' && client.pending === answer) client.pending = null;
-        hooks.count(stream, direction);
+      answering: () => {
+        if (client.pending === answer) client.pending = null;
       },
     };
     await forwardRequest(req, res, { url, dial, opened, direct: this.directOptions(client) }, wrapped);

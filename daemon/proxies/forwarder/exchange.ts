@@ -24,7 +24,10 @@ import type { Dial, ProxySocket } from '../upstream/dial.js';
 import { authorityOf, CheckFailure } from '../upstream/dial.js';
 import { ChunkedDecoder } from './chunked.js';
 import { answerFraming, HeadReader, type BodyFraming, type ResponseHead } from './head.js';
+import type { UpstreamReads } from './reads.js';
 import { connectDirect, RefusedTarget, type DirectOptions } from './route.js';
+
+const noop = (): void => undefined;
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
@@ -65,9 +68,11 @@ interface ForwardTarget {
   url: URL;
   /** null: straight to the target. */
   dial: Dial | null;
-  /** The connection to the proxy, when it was opened already (while the peer was checked). */
+  /** The connection to the proxy, when it was opened already (while the peer was checked) with `reads`. */
   opened?: Promise<ProxySocket>;
   direct: DirectOptions;
+  /** The reads of the upstream connection into reused buffers (reads.ts). */
+  reads: UpstreamReads;
 }
 
 /** The request head sent upstream: request line, the browser's end-to-end fields, Host, framing, auth, Connection: close. */
@@ -93,7 +98,7 @@ export async function forwardRequest(req: IncomingMessage, res: ServerResponse, 
   const viaProxy = target.dial !== null;
   let sock: Duplex;
   try {
-    sock = target.dial !== null ? await (target.opened ?? target.dial.proxy()) : await connectDirect(host, port, target.direct);
+    sock = target.dial !== null ? await (target.opened ?? target.dial.proxy(target.reads.onread)) : await connectDirect(host, port, target.direct, target.reads.onread);
   } catch (err) {
     if (err instanceof RefusedTarget) return hooks.answer(403, `browserd: ${err.message}\n`);
     if (err instanceof CheckFailure) return hooks.failed(err);
@@ -109,7 +114,7 @@ export async function forwardRequest(req: IncomingMessage, res: ServerResponse, 
   const path = viaProxy ? (req.url ?? url.href) : `${url.pathname}${url.search}`;
   const chunkedRequest = req.headers['transfer-encoding'] !== undefined;
   sock.write(requestHead(req, path, authority, target.dial?.authorization, chunkedRequest));
-  new Relay(req, res, sock, hooks, { viaProxy, authority, authorization: target.dial?.authorization, chunkedRequest }).start();
+  new Relay(req, res, sock, hooks, { viaProxy, authority, authorization: target.dial?.authorization, chunkedRequest }).start(target.reads);
 }
 
 interface RelayInfo {
@@ -128,6 +133,10 @@ class Relay {
   private chunks: ChunkedDecoder | null = null;
   private finished = false;
   private waitingDrain = false;
+  /** The release of the read being relayed, until a write takes it over. */
+  private release: (() => void) | null = null;
+  /** Pieces of the current read's body, written together by flush(). */
+  private pieces: Buffer[] = [];
 
   constructor(
     private readonly req: IncomingMessage,
@@ -137,9 +146,11 @@ class Relay {
     private readonly info: RelayInfo,
   ) {}
 
-  start(): void {
+  start(reads: UpstreamReads): void {
     const { req, res, sock } = this;
-    sock.on('data', (d: Buffer) => this.onData(d));
+    // One of the two delivers: the reads into reused buffers, or 'data' (a TLS connection to the proxy).
+    reads.attach((d, release) => this.onRead(d, release));
+    sock.on('data', (d: Buffer) => this.onRead(d, noop));
     sock.on('end', () => this.onEnd());
     sock.on('error', (e: Error) => this.broken(`no answer for ${this.info.authority}: ${e.message}`));
     sock.on('close', () => this.onEnd());
@@ -165,6 +176,13 @@ class Relay {
       sock.off('drain', onDrain);
       if (this.info.chunkedRequest && !sock.destroyed) sock.write('0\r\n\r\n');
     });
+  }
+
+  /** One read of the upstream: relayed; its buffer released once the last write of its bytes completed. */
+  private onRead(d: Buffer, release: () => void): void {
+    this.release = release;
+    this.onData(d);
+    this.flush();
   }
 
   private onData(d: Buffer): void {
@@ -252,9 +270,32 @@ class Relay {
     this.checkDone();
   }
 
+  /** Queues a piece of the answer's body (a view of the current read's buffer) for flush(). */
   private write(piece: Buffer): void {
     this.hooks.bytes('received', piece.length);
-    if (!this.res.write(piece) && !this.waitingDrain) {
+    this.pieces.push(piece);
+  }
+
+  /**
+   * Writes the pieces of the current read to the browser; the read's buffer goes back with the
+   * completion of the last one (writes complete in order), at once when none was written.
+   * Pauses the upstream while the browser's side is full.
+   */
+  private flush(): void {
+    const release = this.release;
+    this.release = null;
+    const pieces = this.pieces;
+    if (pieces.length === 0 || this.res.destroyed) {
+      this.pieces = [];
+      return release?.();
+    }
+    this.pieces = [];
+    let ok = true;
+    for (let i = 0; i < pieces.length; i++) {
+      const last = i === pieces.length - 1 && release !== null;
+      ok = this.res.write(pieces[i] as Buffer, last ? () => release() : undefined);
+    }
+    if (!ok && !this.waitingDrain) {
       this.waitingDrain = true;
       this.sock.pause();
     }
@@ -267,6 +308,7 @@ class Relay {
     const complete = f.kind === 'none' || (f.kind === 'length' && this.left === 0) || (f.kind === 'chunked' && (this.chunks as ChunkedDecoder).done);
     if (!complete) return;
     this.finish();
+    this.flush();
     this.res.end();
     this.sock.destroy();
   }

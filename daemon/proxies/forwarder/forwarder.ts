@@ -27,6 +27,7 @@ import type { StoredProxy } from '../store/store.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { forwardRequest, type ExchangeHooks } from './exchange.js';
 import { PeerLookup } from './peer.js';
+import { UpstreamReads } from './reads.js';
 import { connectDirect, decide, RefusedTarget, type Decision, type Lookup } from './route.js';
 import { ForwarderStats, type ForwarderStatus } from './stats.js';
 
@@ -197,10 +198,10 @@ export class Forwarder {
   }
 
   /** Opens the connection to the active proxy ahead (while the peer is checked); null when the route is not through it. */
-  private early(decision: Decision, client: Client): { dial: Dial | null; opened?: Promise<ProxySocket> } {
+  private early(decision: Decision, client: Client, reads?: UpstreamReads): { dial: Dial | null; opened?: Promise<ProxySocket> } {
     const dial = decision.kind === 'upstream' ? this.dialFor(client) : null;
     if (dial === null) return { dial };
-    const opened = dial.proxy();
+    const opened = dial.proxy(reads?.onread);
     opened.catch(() => undefined); // its failure is reported when it is used
     return { dial, opened };
   }
@@ -260,7 +261,8 @@ export class Forwarder {
     const host = url === null ? '' : url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const port = url === null || url.port === '' ? 80 : Number(url.port);
     const decision = url === null ? null : this.route(host, port);
-    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client);
+    const reads = new UpstreamReads();
+    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client, reads);
     res.once('close', () => dial?.destroy());
     if (!(await client.verified)) return dial?.destroy();
     if (url === null || decision === null) {
@@ -285,7 +287,7 @@ export class Forwarder {
         if (client.pending === answer) client.pending = null;
       },
     };
-    await forwardRequest(req, res, { url, dial, opened, direct: this.directOptions(client) }, wrapped);
+    await forwardRequest(req, res, { url, dial, opened, direct: this.directOptions(client), reads }, wrapped);
   }
 
   private async onConnect(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {

@@ -46,10 +46,11 @@ export class HeadReader {
     this.chunks.push(data);
     this.length += data.length;
     const all = this.chunks.length === 1 ? data : Buffer.concat(this.chunks, this.length);
-    this.chunks = [all];
     const end = all.indexOf('\r\n\r\n', Math.max(0, before - 3), 'latin1');
     if (end === -1) {
       if (this.length > MAX_HEAD_BYTES) throw new HeadError(`an answer head longer than ${MAX_HEAD_BYTES} bytes`);
+      // Kept as a copy: `data` may be a reused read buffer (reads.ts).
+      this.chunks = [all === data ? Buffer.from(data) : all];
       return null;
     }
     if (end + 4 > MAX_HEAD_BYTES) throw new HeadError(`an answer head longer than ${MAX_HEAD_BYTES} bytes`);

@@ -103,11 +103,14 @@ export class Dial {
     });
   }
 
-  /** TCP to the proxy, and TLS when its protocol is https. */
-  async proxy(): Promise<ProxySocket> {
+  /**
+   * TCP to the proxy, and TLS when its protocol is https. `onread` (a plain-HTTP proxy only; TLS
+   * reads the socket itself): the socket reads into the caller's buffers and emits no 'data'.
+   */
+  async proxy(onread?: net.OnReadOpts): Promise<ProxySocket> {
     const { up } = this;
     const raw = await this.phase<net.Socket>('connection to the proxy', (e) => failure('proxy_unreachable', 'cannot connect to the proxy', e, true), (s) => {
-      const sock = this.track(net.connect({ host: up.host, port: up.port }));
+      const sock = this.track(net.connect({ host: up.host, port: up.port, ...(onread !== undefined && up.protocol === 'http' ? { onread } : {}) }));
       sock.once('connect', () => s.ok(sock));
       sock.on('error', s.fail);
     });

@@ -5,13 +5,13 @@
 // (Content-Length, chunked with extensions and trailers, the close, none for HEAD and 204), an
 // interim 100 before the answer, request bodies upstream (Content-Length and chunked), keep-alive
 // to two origins on one connection, and broken answers (502 before the head, a closed connection
-// after it).
+// after it), and a CONNECT tunnel's bytes.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { ChunkedDecoder, ChunkedError, MAX_CHUNK_LINE } from '../../daemon/proxies/forwarder/chunked.js';
-import { answerFraming, HeadError, HeadReader, MAX_HEAD_BYTES } from '../../daemon/proxies/forwarder/head.js';
+import { answerFraming, HeadError, HeadReader, MAX_HEAD_BYTES } from '../../daemon/proxies/upstream/head.js';
 import { forwarderPort, rawConnection } from '../helpers/proxies/forwarder.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 
@@ -229,9 +229,11 @@ test('a broken answer before its head is 502 naming the cause; a body cut short 
 
 test('large answers arrive byte for byte through the reused read buffers, with a slow reader (backpressure)', async () => {
   const want = createHash('sha256').update(PATTERN).digest('hex');
-  for (const framing of ['length', 'chunked']) {
+  for (const framing of ['length', 'chunked', 'tunnel']) {
     const socket = net.connect(fp, '127.0.0.1');
-    socket.write(get(`/pattern/${framing}`));
+    // tunnel: the same answer inside a CONNECT tunnel (the forwarder relays it as bytes, through the same reused buffers).
+    if (framing === 'tunnel') socket.write(`CONNECT 127.0.0.1:${originPort} HTTP/1.1\r\nHost: 127.0.0.1:${originPort}\r\n\r\nGET /pattern/length HTTP/1.1\r\nHost: o\r\n\r\n`);
+    else socket.write(get(`/pattern/${framing}`));
     const parts: Buffer[] = [];
     let n = 0;
     socket.on('data', (c: Buffer) => {
@@ -243,7 +245,11 @@ test('large answers arrive byte for byte through the reused read buffers, with a
       setImmediate(() => socket.resume());
     });
     await new Promise((resolve, reject) => socket.once('close', resolve).once('error', reject));
-    const all = Buffer.concat(parts);
+    let all = Buffer.concat(parts);
+    if (framing === 'tunnel') {
+      assert.match(all.toString('latin1', 0, 40), /^HTTP\/1\.1 200 Connection established\r\n\r\n/);
+      all = all.subarray(all.indexOf('\r\n\r\n') + 4);
+    }
     const end = all.indexOf('\r\n\r\n');
     const head = all.toString('latin1', 0, end);
     assert.match(head, /^HTTP\/1\.1 200 OK\r\n/, framing);

@@ -23,8 +23,8 @@ import type { Duplex } from 'node:stream';
 import type { Dial, ProxySocket } from '../upstream/dial.js';
 import { authorityOf, CheckFailure } from '../upstream/dial.js';
 import { ChunkedDecoder } from './chunked.js';
-import { answerFraming, HeadReader, type BodyFraming, type ResponseHead } from './head.js';
-import type { UpstreamReads } from './reads.js';
+import { answerFraming, HeadReader, type BodyFraming, type ResponseHead } from '../upstream/head.js';
+import type { UpstreamReads } from '../upstream/reads.js';
 import { connectDirect, RefusedTarget, type DirectOptions } from './route.js';
 
 const noop = (): void => undefined;

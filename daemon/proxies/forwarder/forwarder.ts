@@ -27,7 +27,7 @@ import type { StoredProxy } from '../store/store.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { forwardRequest, type ExchangeHooks } from './exchange.js';
 import { PeerLookup } from './peer.js';
-import { UpstreamReads } from './reads.js';
+import { relayReads, UpstreamReads } from '../upstream/reads.js';
 import { connectDirect, decide, RefusedTarget, type Decision, type Lookup } from './route.js';
 import { ForwarderStats, type ForwarderStatus } from './stats.js';
 
@@ -302,7 +302,8 @@ export class Forwarder {
     };
     const target = parseAuthority(req.url ?? '');
     const decision = target === null ? null : this.route(target.host, target.port);
-    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client);
+    const reads = new UpstreamReads();
+    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client, reads);
     if (!(await client.verified)) return dial?.destroy();
     if (target === null || decision === null) {
       this.stats.refused('bad_request', { target: (req.url ?? '').slice(0, 200) }, 'forwarding proxy: CONNECT without host:port');
@@ -323,7 +324,7 @@ export class Forwarder {
     let up: net.Socket | Duplex;
     try {
       const ua = req.headers['user-agent'];
-      up = dial !== null ? await dial.tunnel(host, port, ua !== undefined ? { 'user-agent': ua } : {}, opened) : await connectDirect(host, port, this.directOptions(client));
+      up = dial !== null ? await dial.tunnel(host, port, ua !== undefined ? { 'user-agent': ua } : {}, opened, reads) : await connectDirect(host, port, this.directOptions(client), reads.onread);
     } catch (err) {
       if (err instanceof RefusedTarget) return answer(403, `browserd: ${err.message}\n`);
       return hooks.failed(err instanceof CheckFailure ? err : new CheckFailure('proxy_unreachable', (err as Error).message, true));
@@ -342,9 +343,9 @@ export class Forwarder {
     socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
     if (head.length > 0) up.write(head);
     socket.pipe(up);
-    up.pipe(socket);
+    const received = this.stats.byteCounter(hooks.label);
+    relayReads(reads, up, socket, (n) => received('received', n));
     hooks.count(socket, 'sent');
-    hooks.count(up, 'received');
   }
 }
 

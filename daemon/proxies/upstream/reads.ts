@@ -7,6 +7,8 @@
 // that does not read through `onread` (TLS to an https proxy) delivers 'data' events instead; the
 // relay listens to both.
 
+import type { Duplex, Writable } from 'node:stream';
+
 /** The size of one read. */
 export const READ_BYTES = 64 * 1024;
 /** At most this many free buffers are kept for later reads (the rest is left to the collector). */
@@ -50,9 +52,34 @@ export class UpstreamReads {
     },
   };
 
-  /** From now on every read goes to `sink` (and first what was read before). */
+  /** From now on every read goes to `sink` (and first what was read or kept before). */
   attach(sink: ReadSink): void {
     this.sink = sink;
     for (const e of this.early.splice(0)) sink(e, noop);
   }
+
+  /** Reads are kept (copied) until the next attach(). */
+  detach(): void {
+    this.sink = null;
+  }
+
+  /** Bytes already read (e.g. after a CONNECT answer's head) that the next sink gets first; copied. */
+  keep(data: Buffer): void {
+    this.early.push(Buffer.from(data));
+  }
+}
+
+/**
+ * Relays the reads of `from` (its `reads`, or its 'data' events when it reads without them: TLS) to
+ * `to`, each read's buffer released once its write completed; `from` is paused while `to` is full.
+ */
+export function relayReads(reads: UpstreamReads, from: Duplex, to: Writable, count: (n: number) => void): void {
+  const sink: ReadSink = (data, release) => {
+    count(data.length);
+    if (!to.write(data, () => release())) from.pause();
+  };
+  to.on('drain', () => from.resume());
+  reads.attach(sink);
+  from.on('data', (d: Buffer) => sink(d, noop));
+  from.resume();
 }

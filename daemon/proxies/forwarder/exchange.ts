@@ -335,5 +335,8 @@ class Relay {
 
   private finish(): void {
     this.finished = true;
+    // A request body not sent on (the answer came first, or the exchange broke) is read and dropped, so the
+    // browser's connection can carry its next request.
+    if (!this.req.complete) this.req.resume();
   }
 }

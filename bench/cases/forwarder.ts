@@ -14,13 +14,14 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { PeerLookup } from '../../daemon/proxies/forwarder/peer.js';
 import { startViaOrigin, type ViaOrigin } from '../../test/helpers/proxies/forwarder.js';
 import { freePort, waitForPort } from '../../test/helpers/proxies/servers.js';
 import { checkRunning, onCleanup, tempDir } from '../../test/kit/cleanup.js';
 import { exitOf } from '../../test/kit/wait.js';
-import { startDaemon, type Daemon } from '../daemon.js';
+import { startDaemon, startPeerServer, type Daemon } from '../daemon.js';
 import { median, notInstalled, percentile, progress, skippedRow, which, type Bench, type Row } from '../lib.js';
 
 const MB50 = 50 * 1024 * 1024;
@@ -28,6 +29,7 @@ const DOWNLOADS = 9;
 const SMALL = 300;
 const TUNNELS = 100;
 const PEER = 'straight to tinyproxy';
+const relayScript = path.join(path.dirname(fileURLToPath(import.meta.url)), 'forwarder-peer.js');
 const run = promisify(execFile);
 
 /** tinyproxy on a free port, in its own mount namespace with `bench.test` → 127.0.0.1. */
@@ -229,20 +231,37 @@ export async function benchForwarder(): Promise<Row[]> {
     });
     const fTun: number[] = [];
     const tTun: number[] = [];
-    for (let i = 0; i < TUNNELS + 10; i++) {
-      const f = await tunnelRequest(fp, `bench.test:${origin.port}`);
-      const t = await tunnelRequest(tiny.port, `bench.test:${origin.port}`);
-      if (i < 10) continue;
-      fTun.push(f);
-      tTun.push(t);
+    const hTun: number[] = [];
+    const hand = await startPeerServer([relayScript, String(tiny.port)]);
+    try {
+      for (let i = 0; i < TUNNELS + 10; i++) {
+        const f = await tunnelRequest(fp, `bench.test:${origin.port}`);
+        const t = await tunnelRequest(tiny.port, `bench.test:${origin.port}`);
+        const h = await tunnelRequest(hand.port, `bench.test:${origin.port}`);
+        if (i < 10) continue;
+        fTun.push(f);
+        tTun.push(t);
+        hTun.push(h);
+      }
+    } finally {
+      await hand.stop();
     }
+    const spread = (xs: number[]): string => `p25–p75 ${percentile(xs, 25).toFixed(2)}–${percentile(xs, 75).toFixed(2)} ms`;
     rows.push({
       name: '8. new CONNECT tunnel + small request, p50',
       unit: 'ms',
       browserd: median(fTun),
       peer: median(tTun),
       peerName: `node:http client ${PEER}`,
-      note: `N=${TUNNELS} each, interleaved; includes the peer-uid check per connection (sock_diag, or /proc/net/tcp without the native module)`,
+      note: `N=${TUNNELS} each, interleaved; ${spread(fTun)} vs ${spread(tTun)}; includes the peer-uid check per connection (sock_diag, or /proc/net/tcp without the native module)`,
+    });
+    rows.push({
+      name: '8. new CONNECT tunnel: the forwarder vs a minimal Node relay, p50',
+      unit: 'ms',
+      browserd: median(fTun),
+      peer: median(hTun),
+      peerName: 'a bare Node relay in a process of its own in front of the same tinyproxy (forwarder-peer.ts: reads the CONNECT head, connects, pipes; no peer check, no parsing)',
+      note: `the same interleaved rounds; relay ${spread(hTun)}; its ratio to tinyproxy alone ${(median(hTun) / median(tTun)).toFixed(2)}×: the floor of one more hop in Node on this machine`,
     });
     rows.push(await peerCheckRow());
     return rows;

@@ -27,6 +27,7 @@ import type { StoredProxy } from '../store/store.js';
 import type { Upstream } from '../upstream/upstream.js';
 import { forwardRequest, type ExchangeHooks } from './exchange.js';
 import { PeerLookup } from './peer.js';
+import { relayReads, UpstreamReads } from '../upstream/reads.js';
 import { connectDirect, decide, RefusedTarget, type Decision, type Lookup } from './route.js';
 import { ForwarderStats, type ForwarderStatus } from './stats.js';
 
@@ -197,10 +198,10 @@ export class Forwarder {
   }
 
   /** Opens the connection to the active proxy ahead (while the peer is checked); null when the route is not through it. */
-  private early(decision: Decision, client: Client): { dial: Dial | null; opened?: Promise<ProxySocket> } {
+  private early(decision: Decision, client: Client, reads?: UpstreamReads): { dial: Dial | null; opened?: Promise<ProxySocket> } {
     const dial = decision.kind === 'upstream' ? this.dialFor(client) : null;
     if (dial === null) return { dial };
-    const opened = dial.proxy();
+    const opened = dial.proxy(reads?.onread);
     opened.catch(() => undefined); // its failure is reported when it is used
     return { dial, opened };
   }
@@ -211,7 +212,7 @@ export class Forwarder {
   }
 
   /** The hooks of one exchange of `client`, answering through `answer`. */
-  private hooks(client: Client, decision: Decision, target: string, answer: (status: number, text: string) => void): ExchangeHooks & { label: string } {
+  private hooks(client: Client, decision: Decision, target: string, answer: (status: number, text: string) => void): Omit<ExchangeHooks, 'answering'> & { label: string; count: (stream: NodeJS.ReadableStream, direction: 'sent' | 'received') => void } {
     const gen = this.generation;
     const active = this.active;
     const viaProxy = decision.kind === 'upstream' && active !== null;
@@ -228,6 +229,7 @@ export class Forwarder {
         answer(502, `browserd: ${viaProxy ? `proxy ${active.proxy.id}: ` : ''}${err.code}: ${err.message}\n`);
       },
       count: (stream, direction) => this.stats.countBytes(label, direction, stream),
+      bytes: this.stats.byteCounter(label),
     };
   }
 
@@ -259,7 +261,8 @@ export class Forwarder {
     const host = url === null ? '' : url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const port = url === null || url.port === '' ? 80 : Number(url.port);
     const decision = url === null ? null : this.route(host, port);
-    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client);
+    const reads = new UpstreamReads();
+    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client, reads);
     res.once('close', () => dial?.destroy());
     if (!(await client.verified)) return dial?.destroy();
     if (url === null || decision === null) {
@@ -280,12 +283,11 @@ export class Forwarder {
     const wrapped: ExchangeHooks = {
       ...hooks,
       // The answer's head is about to be written: from here a switch closes the connection instead.
-      count: (stream, direction) => {
-        if (direction === 'received' && client.pending === answer) client.pending = null;
-        hooks.count(stream, direction);
+      answering: () => {
+        if (client.pending === answer) client.pending = null;
       },
     };
-    await forwardRequest(req, res, { url, dial, opened, direct: this.directOptions(client) }, wrapped);
+    await forwardRequest(req, res, { url, dial, opened, direct: this.directOptions(client), reads }, wrapped);
   }
 
   private async onConnect(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
@@ -300,7 +302,8 @@ export class Forwarder {
     };
     const target = parseAuthority(req.url ?? '');
     const decision = target === null ? null : this.route(target.host, target.port);
-    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client);
+    const reads = new UpstreamReads();
+    const { dial, opened } = decision === null ? { dial: null } : this.early(decision, client, reads);
     if (!(await client.verified)) return dial?.destroy();
     if (target === null || decision === null) {
       this.stats.refused('bad_request', { target: (req.url ?? '').slice(0, 200) }, 'forwarding proxy: CONNECT without host:port');
@@ -321,7 +324,7 @@ export class Forwarder {
     let up: net.Socket | Duplex;
     try {
       const ua = req.headers['user-agent'];
-      up = dial !== null ? await dial.tunnel(host, port, ua !== undefined ? { 'user-agent': ua } : {}, opened) : await connectDirect(host, port, this.directOptions(client));
+      up = dial !== null ? await dial.tunnel(host, port, ua !== undefined ? { 'user-agent': ua } : {}, opened, reads) : await connectDirect(host, port, this.directOptions(client), reads.onread);
     } catch (err) {
       if (err instanceof RefusedTarget) return answer(403, `browserd: ${err.message}\n`);
       return hooks.failed(err instanceof CheckFailure ? err : new CheckFailure('proxy_unreachable', (err as Error).message, true));
@@ -340,9 +343,9 @@ export class Forwarder {
     socket.write('HTTP/1.1 200 Connection established\r\n\r\n');
     if (head.length > 0) up.write(head);
     socket.pipe(up);
-    up.pipe(socket);
+    const received = this.stats.byteCounter(hooks.label);
+    relayReads(reads, up, socket, (n) => received('received', n));
     hooks.count(socket, 'sent');
-    hooks.count(up, 'received');
   }
 }
 

@@ -96,8 +96,11 @@ export interface DirectOptions {
   ownPorts: readonly number[];
 }
 
-/** A TCP connection straight to host:port (name lookup and connect under the deadline); RefusedTarget or CheckFailure. */
-export function connectDirect(host: string, port: number, opts: DirectOptions): Promise<net.Socket> {
+/**
+ * A TCP connection straight to host:port (name lookup and connect under the deadline); RefusedTarget
+ * or CheckFailure. `onread`: the socket reads into the caller's buffers and emits no 'data'.
+ */
+export function connectDirect(host: string, port: number, opts: DirectOptions, onread?: net.OnReadOpts): Promise<net.Socket> {
   return new Promise<net.Socket>((resolve, reject) => {
     let sock: net.Socket | null = null;
     let done = false;
@@ -120,7 +123,7 @@ export function connectDirect(host: string, port: number, opts: DirectOptions): 
         if (opts.ownPorts.includes(port) && isLocalAddress(address)) {
           return finish(new RefusedTarget(`${host}:${port} resolves to ${address}, a port of browserd itself`));
         }
-        const s = net.connect({ host: address, port });
+        const s = net.connect({ host: address, port, ...(onread !== undefined ? { onread } : {}) });
         sock = s;
         s.on('error', (e) => finish(failure('target_unreachable', `cannot connect to ${host}:${port}`, e, false)));
         s.once('connect', () => {

@@ -100,6 +100,13 @@ export class ForwarderStats {
   }
 
   /** Counts the bytes `stream` emits under `label` (sent: from the browser, received: from the upstream or target). Attach right after piping it. */
+  /** Counts bytes handed over by hand (the exchanges' relay): one counter per direction of `label`. */
+  byteCounter(label: string): (direction: 'sent' | 'received', n: number) => void {
+    const sent = this.metrics.forwarderBytes.labels({ upstream: label, direction: 'sent' });
+    const received = this.metrics.forwarderBytes.labels({ upstream: label, direction: 'received' });
+    return (direction, n) => (direction === 'sent' ? sent : received).inc(n);
+  }
+
   countBytes(label: string, direction: 'sent' | 'received', stream: Duplex | NodeJS.ReadableStream): void {
     const child: Child = this.metrics.forwarderBytes.labels({ upstream: label, direction });
     stream.on('data', (c: Buffer) => child.inc(c.length));

@@ -18,6 +18,8 @@ import { request as httpRequest, type ClientRequest, type OutgoingHttpHeaders } 
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
+import { HeadReader, type ResponseHead } from './head.js';
+import type { UpstreamReads } from './reads.js';
 import type { Upstream } from './upstream.js';
 
 export type CheckCause = 'proxy_unreachable' | 'proxy_auth_failed' | 'target_unreachable' | 'tls_failed' | 'timeout';
@@ -103,11 +105,14 @@ export class Dial {
     });
   }
 
-  /** TCP to the proxy, and TLS when its protocol is https. */
-  async proxy(): Promise<ProxySocket> {
+  /**
+   * TCP to the proxy, and TLS when its protocol is https. `onread` (a plain-HTTP proxy only; TLS
+   * reads the socket itself): the socket reads into the caller's buffers and emits no 'data'.
+   */
+  async proxy(onread?: net.OnReadOpts): Promise<ProxySocket> {
     const { up } = this;
     const raw = await this.phase<net.Socket>('connection to the proxy', (e) => failure('proxy_unreachable', 'cannot connect to the proxy', e, true), (s) => {
-      const sock = this.track(net.connect({ host: up.host, port: up.port }));
+      const sock = this.track(net.connect({ host: up.host, port: up.port, ...(onread !== undefined && up.protocol === 'http' ? { onread } : {}) }));
       sock.once('connect', () => s.ok(sock));
       sock.on('error', s.fail);
     });
@@ -117,32 +122,58 @@ export class Dial {
 
   /**
    * proxy() (or the connection `opened` by an earlier proxy() call), then `CONNECT host:port`;
-   * resolves with the tunnel (paused, positioned after the answer).
+   * resolves with the tunnel, positioned after the answer: paused, the bytes after the answer's
+   * head put back. The answer's head is read by the forwarder's head reader (one small write out,
+   * one head in: no HTTP client machinery per tunnel). `reads`: the connection was opened with
+   * reads.onread (no 'data' events); the bytes after the head stay with it for the next sink.
    */
-  async tunnel(host: string, port: number, headers: OutgoingHttpHeaders = {}, opened?: Promise<ProxySocket>): Promise<ProxySocket> {
-    const sock = await (opened ?? this.proxy());
+  async tunnel(host: string, port: number, headers: Record<string, string> = {}, opened?: Promise<ProxySocket>, reads?: UpstreamReads): Promise<ProxySocket> {
+    const sock = await (opened ?? this.proxy(reads?.onread));
     const authority = authorityOf(host, port);
     const auth = this.authorization;
     return this.phase<ProxySocket>('answer to CONNECT', (e) => failure('proxy_unreachable', 'the proxy gave no HTTP answer to CONNECT', e, true), (s) => {
-      const req = httpRequest({
-        method: 'CONNECT',
-        path: authority,
-        setHost: false,
-        headers: { ...headers, host: authority, ...(auth !== undefined ? { 'proxy-authorization': auth } : {}) },
-        createConnection: () => sock,
-      });
-      req.once('error', s.fail);
-      req.once('connect', (res, socket: net.Socket, head: Buffer) => {
-        if (head.length > 0) socket.unshift(head);
-        const status = res.statusCode ?? 0;
-        const text = `${status}${res.statusMessage ? ` ${res.statusMessage.slice(0, 100)}` : ''}`;
+      const heads = new HeadReader();
+      const onClose = (): void => s.fail(new Error('the connection closed'));
+      const done = (): void => {
+        sock.off('data', onData);
+        sock.off('close', onClose);
+        sock.off('error', s.fail);
+        reads?.detach();
+      };
+      const onData = (d: Buffer): void => {
+        let got: { head: ResponseHead; rest: Buffer } | null;
+        try {
+          got = heads.push(d);
+        } catch (err) {
+          done();
+          return s.fail(err as Error);
+        }
+        if (got === null) return;
+        done();
+        sock.pause();
+        if (got.rest.length > 0) {
+          if (reads !== undefined) reads.keep(got.rest);
+          else sock.unshift(got.rest);
+        }
+        const { status, reason } = got.head;
+        const text = `${status}${reason ? ` ${reason.slice(0, 100)}` : ''}`;
         if (status >= 200 && status < 300) return s.ok(sock);
         if (status === 407 || status === 401) {
           return s.fail(new CheckFailure('proxy_auth_failed', auth === undefined ? `the proxy needs credentials: ${text}` : `the proxy refused the credentials: ${text}`, true));
         }
         s.fail(new CheckFailure('target_unreachable', `the proxy answered CONNECT ${authority} with ${text}`, false));
+      };
+      sock.on('data', onData);
+      reads?.attach((d, release) => {
+        onData(d); // what the head reader keeps it copies, and so does keep()
+        release();
       });
-      req.end();
+      sock.once('close', onClose);
+      sock.on('error', s.fail);
+      let head = `CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n`;
+      for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
+      if (auth !== undefined) head += `Proxy-Authorization: ${auth}\r\n`;
+      sock.write(`${head}\r\n`);
     });
   }
 

@@ -73,6 +73,43 @@ const builtinsViaRequire = {
 };
 
 /**
+ * node:tls and node:https, loaded when first used rather than at import. Why: no part of the start
+ * uses them — ws requires both at its import for its client's wss:// (the daemon's WebSocket clients
+ * are ws:// on loopback), the proxies module for upstream TLS — and loading them costs ~5 MiB of
+ * the idle daemon's resident memory (tls's cipher lists, OpenSSL's contexts) and ~10 ms of the start
+ * (bench/ANALYSIS.md §7). Each becomes a proxy object whose first property read requires the real
+ * module: `tls.connect(...)` reads `connect` first, so the module is there when it is called. Only
+ * whole-module imports can be deferred: a named import of these fails the build (no such export).
+ */
+const ON_USE = /^(?:node:)?(tls|https)$/;
+const builtinsOnUse = {
+  name: 'builtins-on-use',
+  setup(b) {
+    b.onResolve({ filter: ON_USE }, (args) => {
+      if (args.namespace === 'builtin-on-use') return undefined; // the real module, from inside the proxy
+      const name = ON_USE.exec(args.path)[1];
+      if (args.kind === 'import-statement') return { path: name, namespace: 'builtin-on-use', pluginData: 'esm' };
+      if (args.kind === 'require-call') return { path: `${name}.cjs`, namespace: 'builtin-on-use', pluginData: 'cjs' };
+      return undefined;
+    });
+    b.onLoad({ filter: /.*/, namespace: 'builtin-on-use' }, (args) => {
+      const name = args.path.replace(/\.cjs$/, '');
+      const proxy = [
+        'let real;',
+        `const load = () => (real ??= require(${JSON.stringify(`node:${name}`)}));`,
+        'const onUse = new Proxy({}, {',
+        '  get: (_t, k) => load()[k],',
+        '  has: (_t, k) => k in load(),',
+        '  ownKeys: () => Reflect.ownKeys(load()),',
+        '  getOwnPropertyDescriptor: (_t, k) => { const d = Reflect.getOwnPropertyDescriptor(load(), k); return d && { ...d, configurable: true }; },',
+        '});',
+      ];
+      return { contents: proxy.concat(args.pluginData === 'esm' ? 'export default onUse;' : 'module.exports = onUse;').join('\n'), resolveDir: root, loader: 'js' };
+    });
+  },
+};
+
+/**
  * prom-client's entry (index.js) as the five parts the daemon imports (daemon/core/metrics.ts), and
  * its optional `@opentelemetry/api` read on first use. Why: index.js requires all of prom-client at
  * import — the Pushgateway (node:https, so node:tls and its cipher lists), the cluster aggregator
@@ -138,7 +175,7 @@ const bundle = (outName, plugins) => build({
   minifyIdentifiers: false,
   keepNames: false,
   legalComments: 'none',
-  plugins: [zodEnglishOnly, builtinsViaRequire, promClientParts, ...plugins],
+  plugins: [zodEnglishOnly, builtinsOnUse, builtinsViaRequire, promClientParts, ...plugins],
   logLevel: 'warning',
 });
 

@@ -7,7 +7,8 @@ import { createMetrics, type Metrics } from './core/metrics.js';
 import { removeStaleTemps } from './core/fs-atomic.js';
 import { lockStateDir, StateDirLockedError } from './core/state-lock.js';
 import { createSystemd, NOTIFY_FD_ENV } from './core/systemd.js';
-import { collectAfterStart } from './core/start-gc.js';
+import { collectAfterStart, START_GC_DELAY_MS } from './core/start-gc.js';
+import { compileCacheState, saveCompileCache } from './core/compile-cache.js';
 import { closeStrayFds, inheritableFds, makeNonDumpable } from './core/harden.js';
 import { coverInChildren } from './core/process/launch.js';
 import { createBrowser, type Browser } from './chromium/index.js';
@@ -248,14 +249,24 @@ async function main(): Promise<void> {
     process.exit((err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? EXIT_RETRY : EXIT_BAD_SETTING);
   }
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, node: process.version, state_dir: config.stateDir }, 'listening');
+  const compileCache = compileCacheState(process.env);
+  if (compileCache.dir === null && compileCache.setting !== null) {
+    log.warn({ event: 'compile_cache_unused', setting: 'BROWSERD_COMPILE_CACHE_DIR', dir: compileCache.setting, reason: compileCache.why }, `the compile cache folder is not used (${compileCache.why}): every start compiles the daemon afresh`);
+  }
+  log.info({ event: 'listening', address: `${host}:${address.port}`, port: address.port, version, node: process.version, state_dir: config.stateDir, compile_cache: compileCache.dir }, 'listening');
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
   proxies.setApiPort(address.port);
   apiPort = address.port;
   playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();
-  collectAfterStart((ms) => log.debug({ event: 'start_gc', ms: ms === null ? null : Math.round(ms) }, ms === null ? "V8's collector could not be reached: the start's garbage stays until V8 collects it" : 'collected the garbage of the start'));
+  // What the start compiled, for the next start, even if this daemon is then killed (before the collection below, same delay).
+  setTimeout(() => {
+    if (saveCompileCache()) log.debug({ event: 'compile_cache_saved', dir: compileCache.dir }, 'saved the compiled code of this start for the next');
+  }, START_GC_DELAY_MS).unref();
+  collectAfterStart((ms) => {
+    log.debug({ event: 'start_gc', ms: ms === null ? null : Math.round(ms) }, ms === null ? "V8's collector could not be reached: the start's garbage stays until V8 collects it" : 'collected the garbage of the start');
+  });
   config.testHooks.afterListening(); // the test build's faults for the crash policy above; nothing in the shipped one
 }
 

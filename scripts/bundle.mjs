@@ -20,6 +20,8 @@
 // daemon/core/test-hooks.ts has no hooks and refuses BROWSERD_TEST_HOOKS; and
 // dist/daemon/browserd-test.js, the one the test kit and the benchmarks start, where that module
 // is test/kit/test-hooks.ts (the hooks). systemd/install.sh does not install the test build.
+// Each is two files: the entry (daemon/start.ts: Node's compile cache, a few hundred bytes) and the
+// daemon's code it imports (browserd-main.js, browserd-test-main.js).
 import { build } from 'esbuild';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -70,6 +72,82 @@ const builtinsViaRequire = {
   },
 };
 
+/**
+ * node:tls and node:https, loaded when first used rather than at import. Why: no part of the start
+ * uses them — ws requires both at its import for its client's wss:// (the daemon's WebSocket clients
+ * are ws:// on loopback), the proxies module for upstream TLS — and loading them costs ~5 MiB of
+ * the idle daemon's resident memory (tls's cipher lists, OpenSSL's contexts) and ~10 ms of the start
+ * (bench/ANALYSIS.md §7). Each becomes a proxy object whose first property read requires the real
+ * module: `tls.connect(...)` reads `connect` first, so the module is there when it is called. Only
+ * whole-module imports can be deferred: a named import of these fails the build (no such export).
+ */
+const ON_USE = /^(?:node:)?(tls|https)$/;
+const builtinsOnUse = {
+  name: 'builtins-on-use',
+  setup(b) {
+    b.onResolve({ filter: ON_USE }, (args) => {
+      if (args.namespace === 'builtin-on-use') return undefined; // the real module, from inside the proxy
+      const name = ON_USE.exec(args.path)[1];
+      if (args.kind === 'import-statement') return { path: name, namespace: 'builtin-on-use', pluginData: 'esm' };
+      if (args.kind === 'require-call') return { path: `${name}.cjs`, namespace: 'builtin-on-use', pluginData: 'cjs' };
+      return undefined;
+    });
+    b.onLoad({ filter: /.*/, namespace: 'builtin-on-use' }, (args) => {
+      const name = args.path.replace(/\.cjs$/, '');
+      const proxy = [
+        'let real;',
+        `const load = () => (real ??= require(${JSON.stringify(`node:${name}`)}));`,
+        'const onUse = new Proxy({}, {',
+        '  get: (_t, k) => load()[k],',
+        '  has: (_t, k) => k in load(),',
+        '  ownKeys: () => Reflect.ownKeys(load()),',
+        '  getOwnPropertyDescriptor: (_t, k) => { const d = Reflect.getOwnPropertyDescriptor(load(), k); return d && { ...d, configurable: true }; },',
+        '});',
+      ];
+      return { contents: proxy.concat(args.pluginData === 'esm' ? 'export default onUse;' : 'module.exports = onUse;').join('\n'), resolveDir: root, loader: 'js' };
+    });
+  },
+};
+
+/**
+ * prom-client's entry (index.js) as the five parts the daemon imports (daemon/core/metrics.ts), and
+ * its optional `@opentelemetry/api` read on first use. Why: index.js requires all of prom-client at
+ * import — the Pushgateway (node:https, so node:tls and its cipher lists), the cluster aggregator
+ * (node:cluster), Summary — and the default metrics require OpenTelemetry's API (~40 files), read
+ * only for exemplars, which the daemon never enables. Loaded at every start, ~35 ms of CPU to
+ * `listening` (see bench/ANALYSIS.md §7). The same modules of the same package run; only what the
+ * daemon does not use is no longer loaded. tsc's output (dist/daemon/main.js) imports the full entry.
+ */
+const promClientParts = {
+  name: 'prom-client-parts',
+  setup(b) {
+    b.onResolve({ filter: /^prom-client$/ }, (args) =>
+      args.importer.startsWith(path.join(root, 'daemon') + path.sep) ? { path: 'prom-client', namespace: 'prom-client-parts' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'prom-client-parts' }, () => ({
+      contents: ['Registry', 'Counter', 'Gauge', 'Histogram']
+        .map((n) => `exports.${n} = require('prom-client/lib/${n.toLowerCase()}');`)
+        .concat("exports.collectDefaultMetrics = require('prom-client/lib/defaultMetrics');")
+        .join('\n'),
+      resolveDir: root,
+      loader: 'js',
+    }));
+    // prom-client's `require('@opentelemetry/api')`: the real module, evaluated when a property is first read.
+    b.onResolve({ filter: /^@opentelemetry\/api$/ }, (args) =>
+      args.namespace === 'otel-on-use' ? undefined : { path: '@opentelemetry/api', namespace: 'otel-on-use' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'otel-on-use' }, () => ({
+      contents: [
+        'let api;',
+        "const real = () => (api ??= require('@opentelemetry/api'));",
+        "module.exports = new Proxy({}, { get: (_t, k) => real()[k], has: (_t, k) => k in real(), ownKeys: () => Reflect.ownKeys(real()), getOwnPropertyDescriptor: (_t, k) => { const d = Reflect.getOwnPropertyDescriptor(real(), k); return d && { ...d, configurable: true }; } });",
+      ].join('\n'),
+      resolveDir: root,
+      loader: 'js',
+    }));
+  },
+};
+
 const productionHooks = path.join(root, 'daemon', 'core', 'test-hooks.js');
 
 /** The test build: daemon/core/test-hooks.ts is test/kit/test-hooks.ts. */
@@ -97,8 +175,41 @@ const bundle = (outName, plugins) => build({
   minifyIdentifiers: false,
   keepNames: false,
   legalComments: 'none',
-  plugins: [zodEnglishOnly, builtinsViaRequire, ...plugins],
+  plugins: [zodEnglishOnly, builtinsOnUse, builtinsViaRequire, promClientParts, ...plugins],
   logLevel: 'warning',
 });
 
-await Promise.all([bundle('browserd.js', []), bundle('browserd-test.js', [withTestHooks])]);
+/**
+ * The entry (daemon/start.ts) as a file of its own, whose `import('./main.js')` is the daemon's
+ * bundle beside it: Node's compile cache only covers modules loaded after it is turned on, so the
+ * daemon's code must be a second module.
+ */
+const entry = (outName, mainName) => build({
+  entryPoints: [path.join(root, 'daemon', 'start.ts')],
+  outfile: path.join(root, 'dist', 'daemon', outName),
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node24',
+  minifyWhitespace: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
+  minifySyntax: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
+  legalComments: 'none',
+  plugins: [
+    builtinsViaRequire,
+    {
+      name: 'main-beside',
+      setup(b) {
+        b.onResolve({ filter: /^\.\/main\.js$/ }, () => ({ path: `./${mainName}`, external: true }));
+      },
+    },
+  ],
+  banner: { js: "import { createRequire as browserdCreateRequire } from 'node:module'; const require = browserdCreateRequire(import.meta.url);" },
+  logLevel: 'warning',
+});
+
+await Promise.all([
+  bundle('browserd-main.js', []),
+  bundle('browserd-test-main.js', [withTestHooks]),
+  entry('browserd.js', 'browserd-main.js'),
+  entry('browserd-test.js', 'browserd-test-main.js'),
+]);

@@ -39,7 +39,7 @@ done
 
 [ "$(id -u)" -eq 0 ] || die "run as root (sudo $0)"
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ -f "$src/dist/daemon/browserd.js" ] || die "no build in $src/dist: run 'npm ci && npm run build' first"
+[ -f "$src/dist/daemon/browserd.js" ] && [ -f "$src/dist/daemon/browserd-main.js" ] || die "no build in $src/dist: run 'npm ci && npm run build' first"
 # The forwarding proxy's cheap peer check (docs/forwarder.md); without it the daemon reads /proc/net/tcp per connection.
 [ -f "$src/dist/daemon/sock-diag.node" ] || say "warning: no dist/daemon/sock-diag.node (built by 'npm run build' where a C compiler is): the forwarding proxy's peer check will read /proc/net/tcp, milliseconds per new connection"
 [ -f "$src/package-lock.json" ] || die "$src/package-lock.json is missing"
@@ -97,7 +97,7 @@ stage="$(mktemp -d "${PREFIX}.new.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/dist" "$stage/systemd"
 cp -R "$src/dist/daemon" "$stage/dist/daemon"
-rm -f "$stage/dist/daemon/browserd-test.js" # the test suite's build (BROWSERD_TEST_HOOKS): never installed
+rm -f "$stage/dist/daemon/browserd-test.js" "$stage/dist/daemon/browserd-test-main.js" # the test suite's build (BROWSERD_TEST_HOOKS): never installed
 cp "$src/package.json" "$src/package-lock.json" "$stage/"
 [ -f "$src/README.md" ] && cp "$src/README.md" "$stage/"
 cp "$src/systemd/notify-exec.pl" "$src/systemd/browserd.service" "$src/systemd/browserd.env.example" "$stage/systemd/"

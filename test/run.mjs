@@ -83,7 +83,7 @@ const newestSource = (dir) =>
     const p = path.join(dir, e.name);
     return Math.max(m, e.isDirectory() ? newestSource(p) : e.name.endsWith('.ts') ? statSync(p).mtimeMs : 0);
   }, 0);
-for (const bundle of ['browserd.js', 'browserd-test.js'].map((f) => path.join(root, 'dist', 'daemon', f))) {
+for (const bundle of ['browserd.js', 'browserd-test.js', 'browserd-main.js', 'browserd-test-main.js'].map((f) => path.join(root, 'dist', 'daemon', f))) {
   if (!existsSync(bundle) || statSync(bundle).mtimeMs < newestSource(path.join(root, 'daemon'))) {
     console.error(`${bundle} is missing or older than daemon/: run the build (npm run build) first`);
     process.exit(1);

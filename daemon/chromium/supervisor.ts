@@ -199,13 +199,14 @@ export class Supervisor {
 
   /**
    * Ends the Chromium processes an earlier run left on the profile, under the lock: at daemon
-   * start, whether or not Chromium autostarts. Never throws: a failure is logged, the next launch tries again.
+   * start, before the daemon serves (its reads of /proc may hold the event loop: SweepOptions),
+   * whether or not Chromium autostarts. Never throws: a failure is logged, the next launch tries again.
    */
   async sweep(): Promise<void> {
     const { profileDir, config, log } = this.deps;
     try {
       await this.lock.run('sweep', async () => {
-        await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
+        await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log, { beforeServing: true });
         await emptyDir(this.deps.tmpDir);
       });
     } catch (err) {

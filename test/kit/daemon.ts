@@ -19,6 +19,15 @@ export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 export const mainJs = path.join(repoRoot, 'dist', 'daemon', 'browserd-test.js');
 /** The production build, the one systemd/install.sh installs: it has no test hooks. */
 export const productionJs = path.join(repoRoot, 'dist', 'daemon', 'browserd.js');
+/** The daemon's code each of the two entries above imports (scripts/bundle.mjs): where the hooks are, or are not. */
+export const mainCodeJs = path.join(repoRoot, 'dist', 'daemon', 'browserd-test-main.js');
+export const productionCodeJs = path.join(repoRoot, 'dist', 'daemon', 'browserd-main.js');
+/**
+ * The compile cache every daemon of the kit shares (BROWSERD_COMPILE_CACHE_DIR, docs/startup.md):
+ * the daemons of a run start as a deployed daemon restarts, from V8's cached bytecode. A test of the
+ * cache itself passes its own folder (or '' for none) in `env`.
+ */
+export const kitCompileCache = path.join(repoRoot, 'node_modules', '.cache', 'browserd-compile-cache');
 export const fixtures = path.join(repoRoot, 'fixtures');
 
 export const TEST_TOKEN = 'test-token-0123456789abcdef';
@@ -228,6 +237,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     BROWSERD_AGENT_DIR: agentDirOf(stateDir),
     BROWSERD_LOG_LEVEL: opts.logLevel ?? 'debug',
     BROWSERD_BROWSER_AUTOSTART: opts.autostart === true ? 'true' : 'false',
+    BROWSERD_COMPILE_CACHE_DIR: kitCompileCache,
     ...(token !== null ? { BROWSERD_TOKEN: token } : {}),
     ...opts.env,
   };

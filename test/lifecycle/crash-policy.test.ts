@@ -13,7 +13,7 @@ test('a stray rejection: logged at error with its stack, counted in /metrics, th
     assert.equal(line.level, 50, 'logged at error');
     const err = line.err as { message?: string; stack?: string };
     assert.match(err.message ?? '', /test hook stray-rejection/);
-    assert.match(err.stack ?? '', /main\.ts|browserd(-test)?\.js/);
+    assert.match(err.stack ?? '', /main\.ts|browserd(-test)?(-main)?\.js/);
     const health = await d.fetch('/healthz');
     assert.equal(health.status, 200);
     await health.text();

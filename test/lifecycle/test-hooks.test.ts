@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { mainJs, productionJs, startDaemon } from '../kit/daemon.js';
+import { mainCodeJs, productionCodeJs, startDaemon } from '../kit/daemon.js';
 
 /** The hooks' names as the test build's code spells them (test/kit/test-hooks.ts). */
 const HOOK_NAMES = ["'resolve'", "'dns'", "'direct-to'", "'pty_package'", "'fail-live-activation'", "'fail-activation'", "'hold-activation'", 'release-'];
@@ -35,8 +35,8 @@ test('the production build starts without BROWSERD_TEST_HOOKS', async () => {
 test("the production build's text holds none of the hook names; the test build's does", () => {
   // esbuild prints string literals with double quotes.
   const spelled = (name: string): string => name.replaceAll("'", '"');
-  const production = readFileSync(productionJs, 'utf8');
-  const testBuild = readFileSync(mainJs, 'utf8');
+  const production = readFileSync(productionCodeJs, 'utf8');
+  const testBuild = readFileSync(mainCodeJs, 'utf8');
   for (const name of HOOK_NAMES) {
     assert.ok(testBuild.includes(spelled(name)), `the test build lacks ${name}: the list is stale`);
     assert.ok(!production.includes(spelled(name)), `the production build holds ${name}`);

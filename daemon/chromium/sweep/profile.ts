@@ -6,7 +6,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from '../../core/log.js';
 import { escalate } from '../../core/process/kill.js';
-import { exeOf, isDead, readCmdline, readProcInfo, scanPids, scanProcesses } from '../../core/process/proc.js';
+import { exeOf, isDead, readCmdline, readCmdlinesBeforeServing, readProcInfo, scanPids, scanProcesses } from '../../core/process/proc.js';
 import { argvOf, type ChromiumIdentity } from './identity.js';
 
 /** Files Chromium leaves in a profile that a new Chromium must not trust. */
@@ -41,16 +41,22 @@ export function namesDir(cmdline: string, dir: string): boolean {
   return new RegExp(`(?:^|[\\0 =])${escaped}(?=$|[\\0 /])`).test(cmdline);
 }
 
+/** How a sweep may read: `beforeServing`, the daemon's start sweep, reads the command lines synchronously (readCmdlinesBeforeServing). */
+export interface SweepOptions {
+  beforeServing?: boolean;
+}
+
 /**
  * Live (non-zombie) Chromium processes, other than this one, whose command line names
  * `profileDir`. Any other process naming the profile is left alone (identity.ts).
  */
-export async function findProfileProcesses(profileDir: string, identity: ChromiumIdentity): Promise<ProfileProcess[]> {
-  // The command line first: it rules out nearly every process (one read each, read asynchronously).
+export async function findProfileProcesses(profileDir: string, identity: ChromiumIdentity, opts: SweepOptions = {}): Promise<ProfileProcess[]> {
+  // The command line first: it rules out nearly every process (one read each; asynchronous once the daemon serves).
+  const pids = (await scanPids()).filter((pid) => pid !== process.pid);
+  const early = opts.beforeServing === true ? readCmdlinesBeforeServing(pids) : null;
   const found = await Promise.all(
-    (await scanPids()).map(async (pid): Promise<ProfileProcess | null> => {
-      if (pid === process.pid) return null;
-      const raw = await readCmdline(pid);
+    pids.map(async (pid, i): Promise<ProfileProcess | null> => {
+      const raw = early?.[i] ?? (await readCmdline(pid));
       if (raw === '' || !raw.includes(profileDir) || !namesDir(raw, profileDir)) return null;
       const p = await readProcInfo(pid);
       if (p === null || p.state === 'Z') return null;
@@ -68,8 +74,8 @@ export async function findProfileProcesses(profileDir: string, identity: Chromiu
  * another process, nor the daemon's own. Returns the pids it found. Throws when some survive
  * SIGKILL.
  */
-export async function endLeftovers(profileDir: string, identity: ChromiumIdentity, graceMs: number, log: Logger): Promise<number[]> {
-  return endProfileProcesses(await findProfileProcesses(profileDir, identity), profileDir, graceMs, log);
+export async function endLeftovers(profileDir: string, identity: ChromiumIdentity, graceMs: number, log: Logger, opts: SweepOptions = {}): Promise<number[]> {
+  return endProfileProcesses(await findProfileProcesses(profileDir, identity, opts), profileDir, graceMs, log);
 }
 
 /** endLeftovers for processes already found (findProfileProcesses), the same way. */

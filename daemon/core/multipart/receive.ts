@@ -5,7 +5,7 @@
 // the promise rejects once. Every stream here has its 'error' listener: a body that ends inside a
 // part (busboy destroys the part's stream with "Unexpected end of form"), a client that goes away,
 // a full disk — each is an answer, never an uncaught exception.
-import busboy from 'busboy';
+import type busboy from 'busboy';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { Transform, type Readable, type TransformCallback } from 'node:stream';
@@ -77,11 +77,19 @@ function assertMultipart(req: IncomingMessage, limits: MultipartLimits): void {
   }
 }
 
+/**
+ * busboy, evaluated at the first multipart body rather than at the daemon's start (~10 ms of every
+ * start, bench/ANALYSIS.md §7); the bundle keeps it inline, so this is a microtask, not a file read.
+ */
+let busboyModule: Promise<typeof busboy> | undefined;
+const loadBusboy = (): Promise<typeof busboy> => (busboyModule ??= import('busboy').then((m) => m.default));
+
 export async function receiveMultipart(req: IncomingMessage, limits: MultipartLimits, sink: FileSink): Promise<ReceivedPart[]> {
   assertMultipart(req, limits);
+  const makeBusboy = await loadBusboy();
   let bb: busboy.Busboy;
   try {
-    bb = busboy({
+    bb = makeBusboy({
       headers: req.headers,
       limits: {
         fileSize: limits.maxFileBytes,

@@ -5,6 +5,8 @@
 // loop keeps answering meanwhile, and callers that ask in the same turn of the event loop share one
 // scan (scanProcesses). A shared scan always starts after every call it answers, so none of them
 // gets a picture older than its call. One process's own files (stat, cmdline, exe) are read by pid.
+// The one synchronous scan of command lines is the start's, before the daemon serves
+// (readCmdlinesBeforeServing).
 import { readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile, readlink } from 'node:fs/promises';
 
@@ -102,6 +104,24 @@ export async function scanPids(): Promise<number[]> {
     out.push(Number(name));
   }
   return out;
+}
+
+/**
+ * The command lines of `pids` (as readCmdline), read synchronously: for the daemon's start only, before
+ * it serves. Why: a synchronous read of /proc/<pid>/cmdline costs ~20 µs of CPU against ~150 µs for an
+ * asynchronous one (open, fstat, read and close through the thread pool, and their promises): ~5 vs
+ * ~25 ms for 190 processes. Why not once it serves: reading another process's command line takes that
+ * process's memory lock, and a process stuck holding it (in D state) would hold the event loop with it.
+ * Before the daemon serves there is no request to hold, and the start awaits the scan either way.
+ */
+export function readCmdlinesBeforeServing(pids: readonly number[]): string[] {
+  return pids.map((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      return '';
+    }
+  });
 }
 
 /** The NUL-separated command line as arguments ('' when unreadable). Chromium's children rewrite theirs into one space-separated string. */

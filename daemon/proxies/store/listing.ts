@@ -15,7 +15,10 @@ import type { StoredProxy } from './store.js';
 /** Page size limits of GET /proxies (MAX equals the per-project proxy limit: one page can hold them all). */
 export const LIST_LIMITS = { default: 100, max: 1000, maxOffset: 1_000_000_000 } as const;
 
-const collator = new Intl.Collator('und', { sensitivity: 'base', usage: 'search' });
+// Made at the first filtered listing, not at import: a collator reads ICU's collation data, ~3 MiB of
+// the daemon's resident memory from its start on (bench/ANALYSIS.md §7).
+let collator: Intl.Collator | undefined;
+const nameCollator = (): Intl.Collator => (collator ??= new Intl.Collator('und', { sensitivity: 'base', usage: 'search' }));
 
 export interface ListQuery {
   limit?: number;
@@ -36,7 +39,7 @@ export function visibleTo(project: string | null, p: StoredProxy): boolean {
 
 function matches(p: StoredProxy, q: ListQuery): boolean {
   const name = q.name?.trim() ?? '';
-  if (name !== '' && (p.name === undefined || collator.compare(p.name, name) !== 0)) return false;
+  if (name !== '' && (p.name === undefined || nameCollator().compare(p.name, name) !== 0)) return false;
   const query = q.query?.trim() ?? '';
   if (query === '') return true;
   if (p.id === query) return true;

@@ -57,8 +57,16 @@ export class CdpClient {
 
   constructor(
     private readonly transport: CdpTransport,
-    private readonly opts: { onMalformed?: (text: string, report: MalformedReport) => void } = {},
+    private readonly opts: { onMalformed?: (text: string, report: MalformedReport) => void; browserCommands?: () => number } = {},
   ) {}
+
+  /**
+   * Over a multiplexer channel: how many commands all clients of the browser (this one included)
+   * have sent so far (Channel.browserCommands); null over a WebSocket, where others cannot be seen.
+   */
+  browserCommands(): number | null {
+    return this.opts.browserCommands?.() ?? null;
+  }
 
   /** A client on a multiplexer channel (opened with a sink that feeds `receive` and `ended`). */
   static overChannel(open: (sink: { message(data: Buffer): void; ended(end: { message: string }): void }) => Promise<Channel>): Promise<CdpClient> {
@@ -72,7 +80,7 @@ export class CdpClient {
       },
     };
     return open(sink).then((channel) => {
-      client = new CdpClient({ send: (text) => void channel.send(text), close: () => channel.close() }, { onMalformed: (text, report) => channel.reportMalformed(text, report) });
+      client = new CdpClient({ send: (text) => void channel.send(text), close: () => channel.close() }, { onMalformed: (text, report) => channel.reportMalformed(text, report), browserCommands: () => channel.browserCommands() });
       if (early !== null) client.fail(early);
       return client;
     });

@@ -143,6 +143,7 @@ test('client: malformed messages are reported and dropped; one that starts like 
       close: () => undefined,
       whenWritable: (cb) => cb(),
       malformed: (_data, report) => reports.push(report),
+      commands: () => 0,
     });
     return channel;
   });

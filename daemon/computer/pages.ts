@@ -429,6 +429,9 @@ export class PageTracker {
       if (visible && t.visible !== true) t.becameVisible = true;
       t.visible = visible;
       t.watched = watched;
+      // No binding in the world: Runtime was disabled on this session since (another part of the
+      // daemon following the same session, e.g. telemetry with its console category off): enable it again.
+      if (!watched) t.bound = false;
       t.viewport = { width, height, dpr, pageX, pageY, scale };
     } catch (err) {
       this.log.debug({ event: 'computer_probe_failed', target_id: t.targetId, reason: (err as Error).message }, 'a page did not say whether it is visible');

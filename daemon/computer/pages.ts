@@ -429,8 +429,8 @@ export class PageTracker {
       if (visible && t.visible !== true) t.becameVisible = true;
       t.visible = visible;
       t.watched = watched;
-      // No binding in the world: Runtime was disabled on this session since (another part of the
-      // daemon following the same session, e.g. telemetry with its console category off): enable it again.
+      // No binding in the world (Runtime was disabled on this session since, or the enable failed):
+      // enable it again with the next probe; until then the page is asked at every action.
       if (!watched) t.bound = false;
       t.viewport = { width, height, dpr, pageX, pageY, scale };
     } catch (err) {

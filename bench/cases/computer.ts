@@ -92,6 +92,11 @@ export async function benchComputer(): Promise<Row[]> {
       await res.arrayBuffer();
     };
     const clicks = { api: [] as number[], bare: [] as number[], floor: [] as number[] };
+    const lookups = async (): Promise<Record<string, number>> => {
+      const text = await (await d.fetch('/metrics')).text();
+      return Object.fromEntries([...text.matchAll(/^browserd_computer_page_lookups_total\{how="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]));
+    };
+    const before = await lookups();
     await apiClick(); // the pointer is there from now on: each sample is press + release
     for (let i = 0; i < CLICK_N + WARMUP; i++) {
       for (const step of i % 2 === 0 ? (['api', 'bare', 'floor'] as const) : (['floor', 'bare', 'api'] as const)) {
@@ -99,6 +104,9 @@ export async function benchComputer(): Promise<Row[]> {
         if (i >= WARMUP) clicks[step].push(r.ms);
       }
     }
+    const after = await lookups();
+    const kept = (after.kept ?? 0) - (before.kept ?? 0);
+    const probed = (after.probed ?? 0) - (before.probed ?? 0);
     progress(`click: browserd ${median(clicks.api).toFixed(1)} ms, bare ${median(clicks.bare).toFixed(1)} ms, HTTP floor ${median(clicks.floor).toFixed(1)} ms`);
     return [
       {
@@ -119,7 +127,7 @@ export async function benchComputer(): Promise<Row[]> {
         peerName: 'bare Input.dispatchMouseEvent pressed + released over the port',
         note:
           `N=${CLICK_N} each, interleaved; p95 ${percentile(clicks.api, 95).toFixed(1)} vs ${percentile(clicks.bare, 95).toFixed(1)} ms; browserd also finds the current page ` +
-          `(one Runtime.evaluate per open page, 2 here); the HTTP floor (get_mouse_position, no Chromium) is ${median(clicks.floor).toFixed(1)} ms p50`,
+          `(kept from the last probe round in ${kept} of ${kept + probed} clicks, 2 pages open); the HTTP floor (get_mouse_position, no Chromium) is ${median(clicks.floor).toFixed(1)} ms p50`,
       },
     ];
   } finally {

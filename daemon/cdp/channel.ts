@@ -22,6 +22,8 @@ interface ChannelOps {
   close(channel: Channel): void;
   whenWritable(cb: () => void): void;
   malformed(data: Buffer | string, report: MalformedReport): void;
+  /** Commands every channel of the mux has sent to Chromium so far. */
+  commands(): number;
 }
 
 export class Channel {
@@ -51,6 +53,15 @@ export class Channel {
   send(data: Buffer | string): boolean {
     if (this.endedWith !== null) return true;
     return this.ops.send(this, data);
+  }
+
+  /**
+   * How many commands every channel of the browser (this one included) has sent so far: a number
+   * that moves whenever a client may have changed the browser (a tab brought to the front, a page
+   * resized), so that state learned from Chromium can be known to be still current.
+   */
+  browserCommands(): number {
+    return this.ops.commands();
   }
 
   whenWritable(cb: () => void): void {

@@ -11,7 +11,7 @@ import type { Deadline } from '../core/deadline.js';
 import type { Channel } from './channel.js';
 import type { MalformedReason, MalformedReport } from './malformed.js';
 import { CdpCallError } from './mux.js';
-import { badAnswer, badId, leadingId, MALFORMED_ANSWER_CODE } from './wire.js';
+import { badAnswer, badId, eventMethod, leadingId, MALFORMED_ANSWER_CODE } from './wire.js';
 
 export { CdpCallError };
 
@@ -57,22 +57,30 @@ export class CdpClient {
 
   constructor(
     private readonly transport: CdpTransport,
-    private readonly opts: { onMalformed?: (text: string, report: MalformedReport) => void } = {},
+    private readonly opts: { onMalformed?: (text: string, report: MalformedReport) => void; browserCommands?: () => number } = {},
   ) {}
+
+  /**
+   * Over a multiplexer channel: how many commands all clients of the browser (this one included)
+   * have sent so far (Channel.browserCommands); null over a WebSocket, where others cannot be seen.
+   */
+  browserCommands(): number | null {
+    return this.opts.browserCommands?.() ?? null;
+  }
 
   /** A client on a multiplexer channel (opened with a sink that feeds `receive` and `ended`). */
   static overChannel(open: (sink: { message(data: Buffer): void; ended(end: { message: string }): void }) => Promise<Channel>): Promise<CdpClient> {
     let client: CdpClient | null = null;
     let early: Error | null = null;
     const sink = {
-      message: (data: Buffer) => client?.receive(data.toString('utf8')),
+      message: (data: Buffer) => client?.receiveBytes(data),
       ended: (end: { message: string }) => {
         if (client === null) early = new Error(end.message);
         else client.fail(new Error(end.message));
       },
     };
     return open(sink).then((channel) => {
-      client = new CdpClient({ send: (text) => void channel.send(text), close: () => channel.close() }, { onMalformed: (text, report) => channel.reportMalformed(text, report) });
+      client = new CdpClient({ send: (text) => void channel.send(text), close: () => channel.close() }, { onMalformed: (text, report) => channel.reportMalformed(text, report), browserCommands: () => channel.browserCommands() });
       if (early !== null) client.fail(early);
       return client;
     });
@@ -168,6 +176,18 @@ export class CdpClient {
     if (this.closedWith !== null) return;
     this.transport.close();
     this.fail(new Error('the CDP client was closed'));
+  }
+
+  /**
+   * A message from a channel. An event nobody here listens to is dropped before it is decoded and
+   * parsed: most of what the pages' Network and Runtime domains send the daemon's session
+   * (ExtraInfo, dataReceived, execution contexts) has no listener, and parsing it was the bulk of
+   * the client's time during page loads with telemetry on (bench/ANALYSIS.md §19).
+   */
+  private receiveBytes(data: Buffer): void {
+    const method = eventMethod(data);
+    if (method !== null && (this.listeners.get(method)?.size ?? 0) === 0) return;
+    this.receive(data.toString('utf8'));
   }
 
   private receive(text: string): void {

@@ -81,6 +81,8 @@ export class CdpMux {
   /** Every id up to MAX_ID has been handed out once (ids start again at 1). */
   private wrapped = false;
   private readonly malformed: MalformedReporter;
+  /** Commands the channels have sent to Chromium: see Channel.browserCommands. */
+  private clientCommands = 0;
 
   constructor(out: NodeJS.WritableStream, input: NodeJS.ReadableStream, private readonly opts: MuxOptions) {
     this.malformed = opts.malformed ?? new MalformedReporter(opts.log);
@@ -137,6 +139,7 @@ export class CdpMux {
       close: (c) => this.drop(c, true),
       whenWritable: (cb) => this.pipe.whenDrained(cb),
       malformed: (data, report) => this.malformed.report(data, report),
+      commands: () => this.clientCommands,
     });
     if (this.ended !== null) {
       channel.end(this.ended);
@@ -189,6 +192,7 @@ export class CdpMux {
     }
     const params = this.opts.policy?.rewrite(channel, method, (msg.params as Record<string, unknown> | undefined) ?? {});
     const id = this.takeId();
+    this.clientCommands++;
     this.pending.set(id, { channel, clientId, method });
     return this.pipe.send(JSON.stringify(params === undefined ? { ...msg, id, sessionId } : { ...msg, params, id, sessionId }));
   }

@@ -29,6 +29,16 @@ function tail(data: Buffer): string {
   return data.toString('latin1', Math.max(0, data.length - TAIL_SCAN));
 }
 
+/**
+ * The method of an event in Chromium's own layout (`{"method":"…",`, ending with `}`), read from its
+ * first bytes; null for anything else (an answer, another layout: those are parsed).
+ */
+export function eventMethod(data: Buffer): string | null {
+  if (data[0] !== 0x7b || data[2] !== 0x6d || data[data.length - 1] !== 0x7d) return null; // `{"m…}`
+  const m = HEAD_RE.exec(head(data));
+  return m?.[2] ?? null;
+}
+
 /** The id a message starts with (`{"id":N,`), whatever follows; null when it does not start so. */
 export function leadingId(data: Buffer | string): number | null {
   const m = ID_RE.exec(typeof data === 'string' ? data.slice(0, HEAD_SCAN) : head(data));

@@ -93,9 +93,9 @@ export class Computer {
     return { cdp: run.cdp, page: await run.tracker.currentPage(deadline) };
   }
 
-  /** The current page of `run` (each action of a batch asks again: a click may have opened a tab). */
-  page(run: Run, deadline: Deadline): Promise<Page> {
-    return run.tracker.currentPage(deadline);
+  /** The current page of `run` (each action of a batch asks again: a click may have opened a tab); `fresh`: PageTracker.currentPage. */
+  page(run: Run, deadline: Deadline, opts: { fresh?: boolean } = {}): Promise<Page> {
+    return run.tracker.currentPage(deadline, opts);
   }
 
   private async ready(deadline: Deadline): Promise<Run> {
@@ -115,7 +115,7 @@ export class Computer {
   private runFor(cdp: CdpClient): Run {
     if (this.run !== null && this.run.cdp === cdp) return this.run;
     this.run?.tracker.close();
-    const tracker = new PageTracker(cdp, this.deps.log);
+    const tracker = new PageTracker(cdp, this.deps.log, (how) => this.deps.metrics.computerPageLookups.inc({ how }));
     const d = Deadline.in(START_TIMEOUT_MS, 'starting page tracking');
     const run: Run = {
       cdp,

@@ -18,8 +18,23 @@
 // A page whose probe of an earlier action has not answered yet (a hung renderer) keeps its last
 // known state and is waited for only when no page is known to be visible (a hung tab in the
 // background never stalls the input to the current one; a hung current tab ends in the deadline).
+//
+// Between changes, the answer of the last round is kept and no page is asked again. A round's answer
+// stays current until one of these, each of which makes the next action probe again:
+//  - a Target event on the daemon's session (a tab opened, closed, navigated, crashed, detached);
+//  - a command to the browser from anyone but the computer controls (a CDP client's
+//    Page.bringToFront, Target.activateTarget, Emulation.*, the daemon's own live viewport change,
+//    …: the multiplexer counts every client's commands, Channel.browserCommands, and the tracker
+//    its own), or a browser-level command of the computer controls (the live view's tab switch);
+//  - a page saying that it changed: the probe leaves listeners in the daemon's world of each page
+//    (visibilitychange, the window's and the visual viewport's resize) that call a binding
+//    (Runtime.addBinding, on the daemon's session of the page, which needs Runtime.enable there);
+//  - a new document in a page (its listeners are gone with the old one).
+// A round is kept only when every page answered it and has its listeners, and nothing above
+// happened while it ran. What a page's listeners cannot say (its scroll position) is read by a new
+// round when it is needed: screenshots ask for a fresh round.
 import type { Protocol } from 'devtools-protocol';
-import { CdpCallError, type CdpClient, type CommandName, type Params, type Result } from '../cdp/client.js';
+import { CdpCallError, type CdpClient, type CommandName, type Params, type Result, type SendOptions } from '../cdp/client.js';
 import { Deadline } from '../core/deadline.js';
 import { ConflictError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
@@ -28,6 +43,8 @@ import type { Logger } from '../core/log.js';
 export const WORLD_NAME = 'browserd-computer';
 /** A probe that has not answered by then is given up (the page keeps its last known state). */
 export const PROBE_TIMEOUT_MS = 10_000;
+/** The binding the daemon's world of each page calls when the page's visibility or viewport changed (not in the page's own world). */
+export const CHANGED_BINDING = '__browserdComputerChanged';
 
 /** The viewport of a page in CSS pixels, as the probe read it. */
 export interface Viewport {
@@ -43,8 +60,13 @@ export interface Viewport {
   scale: number;
 }
 
+// Also installs, once per document, the listeners that tell the daemon of a change; the last value
+// says whether they are there (the binding exists once Runtime is enabled on the daemon's session).
 const PROBE =
-  '(() => { const v = window.visualViewport; return [document.visibilityState === "visible", innerWidth, innerHeight, devicePixelRatio, v ? v.pageLeft : scrollX, v ? v.pageTop : scrollY, v ? v.scale : 1]; })()';
+  '(() => { const v = window.visualViewport; const b = globalThis.' + CHANGED_BINDING + '; ' +
+  'if (typeof b === "function" && !globalThis.__browserdWatching) { globalThis.__browserdWatching = true; const changed = () => b(""); ' +
+  'document.addEventListener("visibilitychange", changed); addEventListener("resize", changed); if (v) v.addEventListener("resize", changed); } ' +
+  'return [document.visibilityState === "visible", innerWidth, innerHeight, devicePixelRatio, v ? v.pageLeft : scrollX, v ? v.pageTop : scrollY, v ? v.scale : 1, globalThis.__browserdWatching === true]; })()';
 
 interface Tracked {
   targetId: string;
@@ -54,6 +76,12 @@ interface Tracked {
   /** When it was last seen to become visible (0: never). */
   activated: number;
   session: Promise<string> | null;
+  /** The session once attached (for the page's events). */
+  sessionId: string | null;
+  /** Runtime.enable and the binding were sent on this session. */
+  bound: boolean;
+  /** The last probe saw the page's listeners in place (it tells of changes). */
+  watched: boolean;
   /** The isolated world's execution context in the current document. */
   world: number | null;
   frameId: string;
@@ -93,18 +121,19 @@ export class Page {
   }
 
   send<M extends CommandName>(method: M, params: Params<M>, deadline: Deadline): Promise<Result<M>> {
-    return this.tracker.cdp.send(method, params, { sessionId: this.sessionId, deadline });
+    return this.tracker.send(method, params, { sessionId: this.sessionId, deadline });
   }
 
-  /** A command on the daemon's browser-level session (Browser.*, Target.*). */
+  /** A command on the daemon's browser-level session (Browser.*, Target.*); the next action looks for the current page again. */
   sendBrowser<M extends CommandName>(method: M, params: Params<M>, deadline: Deadline): Promise<Result<M>> {
-    return this.tracker.cdp.send(method, params, { deadline });
+    this.tracker.changed();
+    return this.tracker.send(method, params, { deadline }).finally(() => this.tracker.changed());
   }
 
   /** A function of the isolated world called with JSON arguments; its (awaited) value. */
   call<T>(fn: string, args: unknown[], deadline: Deadline, opts: { userGesture?: boolean } = {}): Promise<T> {
     return this.tracker.inWorld<T>(this.t, this.sessionId, deadline, (contextId) =>
-      this.tracker.cdp.send(
+      this.tracker.send(
         'Runtime.callFunctionOn',
         { functionDeclaration: fn, executionContextId: contextId, arguments: args.map((value) => ({ value })), awaitPromise: true, returnByValue: true, userGesture: opts.userGesture },
         { sessionId: this.sessionId, deadline },
@@ -121,39 +150,98 @@ export class PageTracker {
   private seq = 0;
   private current: string | null = null;
   private readonly offs: (() => void)[] = [];
+  /** Bumped by every change that may make the last round's answer wrong (see the head of this file). */
+  private gen = 0;
+  /** The last round's answer, while it is current: the generation and the other clients' commands it was taken at. */
+  private known: { gen: number; others: number; t: Tracked } | null = null;
+  /** Sessions of the pages → their page (for the pages' own events). */
+  private readonly bySession = new Map<string, Tracked>();
+  /** Commands the tracker and its pages sent (the rest of the browser's commands are others'). */
+  private mine = 0;
 
   constructor(
     readonly cdp: CdpClient,
     private readonly log: Logger,
+    /** Told of each lookup of the current page: found by probing the pages, or kept from the last probe. */
+    private readonly onLookup: (how: 'probed' | 'kept') => void = () => undefined,
   ) {
     const top = (fn: (p: never) => void) => (params: unknown, sessionId: string | undefined) => {
       if (sessionId === undefined) fn(params as never);
     };
+    const page = (fn: (t: Tracked, p: never) => void) => (params: unknown, sessionId: string | undefined) => {
+      const t = sessionId === undefined ? undefined : this.bySession.get(sessionId);
+      if (t !== undefined) fn(t, params as never);
+    };
     this.offs.push(
       cdp.on('Target.targetCreated', top((p: Protocol.Target.TargetCreatedEvent) => this.upsert(p.targetInfo))),
       cdp.on('Target.targetInfoChanged', top((p: Protocol.Target.TargetInfoChangedEvent) => this.upsert(p.targetInfo))),
-      cdp.on('Target.targetDestroyed', top((p: Protocol.Target.TargetDestroyedEvent) => void this.pages.delete(p.targetId))),
+      cdp.on('Target.targetDestroyed', top((p: Protocol.Target.TargetDestroyedEvent) => this.destroyed(p.targetId))),
       cdp.on('Target.targetCrashed', top((p: Protocol.Target.TargetCrashedEvent) => this.forgetWorld(p.targetId))),
       cdp.on('Target.detachedFromTarget', top((p: Protocol.Target.DetachedFromTargetEvent) => this.detached(p.sessionId))),
+      cdp.on('Runtime.bindingCalled', page((_t, p: Protocol.Runtime.BindingCalledEvent) => {
+        if (p.name === CHANGED_BINDING) this.changed();
+      })),
+      // A new document in the page: its listeners (and the daemon's world) went with the old one.
+      cdp.on('Runtime.executionContextsCleared', page((t) => this.newDocument(t))),
+      cdp.on('Runtime.executionContextCreated', page((t, p: Protocol.Runtime.ExecutionContextCreatedEvent) => {
+        const aux = p.context.auxData as { isDefault?: boolean; frameId?: string } | undefined;
+        if (aux?.isDefault === true && aux.frameId === t.frameId) this.newDocument(t);
+      })),
     );
   }
 
   /** Starts discovery: every existing target is reported as created. */
   async start(deadline: Deadline): Promise<void> {
-    await this.cdp.send('Target.setDiscoverTargets', { discover: true }, { deadline });
+    await this.send('Target.setDiscoverTargets', { discover: true }, { deadline });
   }
 
   /** Stops listening (the run is over). */
   close(): void {
     for (const off of this.offs.splice(0)) off();
     this.pages.clear();
+    this.bySession.clear();
+    this.known = null;
   }
 
-  /** The page a person is looking at (see the head of this file); `no_page` when there is none. */
-  async currentPage(deadline: Deadline): Promise<Page> {
+  /** A command of the computer controls (counted as theirs: see `others`). */
+  send<M extends CommandName>(method: M, params: Params<M>, opts: SendOptions): Promise<Result<M>> {
+    this.mine++;
+    return this.cdp.send(method, params, opts);
+  }
+
+  /** How many commands the browser's other clients have sent so far; null when they cannot be counted. */
+  private others(): number | null {
+    const all = this.cdp.browserCommands();
+    return all === null ? null : all - this.mine;
+  }
+
+  /** Something may have changed which page is current, or its viewport: the next action probes the pages again. */
+  changed(): void {
+    this.gen++;
+    this.known = null;
+  }
+
+  /**
+   * The page a person is looking at (see the head of this file); `no_page` when there is none.
+   * `fresh`: probe the pages even when nothing changed since the last round (the scroll position
+   * of the viewport is needed: screenshots).
+   */
+  async currentPage(deadline: Deadline, opts: { fresh?: boolean } = {}): Promise<Page> {
+    const others = this.others();
+    const k = this.known;
+    if (opts.fresh !== true && k !== null && others !== null && k.gen === this.gen && k.others === others) {
+      const { t } = k;
+      if (t.sessionId !== null && t.viewport !== null) {
+        this.onLookup('kept');
+        return new Page(this, t, t.sessionId, t.viewport);
+      }
+    }
+    this.onLookup('probed');
+    this.known = null;
+    const gen = this.gen;
     const candidates = [...this.pages.values()].filter(isCandidate);
     if (candidates.length === 0) throw new ConflictError('no_page', 'the browser has no page open (open a tab first, e.g. with Target.createTarget over CDP)');
-    await this.settle(candidates, deadline);
+    const answered = await this.settle(candidates, deadline);
     for (const t of candidates.filter((c) => c.becameVisible).sort((a, b) => a.created - b.created)) {
       t.becameVisible = false;
       t.activated = ++this.seq;
@@ -167,7 +255,13 @@ export class PageTracker {
       this.log.info({ event: 'computer_page', target_id: best.targetId, pages: candidates.length, visible: visible.length }, 'computer controls act on another page');
       this.current = best.targetId;
     }
-    return new Page(this, best, await (best.session as Promise<string>), best.viewport as Viewport);
+    const sessionId = await (best.session as Promise<string>);
+    // Kept for the next actions only when every page answered this round and tells of its changes,
+    // and nothing changed while the round ran.
+    if (others !== null && this.gen === gen && this.others() === others && candidates.every((t) => answered.has(t) && t.watched && t.probing === null)) {
+      this.known = { gen, others, t: best };
+    }
+    return new Page(this, best, sessionId, best.viewport as Viewport);
   }
 
   /**
@@ -175,7 +269,7 @@ export class PageTracker {
    * this file): every page probed by this action has answered or cannot be the current one, and,
    * when no page is known to be visible, every probe still running has answered.
    */
-  private async settle(candidates: Tracked[], deadline: Deadline): Promise<void> {
+  private async settle(candidates: Tracked[], deadline: Deadline): Promise<Set<Tracked>> {
     /** Pages that answered during this action. */
     const answered = new Set<Tracked>();
     /** Their windows, as the browser said during this action. */
@@ -195,7 +289,7 @@ export class PageTracker {
         answered.add(t);
         wake();
       });
-      this.cdp.send('Browser.getWindowForTarget', { targetId: t.targetId }, { deadline }).then(
+      this.send('Browser.getWindowForTarget', { targetId: t.targetId }, { deadline }).then(
         (r) => {
           windows.set(t, r.windowId);
           wake();
@@ -212,7 +306,7 @@ export class PageTracker {
     for (;;) {
       const anyVisible = candidates.some(shows);
       const waiting = candidates.filter((t) => !answered.has(t) && (started.has(t) || !anyVisible) && !cannotWin(t));
-      if (waiting.length === 0) return;
+      if (waiting.length === 0) return answered;
       await deadline.race(new Promise<void>((resolve) => (wake = resolve)));
     }
   }
@@ -240,6 +334,7 @@ export class PageTracker {
   }
 
   private upsert(info: Protocol.Target.TargetInfo): void {
+    this.changed();
     const known = this.pages.get(info.targetId);
     if (known !== undefined) {
       known.info = info;
@@ -252,6 +347,9 @@ export class PageTracker {
       created: ++this.seq,
       activated: 0,
       session: null,
+      sessionId: null,
+      bound: false,
+      watched: false,
       world: null,
       frameId: info.targetId,
       probing: null,
@@ -263,16 +361,38 @@ export class PageTracker {
   }
 
   private forgetWorld(targetId: string): void {
+    this.changed();
     const t = this.pages.get(targetId);
-    if (t !== undefined) t.world = null;
+    if (t !== undefined) {
+      t.world = null;
+      t.watched = false;
+    }
+  }
+
+  private destroyed(targetId: string): void {
+    this.changed();
+    const t = this.pages.get(targetId);
+    if (t?.sessionId != null) this.bySession.delete(t.sessionId);
+    this.pages.delete(targetId);
+  }
+
+  private newDocument(t: Tracked): void {
+    this.changed();
+    t.world = null;
+    t.watched = false;
   }
 
   private detached(sessionId: string): void {
+    this.changed();
+    this.bySession.delete(sessionId);
     for (const t of this.pages.values()) {
       void t.session?.then(
         (sid) => {
           if (sid !== sessionId) return;
           t.session = null;
+          t.sessionId = null;
+          t.bound = false;
+          t.watched = false;
           t.world = null;
         },
         () => undefined,
@@ -283,7 +403,7 @@ export class PageTracker {
   private async probe(t: Tracked): Promise<void> {
     const deadline = Deadline.in(PROBE_TIMEOUT_MS, `probing page ${t.targetId}`);
     try {
-      t.session ??= this.cdp.send('Target.attachToTarget', { targetId: t.targetId, flatten: true }, { deadline }).then((r) => r.sessionId);
+      t.session ??= this.send('Target.attachToTarget', { targetId: t.targetId, flatten: true }, { deadline }).then((r) => r.sessionId);
       let sessionId: string;
       try {
         sessionId = await t.session;
@@ -291,12 +411,27 @@ export class PageTracker {
         t.session = null;
         throw err;
       }
-      const [visible, width, height, dpr, pageX, pageY, scale] = await this.inWorld<[boolean, number, number, number, number, number, number]>(t, sessionId, deadline, (contextId) =>
-        this.cdp.send('Runtime.evaluate', { expression: PROBE, contextId, returnByValue: true, silent: true }, { sessionId, deadline }),
+      if (!this.pages.has(t.targetId)) return;
+      t.sessionId = sessionId;
+      this.bySession.set(sessionId, t);
+      if (!t.bound) {
+        // Sent before the probe on the same session, so Chromium has them when the probe runs (the
+        // probe says whether the binding is there: a failure here only means probing every time).
+        t.bound = true;
+        const quiet = (err: unknown): void => this.log.debug({ event: 'computer_watch_failed', target_id: t.targetId, reason: (err as Error).message }, 'a page cannot tell the daemon of its changes');
+        this.send('Runtime.enable', {}, { sessionId, deadline }).catch(quiet);
+        this.send('Runtime.addBinding', { name: CHANGED_BINDING, executionContextName: WORLD_NAME }, { sessionId, deadline }).catch(quiet);
+      }
+      const [visible, width, height, dpr, pageX, pageY, scale, watched] = await this.inWorld<[boolean, number, number, number, number, number, number, boolean]>(t, sessionId, deadline, (contextId) =>
+        this.send('Runtime.evaluate', { expression: PROBE, contextId, returnByValue: true, silent: true }, { sessionId, deadline }),
       );
       if (!this.pages.has(t.targetId)) return;
       if (visible && t.visible !== true) t.becameVisible = true;
       t.visible = visible;
+      t.watched = watched;
+      // No binding in the world (Runtime was disabled on this session since, or the enable failed):
+      // enable it again with the next probe; until then the page is asked at every action.
+      if (!watched) t.bound = false;
       t.viewport = { width, height, dpr, pageX, pageY, scale };
     } catch (err) {
       this.log.debug({ event: 'computer_probe_failed', target_id: t.targetId, reason: (err as Error).message }, 'a page did not say whether it is visible');
@@ -307,13 +442,13 @@ export class PageTracker {
 
   private async createWorld(t: Tracked, sessionId: string, deadline: Deadline): Promise<number> {
     const create = (frameId: string) =>
-      this.cdp.send('Page.createIsolatedWorld', { frameId, worldName: WORLD_NAME, grantUniveralAccess: false }, { sessionId, deadline }).then((r) => r.executionContextId);
+      this.send('Page.createIsolatedWorld', { frameId, worldName: WORLD_NAME, grantUniveralAccess: false }, { sessionId, deadline }).then((r) => r.executionContextId);
     try {
       return await create(t.frameId);
     } catch (err) {
       if (!(err instanceof CdpCallError) || !err.answered) throw err;
       // The main frame's id is not the target's (a prerendered page was activated): ask for it.
-      const tree = await this.cdp.send('Page.getFrameTree', {}, { sessionId, deadline });
+      const tree = await this.send('Page.getFrameTree', {}, { sessionId, deadline });
       t.frameId = tree.frameTree.frame.id;
       return create(t.frameId);
     }

@@ -39,9 +39,10 @@ export interface RouteDeps {
 const PAGE_RULE =
   'It acts on the current page: the tab a person would be looking at, i.e. the page target that most recently became visible ' +
   '(a tab opened in the foreground, a popup, Target.activateTarget, Page.bringToFront by any CDP client, a click on a tab in headful mode). ' +
-  'Chromium 156 emits no Target event when a tab becomes the current one, so at each request the daemon reads every page\u2019s ' +
+  'Chromium 156 emits no Target event when a tab becomes the current one, so the daemon reads every page\u2019s ' +
   `document.visibilityState from an isolated world (the page cannot see or fake it; a page slow to answer is waited for within the request's deadline, ` +
   'unless another tab of its window answered visible; a page that has not answered an earlier request keeps its last state) and orders the pages by when they were seen to become visible; with several visible (several windows), the latest wins. ' +
+  'That answer is kept for the next requests until something changes (a Target event, any CDP client\u2019s command, a page shown, hidden or resized, a new document). ' +
   'Known limit: in headless mode, Page.bringToFront on a tab that is already visible in its own window (another window\u2019s tab being current) ' +
   'changes nothing a page or the protocol can see, so it does not make that tab current. No visible page: 409 no_page. ' +
   'Coordinates are CSS pixels of that page\u2019s viewport (innerWidth × innerHeight, scrollbars included), the space of the screenshot; a point ' +
@@ -104,7 +105,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       },
       handler: async (ctx) => {
         const body = await ctx.json(s.screenshot, { optional: true });
-        const png = await computer.act('screenshot', ctx.signal, { exclusive: false }, async (run, d) => captureScreenshot(await computer.page(run, d), body.region, d));
+        const png = await computer.act('screenshot', ctx.signal, { exclusive: false }, async (run, d) => captureScreenshot(await computer.page(run, d, { fresh: true }), body.region, d));
         ctx.res.writeHead(200, { 'content-type': SCREENSHOT_TYPE, 'content-length': png.length, 'cache-control': 'no-store' });
         ctx.res.end(png);
         return null;

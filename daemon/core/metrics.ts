@@ -21,6 +21,7 @@ export interface Metrics {
   idempotencyBytes: Gauge;
   idempotencyReplays: Counter;
   computerActions: Counter<'action' | 'outcome'>;
+  computerPageLookups: Counter<'how'>;
   cdpMalformed: Counter<'reason'>;
   playwrightExecutions: Counter<'outcome'>;
   playwrightDuration: Histogram;
@@ -142,6 +143,12 @@ export function createMetrics(): Metrics {
       name: 'browserd_computer_actions_total',
       help: 'Computer-control requests by action (click_mouse, screenshot, batch, …) and outcome (ok or the error code)',
       labelNames: ['action', 'outcome'],
+      registers: [registry],
+    }),
+    computerPageLookups: new Counter({
+      name: 'browserd_computer_page_lookups_total',
+      help: 'Lookups of the page the computer controls act on, by how it was found (probed: every open page asked; kept: nothing changed since the last probe)',
+      labelNames: ['how'],
       registers: [registry],
     }),
     cdpMalformed: new Counter({

@@ -23,6 +23,8 @@ interface Session {
   /** A page, frame or worker (the SDK's target_type says `other` for the last two). */
   rawType: string;
   url: string;
+  /** Attached on the daemon's browser-level session (not a child of another session). */
+  top: boolean;
   frameId?: string;
   loaderId?: string;
   navSeq: number;
@@ -75,15 +77,21 @@ export class CdpMonitor {
     on('Target.attachedToTarget', (p, s) => this.onAttached(p, s));
     on('Target.detachedFromTarget', (p) => this.onDetached(p));
     on('Target.targetCrashed', (p) => this.onCrashed(p));
-    on('Runtime.consoleAPICalled', (p, s) => this.onConsole(p, s));
-    on('Runtime.exceptionThrown', (p, s) => this.onException(p, s));
-    on('Network.requestWillBeSent', (p, s) => this.onRequest(p, s));
-    on('Network.responseReceived', (p, s) => this.onResponse(p, s));
-    on('Network.loadingFinished', (p, s) => this.onFinished(p, s));
-    on('Network.loadingFailed', (p, s) => this.onFailed(p, s));
-    on('Page.frameNavigated', (p, s) => this.onNavigated(p, s));
-    on('Page.domContentEventFired', (p, s) => this.onPageEvent('page_dom_content_loaded', 'Page.domContentEventFired', p.timestamp, s));
-    on('Page.loadEventFired', (p, s) => this.onPageEvent('page_load', 'Page.loadEventFired', p.timestamp, s));
+    // A page's events only from the sessions the monitor follows: the daemon's client has others on
+    // the same pages (the computer controls enable Runtime on theirs).
+    const ours = <E extends Parameters<CdpClient['on']>[0]>(event: E, fn: (p: EventParams<E>, s: string | undefined) => void): void =>
+      on(event, (p, s) => {
+        if (s !== undefined && this.sessions.has(s)) fn(p, s);
+      });
+    ours('Runtime.consoleAPICalled', (p, s) => this.onConsole(p, s));
+    ours('Runtime.exceptionThrown', (p, s) => this.onException(p, s));
+    ours('Network.requestWillBeSent', (p, s) => this.onRequest(p, s));
+    ours('Network.responseReceived', (p, s) => this.onResponse(p, s));
+    ours('Network.loadingFinished', (p, s) => this.onFinished(p, s));
+    ours('Network.loadingFailed', (p, s) => this.onFailed(p, s));
+    ours('Page.frameNavigated', (p, s) => this.onNavigated(p, s));
+    ours('Page.domContentEventFired', (p, s) => this.onPageEvent('page_dom_content_loaded', 'Page.domContentEventFired', p.timestamp, s));
+    ours('Page.loadEventFired', (p, s) => this.onPageEvent('page_load', 'Page.loadEventFired', p.timestamp, s));
     try {
       // Crashes of renderers are seen through target discovery (cheap: target info changes only).
       await cdp.send('Target.setDiscoverTargets', { discover: true });
@@ -142,7 +150,11 @@ export class CdpMonitor {
     if (cdp === null) return;
     const info = p.targetInfo;
     if (!ATTACH_TYPES.has(info.type)) return;
-    const sess: Session = { sessionId: p.sessionId, targetId: info.targetId, targetType: targetTypeOf(info.type), rawType: info.type, url: info.url, navSeq: 0 };
+    // One session per target: the daemon's client also attaches to pages of its own accord (the
+    // computer controls, /curl), and Chromium reports those sessions here too. Following a second one
+    // would make Chromium send every event of the page twice and the stream carry it twice.
+    if (parent === undefined && [...this.sessions.values()].some((o) => o.top && o.targetId === info.targetId)) return;
+    const sess: Session = { sessionId: p.sessionId, targetId: info.targetId, targetType: targetTypeOf(info.type), rawType: info.type, url: info.url, navSeq: 0, top: parent === undefined };
     this.sessions.set(p.sessionId, sess);
     if (info.type === 'page' && parent === undefined) {
       const cut: Cut = { truncated: false };

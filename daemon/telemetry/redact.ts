@@ -25,8 +25,30 @@ export function cutString(s: string, cut: Cut, max = MAX_STRING_CHARS): string {
   return `${s.slice(0, max)}…`;
 }
 
+/** URLs whose redaction is remembered (a page's URL is redacted for every event of the page, a request's twice). */
+const URL_MEMO_ENTRIES = 64;
+/** Longer URLs are redacted each time (the memo holds at most URL_MEMO_ENTRIES × this many characters, twice). */
+const URL_MEMO_MAX_CHARS = 2048;
+const urlMemo = new Map<string, { out: string; truncated: boolean }>();
+
 /** A URL without credentials: user info dropped, secret-looking query values replaced, then cut. */
 export function redactUrl(raw: string, cut: Cut): string {
+  const hit = urlMemo.get(raw);
+  if (hit !== undefined) {
+    if (hit.truncated) cut.truncated = true;
+    return hit.out;
+  }
+  const own: Cut = { truncated: false };
+  const out = redactUrlOnce(raw, own);
+  if (raw.length <= URL_MEMO_MAX_CHARS) {
+    if (urlMemo.size >= URL_MEMO_ENTRIES) urlMemo.delete(urlMemo.keys().next().value as string);
+    urlMemo.set(raw, { out, truncated: own.truncated });
+  }
+  if (own.truncated) cut.truncated = true;
+  return out;
+}
+
+function redactUrlOnce(raw: string, cut: Cut): string {
   let out = raw;
   if (/^(https?|wss?|ftp):/i.test(raw) && URL.canParse(raw)) {
     const u = new URL(raw);

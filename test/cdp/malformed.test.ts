@@ -143,6 +143,7 @@ test('client: malformed messages are reported and dropped; one that starts like 
       close: () => undefined,
       whenWritable: (cb) => cb(),
       malformed: (_data, report) => reports.push(report),
+      commands: () => 0,
     });
     return channel;
   });
@@ -196,4 +197,34 @@ test('reporter: at most MALFORMED_LOGS_PER_MINUTE lines a minute, the next one s
   assert.equal(r.lines.at(-1)?.suppressed, 15);
   assert.equal(r.lines.at(-1)?.excerpt, 'y');
   assert.deepEqual([await r.count('not_json'), await r.count('bad_shape')], [MALFORMED_LOGS_PER_MINUTE + 15, 1]);
+});
+
+test('client: an event nobody listens to is dropped before it is parsed; once listened to, it is delivered', async () => {
+  let channel: Channel | null = null;
+  const client = await CdpClient.overChannel(async (sink) => {
+    channel = new Channel({ kind: 'browser' }, 'S1', sink, { send: () => true, close: () => undefined, whenWritable: (cb) => cb(), malformed: () => undefined, commands: () => 0 });
+    return channel;
+  });
+  const deliver = (text: string): void => (channel as unknown as Channel).deliver(Buffer.from(text));
+  const event = JSON.stringify({ method: 'Network.dataReceived', params: { requestId: '1', dataLength: 10 }, sessionId: 'S2' });
+  const parse = JSON.parse;
+  let parsed = 0;
+  JSON.parse = ((text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
+    parsed++;
+    return parse(text, reviver) as unknown;
+  }) as typeof JSON.parse;
+  const got: unknown[] = [];
+  try {
+    for (let i = 0; i < 100; i++) deliver(event);
+    assert.equal(parsed, 0, 'no listener: not parsed');
+    const off = client.on('Network.dataReceived', (params, sessionId) => got.push([params, sessionId]));
+    deliver(event);
+    off();
+    deliver(event);
+    assert.equal(parsed, 1, 'parsed only while listened to');
+  } finally {
+    JSON.parse = parse;
+  }
+  assert.deepEqual(got, [[{ requestId: '1', dataLength: 10 }, 'S2']]);
+  client.close();
 });

@@ -7,7 +7,7 @@ import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type Kernel from '@onkernel/sdk';
-import { curl, openTab, post, sdk, startPageServer, type PageServer, type Tab } from '../helpers/computer.js';
+import { curl, openTab, post, sdk, startPageServer, type PageServer, type Rec, type Tab } from '../helpers/computer.js';
 import { expectError } from '../helpers/http.js';
 import { decodePng, hexAt, type Image } from '../helpers/png.js';
 import { daemonCdp, waitBrowser, type CdpClient } from '../kit/browser.js';
@@ -178,6 +178,62 @@ test('the input goes to the tab a person would see: the last one shown (new tab,
   assert.deepEqual(await clickAndCount([a, b]), [0, 1]);
   await a.close();
   await b.close();
+});
+
+/** browserd_computer_page_lookups_total{how} of the daemon's /metrics. */
+async function lookups(how: 'probed' | 'kept'): Promise<number> {
+  const text = await (await d.fetch('/metrics')).text();
+  const m = new RegExp(`^browserd_computer_page_lookups_total\\{how="${how}"\\} (\\d+)$`, 'm').exec(text);
+  return m === null ? 0 : Number(m[1]);
+}
+
+test('the current page is kept between actions while nothing changes; a click that opened a tab, and another client\u2019s command, make the next action look again (and find the right tab)', async () => {
+  await closeAllPages();
+  const a = await openTab(cdp, `${server.origin}/recorder`, { ready: 'window.__events' });
+  await a.eval(`document.getElementById('pad').addEventListener('click', () => window.open(location.href, 'second'), { once: true }), true`);
+  const clicks = async (t: Tab): Promise<number[]> => (await t.events()).filter((e) => e.type === 'click').map((e) => e.x as number);
+  await k.browsers.computer.clickMouse('local', { x: 5, y: 5 }); // opens the second tab, which is then shown
+  const bId = await until('the second tab shows', async () => {
+    const { targetInfos } = await cdp.send('Target.getTargets');
+    const t = targetInfos.find((i) => i.type === 'page' && i.targetId !== a.targetId);
+    if (t === undefined) return undefined;
+    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: t.targetId, flatten: true });
+    const r = await cdp.send('Runtime.evaluate', { expression: 'document.readyState === "complete" && !!window.__events && document.visibilityState', returnByValue: true }, { sessionId });
+    await cdp.send('Target.detachFromTarget', { sessionId });
+    return r.result.value === 'visible' ? t.targetId : undefined;
+  }, 10_000, 20);
+  const { sessionId: bSession } = await cdp.send('Target.attachToTarget', { targetId: bId, flatten: true });
+  const b: Tab = {
+    ...a,
+    targetId: bId,
+    sessionId: bSession,
+    events: async () => JSON.parse((await cdp.send('Runtime.evaluate', { expression: 'JSON.stringify(window.__events.splice(0))', returnByValue: true }, { sessionId: bSession })).result.value as string) as Rec[],
+  };
+  await k.browsers.computer.clickMouse('local', { x: 6, y: 6 });
+  assert.deepEqual([await clicks(a), await clicks(b)], [[5], [6]], 'the click that opened a tab went to the first; the next to the tab it opened');
+
+  // Nothing else happens now: after at most a round or two (the first one sees the pages' documents
+  // reported as Runtime is enabled), the page of the last round is kept.
+  const kept0 = await lookups('kept');
+  let sent = 0;
+  await until('a lookup kept', async () => {
+    await k.browsers.computer.clickMouse('local', { x: 7, y: 7 });
+    sent++;
+    return (await lookups('kept')) > kept0;
+  }, 30_000, 0);
+  const [probed1, kept1] = [await lookups('probed'), await lookups('kept')];
+  await k.browsers.computer.clickMouse('local', { x: 8, y: 8 });
+  assert.deepEqual([await lookups('probed'), await lookups('kept')], [probed1, kept1 + 1], 'kept: no page asked');
+  assert.deepEqual(await clicks(b), [...Array<number>(sent).fill(7), 8]);
+
+  // Another client's command (reading the events above was one too): the pages are asked again.
+  await cdp.send('Page.bringToFront', {}, { sessionId: a.sessionId });
+  const probed2 = await lookups('probed');
+  await k.browsers.computer.clickMouse('local', { x: 9, y: 9 });
+  assert.equal(await lookups('probed'), probed2 + 1, 'probed after another client\u2019s command');
+  assert.deepEqual([await clicks(a), await clicks(b)], [[9], []], 'the tab brought to the front');
+  await a.close();
+  await cdp.send('Target.closeTarget', { targetId: bId });
 });
 
 test('a hung tab in the background does not stop the input to the current one; a hung current tab is 504 at the deadline, and the next tab works', async () => {

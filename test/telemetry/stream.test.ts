@@ -117,6 +117,31 @@ test('a page: console.log, its fetch (request and response), navigation and load
   assert.ok((gone.event.data?.message_count as number) > 0);
 });
 
+test('a page the computer controls act on is followed once: one page_tab_opened, one console_log per call (the controls\u2019 own session is not a second source)', async () => {
+  const mark = lastSeq();
+  const b = await puppeteer.connect({ browserURL: `${d.url}/browsers/local/cdp`, headers });
+  const page = await b.newPage();
+  await page.goto(`${base}/`);
+  const session = await page.createCDPSession();
+  const { targetInfo } = await session.send('Target.getTargetInfo');
+  await session.detach();
+  const targetId = targetInfo.targetId;
+  await waitEvent('page_tab_opened of the new tab', (e) => e.event.type === 'page_tab_opened' && e.event.data?.target_id === targetId, mark);
+  // The click attaches the computer controls' session to the page (its answer comes after Chromium
+  // reported that session to the daemon's client, where the monitor sees it).
+  const click = await d.fetch('/browsers/local/computer/click_mouse', { method: 'POST', json: { x: 5, y: 5 } });
+  assert.equal(click.status, 204, await click.text());
+  await page.evaluate(() => console.log('once-per-call'));
+  await page.evaluate(() => console.log('after-it'));
+  await waitEvent('the second console_log', (e) => e.event.type === 'console_log' && e.event.data?.text === 'after-it', mark);
+  const opened = seen.filter((e) => e.seq > mark && e.event.type === 'page_tab_opened' && e.event.data?.target_id === targetId);
+  assert.equal(opened.length, 1, 'one page_tab_opened');
+  const logs = seen.filter((e) => e.seq > mark && e.event.type === 'console_log' && e.event.data?.text === 'once-per-call');
+  assert.equal(logs.length, 1, 'one console_log');
+  await page.close();
+  await b.disconnect();
+});
+
 test('an exec is an api_call: its route, status and request id, never its body', async () => {
   const mark = lastSeq();
   const r = await kernel(d).browsers.process.exec('local', { command: 'sh', args: ['-c', `echo ${EXEC_MARKER}`] });

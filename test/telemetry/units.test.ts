@@ -51,6 +51,18 @@ test('redaction: credential headers, URL user info and secret query values; long
   assert.equal(redactUrl('http://user:pw@h.example/p?jwt=abc&token=t&q=1', cut), `http://h.example/p?jwt=${encodeURIComponent(REDACTED)}&token=${encodeURIComponent(REDACTED)}&q=1`);
   assert.equal(cut.truncated, false);
   assert.equal(redactUrl('data:text/plain;base64,AAAA', cut), 'data:text/plain;base64,');
+  // Remembered redactions (the same URL for every event of a page) say `truncated` each time too.
+  for (let i = 0; i < 2; i++) {
+    const again = { truncated: false };
+    assert.equal(redactUrl('http://user:pw@h.example/p?jwt=abc&token=t&q=1', again), `http://h.example/p?jwt=${encodeURIComponent(REDACTED)}&token=${encodeURIComponent(REDACTED)}&q=1`);
+    assert.equal(again.truncated, false);
+    const cutAgain = { truncated: false };
+    assert.equal(redactUrl(`http://h.example/${'p'.repeat(2100)}`, cutAgain).length, 2049);
+    assert.equal(cutAgain.truncated, true, `a long URL, time ${i + 1}`);
+    const dataAgain = { truncated: false };
+    redactUrl('data:text/plain;base64,AAAA', dataAgain);
+    assert.equal(dataAgain.truncated, true, `a data: URL, time ${i + 1}`);
+  }
   const long = { truncated: false };
   const v = boundValue({ s: 'z'.repeat(3000), n: 1 }, long) as { s: string; n: number };
   assert.equal(long.truncated, true);

@@ -77,21 +77,21 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}',
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'The browser session: state, the current Chromium, its last exit, the CDP URL',
         description:
           "A superset of the SDK's BrowserRetrieveResponse: its names (session_id, cdp_ws_url, created_at, headless, stealth, timeout_seconds, " +
           'webdriver_ws_url, base_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir, browser_live_view_url — the live view page to hand a person). ' +
           "session_id, base_url and the `?jwt=` of cdp_ws_url fill the SDK's route cache: after `browsers.retrieve(id)` its `browsers.curl` and `browsers.fetch` go to base_url with that token.",
         responses: { 200: { description: 'the browser', schema: snapshotSchema } },
-      },
+      }),
       handler: async (ctx) => ({ status: 200, body: { ...deps.snapshot(), ...(await deps.direct(ctx)) } }),
     }),
     route({
       method: 'POST',
       path: '/browsers/{id}/restart',
       scope: 'browser:write',
-      doc: {
+      doc: () => ({
         summary: 'Restart Chromium; answers once DevTools is ready again',
         description:
           'Stops the whole Chromium tree (SIGTERM, SIGKILL after BROWSERD_STOP_GRACE_MS) and launches it again with the installed extensions. ' +
@@ -102,7 +102,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         query: waitQuery,
         responses: { 200: { description: 'Chromium is ready again', schema: snapshotSchema } },
         errors: [400, 409, 503],
-      },
+      }),
       handler: async (ctx) => {
         const { snapshot } = await deps.restart({ wait: ctx.query.wait !== false, signal: ctx.signal });
         return { status: 200, body: snapshot };
@@ -160,7 +160,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
     method: 'PATCH',
     path: '/browsers/{id}',
     scope: 'browser:write',
-    doc,
+    doc: () => doc,
     handler: async (ctx) => {
       const body = (await ctx.json(bodySchema())) as Record<string, unknown>;
       const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields).some((f) => body[f] !== undefined);

@@ -72,7 +72,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/${name}`,
       scope: 'computer',
-      doc: { summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body, responses: done, errors: ACTION_ERRORS },
+      doc: () => ({ summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body, responses: done, errors: ACTION_ERRORS }),
       handler: async (ctx) => {
         const body = await ctx.json(facts.body);
         let plannedWaitMs: number | undefined;
@@ -90,7 +90,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/screenshot`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'A PNG of the current page\u2019s viewport',
         description:
           'The answer is the image bytes (Content-Type image/png), one image pixel per CSS pixel whatever the device scale factor, of the ' +
@@ -101,7 +101,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         bodyRequired: false,
         responses: { 200: { description: 'the PNG', mediaType: SCREENSHOT_TYPE, schema: { type: 'string', contentMediaType: SCREENSHOT_TYPE } } },
         errors: ACTION_ERRORS,
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(s.screenshot, { optional: true });
         const png = await computer.act('screenshot', ctx.signal, { exclusive: false }, async (run, d) => captureScreenshot(await computer.page(run, d), body.region, d));
@@ -196,13 +196,13 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/get_mouse_position`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Where the pointer is',
         description: 'The last position the computer routes moved the pointer to, in CSS pixels of the viewport; kept per browser across tab switches, 0, 0 at each launch of Chromium. Takes no body.',
         body: s.none,
         bodyRequired: false,
         responses: { 200: { description: 'the position', schema: z.object({ x: z.number(), y: z.number() }) } },
-      },
+      }),
       handler: async (ctx) => {
         await ctx.json(s.none, { optional: true });
         return { status: 200, body: computer.mousePosition() };
@@ -212,7 +212,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/cursor`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Set the pointer\u2019s visibility',
         description:
           'Screenshots are taken of the page by Chromium and never show a pointer, headless or not: hidden true is always the case and ' +
@@ -220,7 +220,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         body: s.cursor,
         responses: { 200: { description: 'ok', schema: z.object({ ok: z.boolean() }) } },
         errors: [422],
-      },
+      }),
       handler: async (ctx) => {
         setCursor(await ctx.json(s.cursor));
         return { status: 200, body: { ok: true } };
@@ -230,7 +230,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/batch`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Run a list of actions in order',
         description:
           `At most BROWSERD_COMPUTER_MAX_BATCH (${limits.maxBatch}) actions: click_mouse, move_mouse, drag_mouse, scroll, type_text, press_key ` +
@@ -245,7 +245,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         body: s.batch,
         responses: done,
         errors: [...ACTION_ERRORS, 422],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(s.batch);
         const waits = body.actions.reduce((t, a) => t + plannedWaitMs(a), 0);
@@ -259,7 +259,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/clipboard/read`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'The clipboard\u2019s text',
         description:
           'Read through the current page\u2019s Clipboard API (navigator.clipboard.readText from the daemon\u2019s isolated world): the daemon ' +
@@ -273,7 +273,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         bodyRequired: false,
         responses: { 200: { description: 'the text', schema: z.object({ text: z.string() }) } },
         errors: ACTION_ERRORS,
-      },
+      }),
       handler: async (ctx) => {
         await ctx.json(s.none, { optional: true });
         const text = await computer.act('clipboard_read', ctx.signal, { exclusive: true }, async (run, d) => readClipboard(await computer.page(run, d), d, log));
@@ -284,7 +284,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/clipboard/write`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Put text on the clipboard',
         description:
           'Written through the current page\u2019s Clipboard API (navigator.clipboard.writeText), with focus and the same permission for the ' +
@@ -295,7 +295,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         body: s.clipboardWrite,
         responses: done,
         errors: ACTION_ERRORS,
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(s.clipboardWrite);
         await computer.act('clipboard_write', ctx.signal, { exclusive: true }, async (run, d) => writeClipboard(await computer.page(run, d), body.text, d, log));

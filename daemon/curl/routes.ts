@@ -136,15 +136,15 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
     errors: [413, 422, 429, 503, 504],
   };
   const routes: Route[] = [
-    route({ method: 'POST', path: '/curl', scope: 'browser:fetch', doc: curlDoc, handler: curl }),
-    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: { ...curlDoc, summary: `${curlDoc.summary}; the same as POST /curl` }, handler: curl }),
+    route({ method: 'POST', path: '/curl', scope: 'browser:fetch', doc: () => curlDoc, handler: curl }),
+    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: () => ({ ...curlDoc, summary: `${curlDoc.summary}; the same as POST /curl` }), handler: curl }),
   ];
   for (const method of RAW_METHODS) {
     routes.push(route({
       method,
       path: '/curl/raw',
       scope: 'browser:fetch',
-      doc: {
+      doc: () => ({
         summary: "An HTTP request made by the browser's network stack, answered as the target answered (the SDK's browsers.fetch)",
         description:
           `${CURL_TEXT} The request's body (any content type) and headers are passed on, except hop-by-hop headers, Host, Authorization, ` +
@@ -156,7 +156,7 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
         ...(method === 'GET' ? {} : { body: { mediaType: '*/*', schema: { type: 'string', format: 'binary' }, required: false } }),
         responses: { 200: { description: "the target's answer, whatever its status", mediaType: '*/*', schema: { type: 'string', format: 'binary' } } },
         errors: [400, 413, 422, 429, 503, 504],
-      },
+      }),
       handler: raw,
     }));
   }

@@ -35,7 +35,7 @@ export function downloadRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}/fs/downloads',
       scope: 'fs:read',
-      doc: {
+      doc: () => ({
         summary: "The browser's downloads and where they go",
         description:
           "Every download of the browser since the daemon started, whichever CDP client started it, oldest first: the URL, the suggested file name, " +
@@ -47,7 +47,7 @@ export function downloadRoutes(deps: RouteDeps): Route[] {
           'folder (BROWSERD_DOWNLOADS_MAX_BYTES); past either, the oldest finished downloads are removed first, with their files in the downloads ' +
           'folder (a file saved elsewhere is left alone). The list is kept in memory: a daemon restart starts it empty (the files stay).',
         responses: { 200: { description: 'the folder and the downloads', schema: downloadsSchema } },
-      },
+      }),
       handler: () => Promise.resolve({ status: 200, body: { path: deps.downloadsDir, downloads: deps.list() } }),
     }),
   ];

@@ -89,7 +89,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/browsers/{id}/extensions',
       scope: 'extensions:write',
-      doc: {
+      doc: () => ({
         summary: 'Upload and activate extensions (multipart)',
         description: uploadDoc,
         query: waitQuery,
@@ -117,7 +117,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
         },
         responses: { 200: { description: 'every extension is active and DevTools is ready', schema: uploadResult } },
         errors: [400, 409, 413, 422, 429, 503],
-      },
+      }),
       handler: async (ctx) => {
         const wait = ctx.query.wait !== false;
         installer.refuseIfUnusable();
@@ -143,14 +143,14 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}/extensions',
       scope: 'browser:read',
-      doc: { summary: 'The installed extensions', responses: { 200: { description: 'the installed set', schema: listResult } } },
+      doc: () => ({ summary: 'The installed extensions', responses: { 200: { description: 'the installed set', schema: listResult } } }),
       handler: async () => ({ status: 200, body: { extensions: installer.list() } }),
     }),
     route({
       method: 'DELETE',
       path: '/browsers/{id}/extensions/{name}',
       scope: 'extensions:write',
-      doc: {
+      doc: () => ({
         summary: 'Remove an installed extension',
         description:
           'Removes the extension from the installed set, then unloads it: an unpacked one with Extensions.uninstall (verified gone from ' +
@@ -159,7 +159,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
         query: waitQuery,
         responses: { 204: { description: 'removed' } },
         errors: [400, 409, 503],
-      },
+      }),
       handler: async (ctx) => {
         const wait = ctx.query.wait !== false;
         const name = ctx.params.name ?? '';

@@ -78,7 +78,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
 
   /** A read of the path in `?path=` (GET, fs:read): the handler gets it checked. */
   const read = (name: string, facts: Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
-    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: described({ ...facts, query: pathQuery }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
+    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: () => described({ ...facts, query: pathQuery }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
 
   /** A change named by a JSON body (PUT, fs:write): the body read, its `paths` checked, the change made, 204. */
   const change = <K extends string, T extends Record<K, string>>(
@@ -87,7 +87,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     apply: (body: T) => Promise<void>,
   ): Route => {
     const { paths, ...rest } = facts;
-    return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: described({ ...rest, responses: done }), handler: async (ctx) => {
+    return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: () => described({ ...rest, responses: done }), handler: async (ctx) => {
       const body = await ctx.json(facts.body);
       for (const field of paths) checkPathInput(body[field], field);
       await apply(body);
@@ -125,7 +125,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'PUT',
       path: `${F}/write_file`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Write a whole file from the raw body (atomic)',
         description: text.write,
         query: writeQuery,
@@ -226,7 +226,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/upload`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Upload files (multipart), each to its own destination',
         description: text.upload,
         body: multipart({
@@ -254,7 +254,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/upload_zip`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Upload a zip archive and unpack it into a folder',
         description: text.zip,
         body: multipart({ type: 'object', required: ['dest_path', 'zip_file'], properties: { dest_path: { type: 'string' }, zip_file: BINARY } }),
@@ -293,7 +293,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/upload_zstd`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Upload a tar.zst archive and unpack it into a folder',
         description: text.zstd,
         body: multipart({ type: 'object', required: ['dest_path', 'archive_file'], properties: { dest_path: { type: 'string' }, archive_file: BINARY } }),
@@ -332,7 +332,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/watch`,
       scope: 'fs:read',
-      doc: described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] }),
+      doc: () => described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] }),
       handler: async (ctx) => {
         const body = await ctx.json(doc.watchBody);
         checkPathInput(body.path);
@@ -344,7 +344,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: `${F}/watch/{watch_id}/events`,
       scope: 'fs:read',
-      doc: { summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } },
+      doc: () => ({ summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } }),
       handler: async (ctx) => {
         const { watch, signal, detach } = watches.attach(ctx.params.watch_id ?? '');
         try {
@@ -355,7 +355,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         return null;
       },
     }),
-    route({ method: 'DELETE', path: `${F}/watch/{watch_id}`, scope: 'fs:read', doc: { summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }, handler: async (ctx) => {
+    route({ method: 'DELETE', path: `${F}/watch/{watch_id}`, scope: 'fs:read', doc: () => ({ summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }), handler: async (ctx) => {
       watches.stop(ctx.params.watch_id ?? '');
       return { status: 204 };
     } }),

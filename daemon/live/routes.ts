@@ -32,7 +32,7 @@ export function liveRoutes(hub: LiveHub): Route[] {
       scope: 'any',
       queryToken: true,
       htmlErrors: true,
-      doc: {
+      doc: () => ({
         summary: 'The live view: a page that shows the browser and lets a person take it over',
         description:
           'A self-contained HTML page (nothing fetched but its own WebSocket): the current tab as a screencast scaled to the window, ' +
@@ -41,7 +41,7 @@ export function liveRoutes(hub: LiveHub): Route[] {
           'and goes along to the WebSocket. Errors are an HTML page for a browser (Accept: text/html).',
         query,
         responses: { 200: { description: 'the page', mediaType: 'text/html', schema: { type: 'string' } } },
-      },
+      }),
       handler: async (ctx) => {
         canView(ctx.identity);
         ctx.res.writeHead(200, {
@@ -61,7 +61,7 @@ export function liveRoutes(hub: LiveHub): Route[] {
       path: '/browsers/{id}/live/ws',
       scope: 'any',
       queryToken: true,
-      doc: {
+      doc: () => ({
         summary: "WebSocket: the live view's frames and input",
         description:
           'Binary messages to the client are JPEG frames of the current tab (the newest only: a slow client skips frames). Text messages are JSON: ' +
@@ -73,7 +73,7 @@ export function liveRoutes(hub: LiveHub): Route[] {
         query,
         responses: { 101: { description: 'Switching Protocols: frames follow' } },
         errors: [400, 503],
-      },
+      }),
       upgrade: (ctx) => {
         try {
           canView(ctx.identity);

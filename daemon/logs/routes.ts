@@ -69,7 +69,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}/logs/stream',
       scope: 'logs:read',
-      doc: {
+      doc: () => ({
         summary: 'Server-Sent Events: the daemon\'s log, Chromium\'s output, or a file, line by line',
         description:
           'Each line is `data: {"event":"log","message":"…","timestamp":"…"}` (the SDK\'s LogEvent; the default SSE event type). ' +
@@ -92,7 +92,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
         query: streamQuery,
         responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
         errors: [400, 409, 429],
-      },
+      }),
       handler: async (ctx) => {
         const q = ctx.query as z.infer<typeof streamQuery>;
         if (open >= maxStreams) throw new LimitExceededError('log streams', maxStreams, { message: `${maxStreams} log streams are open already (BROWSERD_LOG_MAX_STREAMS)` });

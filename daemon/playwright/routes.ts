@@ -61,7 +61,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/browsers/{id}/playwright/execute',
       scope: 'playwright:execute',
-      doc: {
+      doc: () => ({
         summary: 'Run Playwright code against the browser (page, context, browser in scope)',
         description:
           'The code runs in a Playwright runner: a Node process of its own (its own process group, the minimal environment of the processes API, ' +
@@ -87,7 +87,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
         body: executeBody,
         responses: { 200: { description: 'the code ran (whether it succeeded is `success`)', schema: executeResult } },
         errors: [429, 503],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(executeBody);
         const timeoutSec = body.timeout_sec ?? EXECUTE_DEFAULT_TIMEOUT_SEC;

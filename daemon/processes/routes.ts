@@ -103,7 +103,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/exec`,
       scope: 'processes:exec',
-      doc: {
+      doc: () => ({
         summary: 'Run a command to completion and return its exit and output',
         description:
           LAUNCH_TEXT +
@@ -118,7 +118,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         body: execBody,
         responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResult } },
         errors: [413, 422, 429],
-      },
+      }),
       handler: async (ctx) => {
         const { body, decoded } = await readWithStdinLimit(ctx, execBody, limits.stdinLimitBytes, { bytes: config.http.bodyLimitBytes, setting: 'BROWSERD_BODY_LIMIT_BYTES' }, 'stdin_b64');
         const stdin = body.stdin_b64 === undefined ? null : decodeStdin('stdin_b64', body.stdin_b64, limits.stdinLimitBytes, decoded);
@@ -153,7 +153,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/spawn`,
       scope: 'processes:exec',
-      doc: {
+      doc: () => ({
         summary: 'Start a command in the background (on pipes, or on a terminal with allocate_tty)',
         description:
           LAUNCH_TEXT +
@@ -170,7 +170,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         body: spawnBody,
         responses: { 200: { description: 'started', schema: spawnResult } },
         errors: [422, 429],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(spawnBody);
         const id = randomUUID();
@@ -194,10 +194,10 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: P,
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'Spawned processes: running ones and exited ones still retained',
         responses: { 200: { description: 'the processes, oldest first', schema: listSchema } },
-      },
+      }),
       handler: async () => {
         const procs = table.list();
         // group_alive as of now, and every cpu_pct and mem_bytes: asked together, they share one /proc scan.
@@ -209,13 +209,13 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: `${P}/{process_id}/status`,
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'The state of one spawned process',
         description:
           'cpu_pct and mem_bytes (the SDK\'s optional fields) are given while members of the group live: CPU time of the living members over ' +
           'the time since the start (as ps %CPU, 100 = one core) and the sum of their resident memory.',
         responses: { 200: { description: 'the process', schema: statusSchema } },
-      },
+      }),
       handler: async (ctx) => {
         const proc = lookup(ctx);
         // group_alive as of now, and cpu_pct and mem_bytes: asked together, they share one /proc scan.
@@ -229,7 +229,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{process_id}/kill`,
       scope: 'processes:write',
-      doc: {
+      doc: () => ({
         summary: 'Send a signal to the whole process group of a spawned process',
         description:
           'Answers once the signal is sent (not when the process has exited: watch status or the exit event). ' +
@@ -240,7 +240,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         bodyRequired: false,
         responses: { 200: { description: 'the signal was sent', schema: okResult } },
         errors: [409],
-      },
+      }),
       handler: async (ctx) => {
         const proc = lookup(ctx);
         const body = await ctx.json(killBody, { optional: true });

@@ -124,14 +124,14 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/profiles',
       scope: 'profiles:write',
-      doc: {
+      doc: () => ({
         summary: 'Create a profile: empty (JSON body), or from an uploaded tar.zst archive (application/zstd or application/octet-stream body, ?name=)',
         body: createSchema,
         bodyRequired: false,
         query: createQuery,
         responses: { 201: { description: 'the profile', schema: profileSchema } },
         errors: [409, 413, 422, 429],
-      },
+      }),
       handler: async (ctx) => {
         const type = (ctx.req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
         const upload = type === 'application/zstd' || type === 'application/octet-stream';
@@ -162,7 +162,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/profiles',
       scope: 'profiles:read',
-      doc: { summary: 'List the profiles this key may see, oldest first, one page', query: listQuery, responses: { 200: { description: 'one page (headers x-has-more, x-next-offset)', schema: z.array(profileSchema) } }, errors: [400] },
+      doc: () => ({ summary: 'List the profiles this key may see, oldest first, one page', query: listQuery, responses: { 200: { description: 'one page (headers x-has-more, x-next-offset)', schema: z.array(profileSchema) } }, errors: [400] }),
       handler: async (ctx) => {
         const project = identityOf(ctx).project;
         const q = ctx.query as { limit?: number; offset?: number; name?: string; query?: string };
@@ -182,14 +182,14 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:read',
-      doc: { summary: 'One profile', responses: { 200: { description: 'the profile', schema: profileSchema } } },
+      doc: () => ({ summary: 'One profile', responses: { 200: { description: 'the profile', schema: profileSchema } } }),
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
     }),
     route({
       method: 'PATCH',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:write',
-      doc: { summary: 'Rename a profile', body: updateSchema, responses: { 200: { description: 'the profile', schema: profileSchema } }, errors: [409] },
+      doc: () => ({ summary: 'Rename a profile', body: updateSchema, responses: { 200: { description: 'the profile', schema: profileSchema } }, errors: [409] }),
       handler: async (ctx) => {
         const input = await ctx.json(updateSchema);
         const p = find(ctx);
@@ -204,7 +204,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'DELETE',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:write',
-      doc: { summary: 'Delete a profile (the browser keeps running on its data if it is loaded; nothing is saved back then)', responses: { 204: { description: 'deleted' } } },
+      doc: () => ({ summary: 'Delete a profile (the browser keeps running on its data if it is loaded; nothing is saved back then)', responses: { 204: { description: 'deleted' } } }),
       handler: async (ctx) => {
         const p = find(ctx);
         await store.mutate((cur, loaded) => ({ next: cur.filter((x) => x.id !== p.id), loaded: loaded?.id === p.id ? null : loaded, result: undefined }));
@@ -217,11 +217,11 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/profiles/{id_or_name}/download',
       scope: 'profiles:read',
-      doc: {
+      doc: () => ({
         summary: "The profile's content as last saved: a tar.zst (or tar) of Chromium's user data without caches, locks and crash reports",
         query: downloadQuery,
         responses: { 200: { description: 'the archive', mediaType: 'application/zstd' } },
-      },
+      }),
       handler: async (ctx) => {
         const p = find(ctx);
         const tar = ctx.query.format === 'tar';

@@ -81,13 +81,13 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/proxies',
       scope: 'proxies:write',
-      doc: {
+      doc: () => ({
         summary: 'Create a proxy',
         description: CREATE_DOC,
         body: createProxySchema,
         responses: { 201: { description: 'the proxy as stored (Location: /proxies/{id})', schema: proxySchema } },
         errors: [429],
-      },
+      }),
       handler: async (ctx) => {
         const input = await ctx.json(createProxySchema);
         const identity = identityOf(ctx);
@@ -118,13 +118,13 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/proxies',
       scope: 'proxies:read',
-      doc: {
+      doc: () => ({
         summary: 'List the proxies this key may see, oldest first, one page',
         description: LIST_DOC,
         query: listQuery,
         responses: { 200: { description: 'one page of proxies (headers x-has-more, x-next-offset)', schema: proxyListSchema } },
         errors: [400],
-      },
+      }),
       handler: async (ctx) => {
         const page = listPage(store.list(), identityOf(ctx).project, ctx.query as ListQuery);
         return { status: 200, body: page.items.map(toPublic), headers: { 'x-has-more': String(page.hasMore), 'x-next-offset': String(page.nextOffset) } };
@@ -134,14 +134,14 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/proxies/{id}',
       scope: 'proxies:read',
-      doc: { summary: 'One proxy', responses: { 200: { description: 'the proxy', schema: proxySchema } } },
+      doc: () => ({ summary: 'One proxy', responses: { 200: { description: 'the proxy', schema: proxySchema } } }),
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
     }),
     route({
       method: 'PATCH',
       path: '/proxies/{id}',
       scope: 'proxies:write',
-      doc: { summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema, responses: { 200: { description: 'the proxy as stored', schema: proxySchema } } },
+      doc: () => ({ summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema, responses: { 200: { description: 'the proxy as stored', schema: proxySchema } } }),
       handler: async (ctx) => {
         const input = await ctx.json(updateProxySchema);
         const p = find(ctx);
@@ -160,7 +160,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'DELETE',
       path: '/proxies/{id}',
       scope: 'proxies:write',
-      doc: { summary: 'Delete a proxy', description: DELETE_DOC, responses: { 204: { description: 'deleted' } }, errors: [409] },
+      doc: () => ({ summary: 'Delete a proxy', description: DELETE_DOC, responses: { 204: { description: 'deleted' } }, errors: [409] }),
       handler: async (ctx) => {
         const p = find(ctx);
         const removed = await active.remove(p.id);
@@ -173,14 +173,14 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/proxies/{id}/check',
       scope: 'proxies:check',
-      doc: {
+      doc: () => ({
         summary: 'Check a proxy by connecting through it',
         description: CHECK_DOC,
         body: checkBodySchema,
         bodyRequired: false,
         responses: { 200: { description: 'the proxy after the check', schema: proxySchema } },
         errors: [422, 429],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(checkBodySchema, { optional: true });
         const proxy = find(ctx);

@@ -60,7 +60,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: P,
       scope: 'replays:write',
-      doc: {
+      doc: () => ({
         summary: 'Start recording what the browser shows',
         description:
           'Records the page a person would see (the one the computer controls act on; a tab switch shows in the video) from Chromium\u2019s ' +
@@ -70,7 +70,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
           'that sends no frame within 10 s, is 503 browser_unavailable; ffmpeg missing is 503 dependency_missing. ' + limitsText,
         body: startBody,
         responses: { 201: { description: 'recording', schema: record } },
-      },
+      }),
       handler: async (ctx) => {
         const body = (await ctx.json(startBody, { optional: true })) ?? {};
         const host = ctx.req.headers.host ?? '127.0.0.1';
@@ -82,20 +82,20 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: P,
       scope: 'replays:read',
-      doc: { summary: 'List the recordings', description: 'Every recording kept, oldest first, recording or finished. ' + limitsText, responses: { 200: { description: 'the recordings', schema: z.array(record) } } },
+      doc: () => ({ summary: 'List the recordings', description: 'Every recording kept, oldest first, recording or finished. ' + limitsText, responses: { 200: { description: 'the recordings', schema: z.array(record) } } }),
       handler: () => Promise.resolve({ status: 200, body: deps.list() }),
     }),
     route({
       method: 'GET',
       path: `${P}/{replay_id}`,
       scope: 'replays:read',
-      doc: {
+      doc: () => ({
         summary: 'Download a recording (video/mp4)',
         description:
           'The finished video, with +faststart (its index first) and the markers as MP4 chapters. While it still records: 202 with Retry-After ' +
           'and the record as JSON (stop it first, or wait). A recording that failed without a frame is 404.',
         responses: { 200: { description: 'the video', mediaType: 'video/mp4', schema: { type: 'string', format: 'binary' } }, 202: { description: 'still recording', schema: record } },
-      },
+      }),
       handler: async (ctx) => {
         const id = ctx.params.replay_id ?? '';
         const r = deps.get(id);
@@ -116,14 +116,14 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{replay_id}/stop`,
       scope: 'replays:write',
-      doc: { summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record } } },
+      doc: () => ({ summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record } } }),
       handler: async (ctx) => ({ status: 200, body: await deps.stop(ctx.params.replay_id ?? '') }),
     }),
     route({
       method: 'DELETE',
       path: `${P}/{replay_id}`,
       scope: 'replays:write',
-      doc: { summary: 'Delete a recording', description: 'A recording still running is stopped first; its video and record are removed.', responses: { 204: { description: 'deleted' } } },
+      doc: () => ({ summary: 'Delete a recording', description: 'A recording still running is stopped first; its video and record are removed.', responses: { 204: { description: 'deleted' } } }),
       handler: async (ctx) => {
         await deps.remove(ctx.params.replay_id ?? '');
         return { status: 204 };
@@ -133,12 +133,12 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{replay_id}/markers`,
       scope: 'replays:write',
-      doc: {
+      doc: () => ({
         summary: 'Mark a moment of a recording',
         description: 'A labelled time in the recording (now), kept in its record and written as an MP4 chapter when it is finalized. A recording that is not recording: 409 replay_stopped.',
         body: markerBody,
         responses: { 201: { description: 'the marker', schema: marker } },
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(markerBody);
         return { status: 201, body: await deps.mark(ctx.params.replay_id ?? '', body.label) };

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { BadRequestError, LimitExceededError } from '../core/errors.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 import { qInt, qString } from '../http/query.js';
-import type { HttpRoute, Route } from '../http/router.js';
+import type { HttpRoute, Route, RouteDoc } from '../http/router.js';
 import { routesIn } from '../http/route.js';
 import type { CategorySwitches, Stored, TelemetryBus } from './bus.js';
 import { CATEGORIES, DEFAULT_ON, type Category } from './event.js';
@@ -112,7 +112,7 @@ function lastEventId(raw: string | string[] | undefined): number | null {
 export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
   const { bus, maxStreams } = deps;
   let open = 0;
-  const both = (r: Omit<HttpRoute, 'path' | 'source'> & { sub: string }): Route[] => {
+  const both = (r: Omit<HttpRoute, 'path' | 'source' | 'doc'> & { sub: string; doc: () => RouteDoc }): Route[] => {
     const { sub, ...rest } = r;
     return [
       route({ ...rest, path: `/telemetry${sub}` }),
@@ -124,7 +124,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method,
       sub: '',
       scope: 'telemetry:write',
-      doc: {
+      doc: () => ({
         summary: method === 'PUT' ? 'Set every category switch (unnamed ones back to their defaults)' : 'Change the named category switches',
         description:
           'The body is the SDK\'s BrowserTelemetryConfig: `{"browser":{"console":{"enabled":true},…}}`. ' +
@@ -133,7 +133,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         body: configBody,
         responses: configResponse,
         errors: [400],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(configBody);
         return { status: 200, body: configOf(bus.setCategories(switchesOf(body, method === 'PUT' ? 'defaults' : null))) };
@@ -145,7 +145,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'GET',
       sub: '',
       scope: 'telemetry:read',
-      doc: { summary: 'The telemetry category switches', responses: configResponse },
+      doc: () => ({ summary: 'The telemetry category switches', responses: configResponse }),
       handler: async () => ({ status: 200, body: configOf(bus.categories()) }),
     }),
     ...config('PUT'),
@@ -154,7 +154,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'POST',
       sub: '/events',
       scope: 'telemetry:write',
-      doc: {
+      doc: () => ({
         summary: 'Publish a custom event',
         description:
           `A JSON body of at most ${CUSTOM_EVENT_MAX_BYTES} bytes: \`{"type","category"?,"data"?}\`. It gets the next seq, source \`{"kind":"kernel_api","event":"custom"}\`, ` +
@@ -162,7 +162,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         body: customEventBody,
         responses: { 201: { description: 'recorded', schema: z.object({ seq: z.number().nullable() }) }, 202: { description: 'not recorded: its category is off' } },
         errors: [400, 413],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(customEventBody, { limitBytes: CUSTOM_EVENT_MAX_BYTES });
         const cut = { truncated: false };
@@ -175,7 +175,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'GET',
       sub: '/stream',
       scope: 'telemetry:read',
-      doc: {
+      doc: () => ({
         summary: 'Server-Sent Events: every telemetry event as it happens',
         description:
           'Each frame: `id: <seq>` and `data: {"seq","event":{ts,type,category,source,data?,truncated?}}` (the SDK\'s TelemetryStreamResponse); no `event:` line. ' +
@@ -186,7 +186,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         query: streamQuery,
         responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
         errors: [400, 429],
-      },
+      }),
       handler: async (ctx) => {
         const q = ctx.query as z.infer<typeof streamQuery>;
         const last = lastEventId(ctx.req.headers['last-event-id']);
@@ -205,7 +205,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'GET',
       sub: '/events',
       scope: 'telemetry:read',
-      doc: {
+      doc: () => ({
         summary: 'One page of the events the ring keeps',
         description:
           'A JSON array of envelopes `{"seq","event"}`, with headers `X-Next-Offset` (the cursor of the next page) and `X-Has-More`. ' +
@@ -215,7 +215,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         query: eventsQuery,
         responses: { 200: { description: 'one page of events (headers x-next-offset, x-has-more)', schema: { type: 'array', items: { type: 'object' } } } },
         errors: [400],
-      },
+      }),
       handler: async (ctx) => {
         const q = ctx.query as z.infer<typeof eventsQuery>;
         const limit = q.limit ?? 100;

@@ -123,14 +123,14 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       method: 'GET',
       path: '/browsers/{id}/chromium/policies',
       scope: 'browser:read',
-      doc: { summary: "The daemon's own Chrome enterprise policies", responses: { 200: { description: 'the policies', schema: policiesAnswer } } },
+      doc: () => ({ summary: "The daemon's own Chrome enterprise policies", responses: { 200: { description: 'the policies', schema: policiesAnswer } } }),
       handler: async () => ({ status: 200, body: policiesNow() }),
     }),
     route({
       method: 'PATCH',
       path: '/browsers/{id}/chromium/policies',
       scope: 'browser:configure',
-      doc: {
+      doc: () => ({
         summary: 'Merge Chrome enterprise policies; Chromium restarts to apply them',
         description:
           `Merges into the daemon's own file in the policy folder (BROWSERD_POLICY_DIR; other files there are never written): a value sets a policy, null removes it. ` +
@@ -140,7 +140,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         body: policiesBody,
         responses: { 200: { description: 'the policies once Chromium is ready with them', schema: policiesAnswer } },
         errors: [400, 409, 422, 503],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(policiesBody);
         const o = await c.apply({ policies: body.policies }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
@@ -151,14 +151,14 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       method: 'GET',
       path: '/browsers/{id}/chromium/flags',
       scope: 'browser:read',
-      doc: { summary: 'The Chromium flags set through the API, and the operator\'s', responses: { 200: { description: 'the flags', schema: flagsAnswer } } },
+      doc: () => ({ summary: 'The Chromium flags set through the API, and the operator\'s', responses: { 200: { description: 'the flags', schema: flagsAnswer } } }),
       handler: async () => ({ status: 200, body: flagsNow() }),
     }),
     route({
       method: 'PATCH',
       path: '/browsers/{id}/chromium/flags',
       scope: 'browser:configure',
-      doc: {
+      doc: () => ({
         summary: 'Merge Chromium flags; Chromium restarts to apply them',
         description:
           `Each flag must be --name or --name=value; a flag replaces the one of the same name, \`remove\` drops names. The flags the daemon owns are refused with 422 setting_refused naming each (the profile, DevTools, extension loading, headless mode, the proxy, the viewport, the sandbox). ` +
@@ -167,7 +167,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         body: flagsBody,
         responses: { 200: { description: 'the flags once Chromium is ready with them', schema: flagsAnswer } },
         errors: [400, 409, 422, 503],
-      },
+      }),
       handler: async (ctx) => {
         const body = await ctx.json(flagsBody);
         const o = await c.apply({ flags: body.flags ?? [], removeFlags: body.remove ?? [] }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
@@ -178,7 +178,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       method: 'POST',
       path: '/browsers/{id}/configure',
       scope: 'browser:configure',
-      doc: configureDoc,
+      doc: () => configureDoc,
       handler: async (ctx) => {
         const raw = (await ctx.json(schemas().envelope)) as Record<string, unknown>;
         const present = configureParts.filter((p) => raw[p.field] !== undefined);

@@ -66,7 +66,7 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{process_id}/stdin`,
       scope: 'processes:write',
-      doc: {
+      doc: () => ({
         summary: 'Write to the stdin of a spawned process; answered once the bytes are in the pipe (or terminal)',
         description:
           'Requests for one process are written one after another in the order accepted, each contiguous. The answer comes ' +
@@ -84,7 +84,7 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
         body: stdinBody,
         responses: { 200: { description: 'every byte is in the kernel', schema: stdinResult } },
         errors: [409, 413, 429, 504],
-      },
+      }),
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
         const { body, decoded } = await readWithStdinLimit(ctx, stdinBody, limit, { bytes: KiB }, 'data_b64');

@@ -1,6 +1,7 @@
 // The CDP routes: the WebSocket endpoint (browser-level, and per target), and the DevTools HTTP
 // discovery endpoints (answered by the daemon; Chromium listens on no port). All need the `cdp` scope.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { Deadline } from '../core/deadline.js';
 import type { RequestContext, Route, UpgradeContext } from '../http/router.js';
 import { routesIn } from '../http/route.js';
@@ -20,17 +21,17 @@ const CLOSE_CODES =
   'unsent to it (reason slow_client: …), or the most unsent when every client together holds more than BROWSERD_CDP_QUEUE_TOTAL_BYTES (reason ' +
   'cdp_queue_full: …); a closed client that still does not read is cut without a close frame.';
 
-const versionSchema = z.object({
+const versionSchema = lazy(() => z.object({
   Browser: z.string(),
   'Protocol-Version': z.string(),
   'User-Agent': z.string(),
   'V8-Version': z.string(),
   'WebKit-Version': z.string(),
   webSocketDebuggerUrl: z.string(),
-});
-const listSchema = z.array(
+}));
+const listSchema = lazy(() => z.array(
   z.object({ description: z.string(), id: z.string(), title: z.string(), type: z.string(), url: z.string(), webSocketDebuggerUrl: z.string() }),
-);
+));
 
 export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
   const base = '/browsers/{id}/cdp';
@@ -86,7 +87,7 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
       doc: () => ({
         summary: "The browser's version, as Chromium's /json/version, with webSocketDebuggerUrl pointing at this daemon",
         description: 'For puppeteer.connect({browserURL}) and playwright chromium.connectOverCDP("http://…"): both fetch this (send the bearer token as a header to both).',
-        responses: { 200: { description: 'the version', schema: versionSchema } },
+        responses: { 200: { description: 'the version', schema: versionSchema() } },
         errors: [503],
       }),
       handler: async (ctx) =>
@@ -99,7 +100,7 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
       doc: () => ({
         summary: 'The inspectable targets, as Chromium\'s /json/list, each webSocketDebuggerUrl under this daemon',
         description: 'devtoolsFrontendUrl is left out: the DevTools front end is not served.',
-        responses: { 200: { description: 'the targets', schema: listSchema } },
+        responses: { 200: { description: 'the targets', schema: listSchema() } },
         errors: [503],
       }),
       handler: list,
@@ -108,7 +109,7 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
       method: 'GET',
       path: `${base}/json`,
       scope: 'cdp',
-      doc: () => ({ summary: 'The same as /json/list', responses: { 200: { description: 'the targets', schema: listSchema } }, errors: [503] }),
+      doc: () => ({ summary: 'The same as /json/list', responses: { 200: { description: 'the targets', schema: listSchema() } }, errors: [503] }),
       handler: list,
     }),
     route({

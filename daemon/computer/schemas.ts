@@ -3,6 +3,7 @@
 // BROWSERD_COMPUTER_* and the constants below. Key names are resolved here: an unknown one is a
 // bad_request detail naming its place (`keys.2`, `actions.0.press_key.hold_keys.1`).
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { parseCombo, type KeyDef } from './keys.js';
 
 /** num_clicks of one click request. */
@@ -35,7 +36,7 @@ export interface ComputerLimits {
   maxText: number;
 }
 
-const combo = z
+const combo = lazy(() => z
   .string()
   .max(MAX_KEY_NAME, `must be at most ${MAX_KEY_NAME} characters`)
   .transform((name, ctx): KeyDef[] => {
@@ -45,10 +46,10 @@ const combo = z
       return z.NEVER;
     }
     return parsed.keys;
-  });
+  }));
 
 const holdKeys = z
-  .array(combo)
+  .array(combo())
   .max(MAX_HOLD_KEYS, `at most ${MAX_HOLD_KEYS} keys`)
   .optional()
   .meta({ description: 'Modifier keys (or any keys) held during the action: pressed in order before it, released in reverse after it.' });
@@ -118,7 +119,7 @@ export function computerSchemas(limits: ComputerLimits) {
   });
   const pressKey = z.strictObject({
     keys: z
-      .array(combo)
+      .array(combo())
       .min(1, 'must name at least one key')
       .max(MAX_KEYS, `at most ${MAX_KEYS} items`)
       .meta({ description: 'Keys to press one after the other; each an xdotool key name or combination (Return, ctrl+a, Ctrl+Shift+Tab)' }),

@@ -132,7 +132,7 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
     summary: "An HTTP request made by the browser's network stack, answered as JSON (the SDK's browsers.curl)",
     description: `${CURL_TEXT} The request body is at most BROWSERD_CURL_MAX_BODY_BYTES (413), the answer's body BROWSERD_CURL_MAX_RESPONSE_BYTES (413).`,
     body: params,
-    responses: { 200: { description: 'the target answered (any status)', schema: curlResponseSchema } },
+    responses: { 200: { description: 'the target answered (any status)', schema: curlResponseSchema() } },
     errors: [413, 422, 429, 503, 504],
   };
   const routes: Route[] = [

@@ -2,6 +2,7 @@
 // fs:read for what changes no file (reads, listings, archives, watches), fs:write for the rest.
 import type { ServerResponse } from 'node:http';
 import { z, type ZodType } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Config } from '../core/config.js';
 import type { Metrics } from '../core/metrics.js';
 import { PayloadTooLargeError } from '../core/errors.js';
@@ -35,8 +36,8 @@ export interface RouteDeps {
 }
 
 const F = '/browsers/{id}/fs';
-const pathQuery = z.strictObject({ path: qRequired('absolute path') });
-const writeQuery = z.strictObject({ path: qRequired('absolute path of the file'), mode: qString('octal mode (e.g. 644); default 644', 4) });
+const pathQuery = lazy(() => z.strictObject({ path: qRequired('absolute path') }));
+const writeQuery = lazy(() => z.strictObject({ path: qRequired('absolute path of the file'), mode: qString('octal mode (e.g. 644); default 644', 4) }));
 const BINARY = { type: 'string', format: 'binary' };
 const binary = (description: string, mediaType = 'application/octet-stream') => ({ description, mediaType, schema: BINARY });
 const multipart = (schema: Record<string, unknown>) => ({ mediaType: 'multipart/form-data', schema });
@@ -78,7 +79,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
 
   /** A read of the path in `?path=` (GET, fs:read): the handler gets it checked. */
   const read = (name: string, facts: Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
-    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: () => described({ ...facts, query: pathQuery }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
+    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: () => described({ ...facts, query: pathQuery() }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
 
   /** A change named by a JSON body (PUT, fs:write): the body read, its `paths` checked, the change made, 204. */
   const change = <K extends string, T extends Record<K, string>>(
@@ -128,7 +129,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       doc: () => described({
         summary: 'Write a whole file from the raw body (atomic)',
         description: text.write,
-        query: writeQuery,
+        query: writeQuery(),
         body: { mediaType: 'application/octet-stream', schema: BINARY },
         responses: done,
         errors: [400, 409, 413, 507],
@@ -150,7 +151,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     }),
     read(
       'list_files',
-      { summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema } }, errors: [400, 409, 413] },
+      { summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema() } }, errors: [400, 409, 413] },
       async (_ctx, p) => ({ status: 200, body: await listDir(guard, p, c.maxListEntries) }),
     ),
     read(
@@ -158,7 +159,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       {
         summary: 'Facts of a file or folder',
         description: 'A final symlink is followed: the facts are of what it points to, `path` is that real path.',
-        responses: { 200: { description: 'the facts', schema: doc.fileInfoSchema } },
+        responses: { 200: { description: 'the facts', schema: doc.fileInfoSchema() } },
         errors: [400, 409],
       },
       async (_ctx, p) => ({ status: 200, body: await fileInfo(guard, p) }),
@@ -168,7 +169,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       {
         summary: 'Create a folder and its missing parents (mkdir -p)',
         description: 'Every missing folder gets `mode` (default 755, umask not applied); an existing folder is success (its mode unchanged); an existing file is 409 already_exists.',
-        body: doc.createDirectoryBody,
+        body: doc.createDirectoryBody(),
         paths: ['path'],
         errors: [409, 507],
       },
@@ -176,7 +177,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     ),
     change(
       'delete_file',
-      { summary: 'Delete a file or a symlink', description: 'A symlink is removed itself, never what it points to. A folder is 409 is_a_directory.', body: doc.pathBody, paths: ['path'], errors: [409] },
+      { summary: 'Delete a file or a symlink', description: 'A symlink is removed itself, never what it points to. A folder is 409 is_a_directory.', body: doc.pathBody(), paths: ['path'], errors: [409] },
       (body) => deleteFile(guard, body.path),
     ),
     change(
@@ -186,7 +187,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         description:
           'Depth first, each folder entered through its own handle, no symlink followed (a symlink inside is removed itself). A tree that ' +
           'holds the state directory or a protected file is refused whole (403), before anything is deleted. A symlink or file at `path` is 409 not_a_directory.',
-        body: doc.pathBody,
+        body: doc.pathBody(),
         paths: ['path'],
         errors: [409],
       },
@@ -202,7 +203,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
           'a file 409 not_a_directory; neither path\'s final symlink is followed (the link itself moves). A folder that holds the state ' +
           'directory or a protected file cannot be moved (403). Across file systems a regular file is copied (atomically) then removed; ' +
           'a folder or symlink there is 400.',
-        body: doc.moveBody,
+        body: doc.moveBody(),
         paths: ['src_path', 'dest_path'],
         errors: [409, 507],
       },
@@ -213,7 +214,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       {
         summary: 'chmod, and chown when owner or group is given',
         description: 'A final symlink is followed. Names are looked up in /etc/passwd and /etc/group; numbers are ids. The files API acts as the agent user: only an object that user owns (else 403 path_forbidden, inner_error permission_denied), its owner only to that user and its group only to one of its groups; a daemon without a separate agent user needs to be root to change an owner.',
-        body: doc.permissionsBody,
+        body: doc.permissionsBody(),
         paths: ['path'],
         errors: [409],
       },
@@ -332,9 +333,9 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/watch`,
       scope: 'fs:read',
-      doc: () => described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] }),
+      doc: () => described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody(), responses: { 200: { description: 'the watch', schema: doc.watchStarted() } }, errors: [409, 429] }),
       handler: async (ctx) => {
-        const body = await ctx.json(doc.watchBody);
+        const body = await ctx.json(doc.watchBody());
         checkPathInput(body.path);
         const w = await watches.start(body.path, body.recursive ?? false);
         return { status: 200, body: { watch_id: w.id } };

@@ -1,5 +1,6 @@
 // Health, readiness, discovery, metrics and identity: the routes that belong to no one concern.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Metrics } from '../core/metrics.js';
 import { BrowserUnavailableError } from '../core/errors.js';
 import type { Route } from './router.js';
@@ -16,8 +17,8 @@ interface SystemDeps {
   openapi(): Record<string, unknown>;
 }
 
-const statusSchema = z.object({ status: z.literal('ok') });
-const whoamiSchema = z.object({ key_id: z.string(), scopes: z.array(z.string()), project: z.string().nullable() });
+const statusSchema = lazy(() => z.object({ status: z.literal('ok') }));
+const whoamiSchema = lazy(() => z.object({ key_id: z.string(), scopes: z.array(z.string()), project: z.string().nullable() }));
 
 export function systemRoutes(deps: SystemDeps): Route[] {
   let docsPage: string | null = null;
@@ -26,7 +27,7 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       method: 'GET',
       path: '/healthz',
       scope: null,
-      doc: () => ({ summary: 'Liveness: 200 while the process serves', responses: { 200: { description: 'serving', schema: statusSchema } } }),
+      doc: () => ({ summary: 'Liveness: 200 while the process serves', responses: { 200: { description: 'serving', schema: statusSchema() } } }),
       handler: async () => ({ status: 200, body: { status: 'ok' } }),
     }),
     route({
@@ -35,7 +36,7 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       scope: null,
       doc: () => ({
         summary: 'Readiness: 200 when Chromium answers DevTools, else 503 browser_unavailable',
-        responses: { 200: { description: 'ready', schema: statusSchema } },
+        responses: { 200: { description: 'ready', schema: statusSchema() } },
         errors: [503],
       }),
       handler: async () => {
@@ -96,7 +97,7 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       scope: 'any',
       doc: () => ({
         summary: 'The identity and authorization context of this request (for debugging a 403)',
-        responses: { 200: { description: 'the key behind the token', schema: whoamiSchema } },
+        responses: { 200: { description: 'the key behind the token', schema: whoamiSchema() } },
       }),
       handler: async (ctx) => {
         const id = ctx.identity;

@@ -48,7 +48,7 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
   // The `profile` part of PATCH /browsers/{id} (the browser module owns the route).
   deps.browser.addUpdateFields({
     fields: {
-      profile: profileRefSchema.optional().meta({
+      profile: profileRefSchema().optional().meta({
         description:
           "The SDK's BrowserProfile {id | name, save_changes}: Chromium restarts on that profile (open tabs are lost); save_changes saves it " +
           'back at the next stop (the next profile PATCH, a restart, a graceful shutdown). docs/profiles.md',
@@ -62,7 +62,7 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
   // The `profile` part of POST /browsers/{id}/configure: put in place at configure's one restart.
   deps.browser.addConfigurePart({
     field: 'profile',
-    schema: profileRefSchema.meta({
+    schema: profileRefSchema().meta({
       description: "The SDK's BrowserProfile {id | name, save_changes}: Chromium restarts on that stored profile with the rest of configure (open tabs are lost; scope profiles:read). docs/profiles.md",
     }),
     scope: 'profiles:read',
@@ -78,7 +78,7 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
     stage: async (value, ctx) => sw.stage(value as ProfileRef, ctx.identity?.project ?? null),
   });
   const load = async (value: unknown, ctx: RequestContext): Promise<void> => {
-    const parsed = profileRefSchema.safeParse(value);
+    const parsed = profileRefSchema().safeParse(value);
     if (!parsed.success) throw new BadRequestError(parsed.error.issues.map((i) => `profile${i.path.length > 0 ? `.${i.path.join('.')}` : ''}: ${i.message}`));
     if (ctx.identity === null) throw new Error('the profile update needs an identity');
     await sw.load(parsed.data, ctx.identity.project, ctx.log, ctx.clientGone);

@@ -6,6 +6,7 @@
 // (one shared bucket). The descriptions of every choice are in docs.ts.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Identity } from '../http/auth.js';
 import { LimitExceededError, NotFoundError, UnsupportedFieldError } from '../core/errors.js';
 import { qInt, qString } from '../http/query.js';
@@ -30,12 +31,12 @@ export interface RouteDeps {
   active: ActiveControl;
 }
 
-const listQuery = z.strictObject({
+const listQuery = lazy(() => z.strictObject({
   limit: qInt(`Page size, 1 to ${LIST_LIMITS.max} (default ${LIST_LIMITS.default})`, 1, LIST_LIMITS.max),
   offset: qInt('Matching proxies to skip, oldest first (default 0)', 0, LIST_LIMITS.maxOffset),
   name: qString('Exact name, case- and accent-insensitive', 255),
   query: qString('Case-insensitive substring of the name, host or exit IP; or the whole id', 255),
-});
+}));
 
 function identityOf(ctx: RequestContext): Identity {
   if (ctx.identity === null) throw new Error('proxy routes need an identity');
@@ -84,12 +85,12 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       doc: () => ({
         summary: 'Create a proxy',
         description: CREATE_DOC,
-        body: createProxySchema,
-        responses: { 201: { description: 'the proxy as stored (Location: /proxies/{id})', schema: proxySchema } },
+        body: createProxySchema(),
+        responses: { 201: { description: 'the proxy as stored (Location: /proxies/{id})', schema: proxySchema() } },
         errors: [429],
       }),
       handler: async (ctx) => {
-        const input = await ctx.json(createProxySchema);
+        const input = await ctx.json(createProxySchema());
         const identity = identityOf(ctx);
         const record: StoredProxy = {
           id: randomUUID(),
@@ -121,8 +122,8 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       doc: () => ({
         summary: 'List the proxies this key may see, oldest first, one page',
         description: LIST_DOC,
-        query: listQuery,
-        responses: { 200: { description: 'one page of proxies (headers x-has-more, x-next-offset)', schema: proxyListSchema } },
+        query: listQuery(),
+        responses: { 200: { description: 'one page of proxies (headers x-has-more, x-next-offset)', schema: proxyListSchema() } },
         errors: [400],
       }),
       handler: async (ctx) => {
@@ -134,14 +135,14 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/proxies/{id}',
       scope: 'proxies:read',
-      doc: () => ({ summary: 'One proxy', responses: { 200: { description: 'the proxy', schema: proxySchema } } }),
+      doc: () => ({ summary: 'One proxy', responses: { 200: { description: 'the proxy', schema: proxySchema() } } }),
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
     }),
     route({
       method: 'PATCH',
       path: '/proxies/{id}',
       scope: 'proxies:write',
-      doc: () => ({ summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema, responses: { 200: { description: 'the proxy as stored', schema: proxySchema } } }),
+      doc: () => ({ summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema, responses: { 200: { description: 'the proxy as stored', schema: proxySchema() } } }),
       handler: async (ctx) => {
         const input = await ctx.json(updateProxySchema);
         const p = find(ctx);
@@ -176,13 +177,13 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       doc: () => ({
         summary: 'Check a proxy by connecting through it',
         description: CHECK_DOC,
-        body: checkBodySchema,
+        body: checkBodySchema(),
         bodyRequired: false,
-        responses: { 200: { description: 'the proxy after the check', schema: proxySchema } },
+        responses: { 200: { description: 'the proxy after the check', schema: proxySchema() } },
         errors: [422, 429],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(checkBodySchema, { optional: true });
+        const body = await ctx.json(checkBodySchema(), { optional: true });
         const proxy = find(ctx);
         // The gateway first: a managed type without one fails before any name is resolved.
         const upstream = checker.upstream(proxy, ctx.log, body.url === undefined ? 'default' : 'url');

@@ -3,6 +3,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Config } from '../core/config.js';
 import { NotFoundError } from '../core/errors.js';
 import type { Route } from '../http/router.js';
@@ -24,8 +25,8 @@ export interface RouteDeps {
 }
 
 const P = '/browsers/{id}/replays';
-const marker = z.object({ label: z.string(), at_ms: z.number().int().describe('milliseconds since the start of the recording') });
-const record = z.object({
+const marker = lazy(() => z.object({ label: z.string(), at_ms: z.number().int().describe('milliseconds since the start of the recording') }));
+const record = lazy(() => z.object({
   replay_id: z.string(),
   started_at: z.string().describe('ISO time'),
   finished_at: z.string().nullable().describe('ISO time; null while recording'),
@@ -38,9 +39,9 @@ const record = z.object({
   height: z.number().int(),
   size_bytes: z.number().int(),
   duration_ms: z.number().int(),
-  markers: z.array(marker),
+  markers: z.array(marker()),
   error: z.string().nullable(),
-});
+}));
 
 export function replayRoutes(deps: RouteDeps): Route[] {
   const c = deps.limits;
@@ -69,7 +70,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
           'they share one screencast. record_audio: true is 422 unsupported_field (no audio source). A browser that is not ready, or a page ' +
           'that sends no frame within 10 s, is 503 browser_unavailable; ffmpeg missing is 503 dependency_missing. ' + limitsText,
         body: startBody,
-        responses: { 201: { description: 'recording', schema: record } },
+        responses: { 201: { description: 'recording', schema: record() } },
       }),
       handler: async (ctx) => {
         const body = (await ctx.json(startBody, { optional: true })) ?? {};
@@ -82,7 +83,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: P,
       scope: 'replays:read',
-      doc: () => ({ summary: 'List the recordings', description: 'Every recording kept, oldest first, recording or finished. ' + limitsText, responses: { 200: { description: 'the recordings', schema: z.array(record) } } }),
+      doc: () => ({ summary: 'List the recordings', description: 'Every recording kept, oldest first, recording or finished. ' + limitsText, responses: { 200: { description: 'the recordings', schema: z.array(record()) } } }),
       handler: () => Promise.resolve({ status: 200, body: deps.list() }),
     }),
     route({
@@ -94,7 +95,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         description:
           'The finished video, with +faststart (its index first) and the markers as MP4 chapters. While it still records: 202 with Retry-After ' +
           'and the record as JSON (stop it first, or wait). A recording that failed without a frame is 404.',
-        responses: { 200: { description: 'the video', mediaType: 'video/mp4', schema: { type: 'string', format: 'binary' } }, 202: { description: 'still recording', schema: record } },
+        responses: { 200: { description: 'the video', mediaType: 'video/mp4', schema: { type: 'string', format: 'binary' } }, 202: { description: 'still recording', schema: record() } },
       }),
       handler: async (ctx) => {
         const id = ctx.params.replay_id ?? '';
@@ -116,7 +117,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{replay_id}/stop`,
       scope: 'replays:write',
-      doc: () => ({ summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record } } }),
+      doc: () => ({ summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record() } } }),
       handler: async (ctx) => ({ status: 200, body: await deps.stop(ctx.params.replay_id ?? '') }),
     }),
     route({
@@ -137,7 +138,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         summary: 'Mark a moment of a recording',
         description: 'A labelled time in the recording (now), kept in its record and written as an MP4 chapter when it is finalized. A recording that is not recording: 409 replay_stopped.',
         body: markerBody,
-        responses: { 201: { description: 'the marker', schema: marker } },
+        responses: { 201: { description: 'the marker', schema: marker() } },
       }),
       handler: async (ctx) => {
         const body = await ctx.json(markerBody);

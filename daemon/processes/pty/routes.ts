@@ -23,13 +23,13 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
         description:
           `Sets the terminal's size (rows and cols 1-${TTY_MAX_SIZE}, TIOCSWINSZ); the kernel sends SIGWINCH to its foreground job, and status ` +
           'shows the new size. 409 not_a_tty for a process without a terminal, 409 process_exited once the process has exited (its terminal is closed).',
-        body: resizeBody,
-        responses: { 200: { description: 'resized', schema: okResult } },
+        body: resizeBody(),
+        responses: { 200: { description: 'resized', schema: okResult() } },
         errors: [409],
       }),
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
-        const body = await ctx.json(resizeBody);
+        const body = await ctx.json(resizeBody());
         proc.resize(body.rows, body.cols);
         ctx.log.info({ event: 'process_resized', child_pid: proc.pid, process_id: proc.id, rows: body.rows, cols: body.cols }, 'terminal resized');
         return { status: 200, body: { ok: true } };

@@ -5,6 +5,7 @@
 import { X509Certificate } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
+import { lazy } from '../../core/lazy.js';
 import { bypassHostsSchema } from './bypass.js';
 import { isCountryCode } from './countries.js';
 
@@ -83,9 +84,9 @@ function geoRules(c: Record<string, unknown>, ctx: z.RefinementCtx): void {
   }
 }
 
-const countryDefaultUs = z.strictObject({ country: country.default('US') });
-const datacenterConfig = countryDefaultUs.meta({ description: 'Datacenter: `country` defaults to US' });
-const ispConfig = countryDefaultUs.meta({ description: 'ISP: `country` defaults to US' });
+const countryDefaultUs = lazy(() => z.strictObject({ country: country.default('US') }));
+const datacenterConfig = countryDefaultUs().meta({ description: 'Datacenter: `country` defaults to US' });
+const ispConfig = countryDefaultUs().meta({ description: 'ISP: `country` defaults to US' });
 /** The targeting fields of residential and mobile proxies (geoRules judges them together). */
 const geoFields = { country: country.optional(), city: city.optional(), state: state.optional(), zip: zip.optional(), asn: asn.optional() };
 const residentialConfig = z
@@ -97,12 +98,12 @@ const residentialConfig = z
       .meta({ deprecated: true, description: 'Deprecated: accepted and stored, logged as deprecated, not used for targeting' }),
   })
   .superRefine(geoRules, alwaysOnObjects);
-const mobileConfig = z
+const mobileConfig = lazy(() => z
   .strictObject({
     ...geoFields,
     carrier: z.enum(MOBILE_CARRIERS, { message: 'is not a known mobile carrier' }).optional(),
   })
-  .superRefine(geoRules, alwaysOnObjects);
+  .superRefine(geoRules, alwaysOnObjects));
 
 function isHost(v: string): boolean {
   const bare = v.startsWith('[') && v.endsWith(']') ? v.slice(1, -1) : v;
@@ -135,7 +136,7 @@ function derivedField(field: string, from: string) {
     .meta({ description: `Response only (${field} is derived from ${from}); refused in input` });
 }
 
-export const customConfig = z
+export const customConfig = lazy(() => z
   .strictObject({
     host: rule(isHost, 'must be a host name or an IP address, without scheme or port')
       .transform((v) => (v.startsWith('[') ? v.slice(1, -1) : v))
@@ -177,7 +178,7 @@ export const customConfig = z
   })
   .superRefine((c: Record<string, unknown>, ctx) => {
     if (c.password !== undefined && c.username === undefined) ctx.addIssue({ code: 'custom', path: ['username'], message: 'is required when password is set' });
-  }, alwaysOnObjects);
+  }, alwaysOnObjects));
 
 
 const name = rule(
@@ -196,28 +197,28 @@ const protocol = z
 const typeField = <T extends ProxyType>(t: T) => z.literal(t);
 
 /** POST /proxies. */
-export const createProxySchema = z
+export const createProxySchema = lazy(() => z
   .discriminatedUnion(
     'type',
     [
-      z.strictObject({ type: typeField('datacenter'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: datacenterConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('isp'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: ispConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('residential'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: residentialConfig.default({}) }),
-      z.strictObject({ type: typeField('mobile'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: mobileConfig.default({}) }),
-      z.strictObject({ type: typeField('custom'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: customConfig }),
+      z.strictObject({ type: typeField('datacenter'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: datacenterConfig.default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('isp'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: ispConfig.default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('residential'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: residentialConfig.default({}) }),
+      z.strictObject({ type: typeField('mobile'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: mobileConfig().default({}) }),
+      z.strictObject({ type: typeField('custom'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: customConfig() }),
     ],
     { error: () => 'must be one of datacenter, isp, residential, mobile, custom' },
   )
-  .meta({ description: 'A proxy; `type` decides the shape of `config`' });
+  .meta({ description: 'A proxy; `type` decides the shape of `config`' }));
 
 /** PATCH /proxies/{id}: the fields that may change; at least one. */
 export const updateProxySchema = z
-  .strictObject({ name: name.optional(), bypass_hosts: bypassHostsSchema.optional() })
+  .strictObject({ name: name.optional(), bypass_hosts: bypassHostsSchema().optional() })
   .refine((v) => v.name !== undefined || v.bypass_hosts !== undefined, { message: 'must set name or bypass_hosts (or both)' })
   .meta({ description: 'The new name and/or bypass_hosts; every other field of a proxy is fixed at creation (create a new proxy to change it)' });
 
 /** POST /proxies/{id}/check: an optional target. */
-export const checkBodySchema = z.strictObject({
+export const checkBodySchema = lazy(() => z.strictObject({
   url: z
     .string()
     .max(2048, 'must be at most 2048 characters')
@@ -226,17 +227,17 @@ export const checkBodySchema = z.strictObject({
       description:
         'Test reachability of this http(s) URL through the proxy instead of the default check URLs. Every address its host resolves to must be public; the tunnel goes to the address that was checked. Changes nothing stored.',
     }),
-});
+}));
 
 // Responses: config without the write-only fields, with what is derived from them.
-const customPublic = z.object({
+const customPublic = lazy(() => z.object({
   host: z.string(),
   port: z.number(),
   username: z.string().optional(),
   has_password: z.boolean(),
   has_ca_bundle: z.boolean(),
-});
-const publicFields = {
+}));
+const publicFields = lazy(() => ({
   id: z.string(),
   name: z.string().optional(),
   protocol: z.enum(PROXY_PROTOCOLS),
@@ -251,13 +252,13 @@ const publicFields = {
     })
     .optional()
     .meta({ description: 'Why the last check without url found the proxy unavailable: present while status is unavailable, removed when a check finds it available' }),
-};
-const managedOut = <T extends ProxyType>(t: T, config: z.ZodType) => z.object({ ...publicFields, type: z.literal(t), config });
-export const proxySchema = z.discriminatedUnion('type', [
+}));
+const managedOut = <T extends ProxyType>(t: T, config: z.ZodType) => z.object({ ...publicFields(), type: z.literal(t), config });
+export const proxySchema = lazy(() => z.discriminatedUnion('type', [
   managedOut('datacenter', z.object({ country: z.string() })),
   managedOut('isp', z.object({ country: z.string() })),
   managedOut('residential', z.object(residentialConfig.shape).partial()),
-  managedOut('mobile', z.object(mobileConfig.shape).partial()),
-  managedOut('custom', customPublic),
-]);
-export const proxyListSchema = z.array(proxySchema);
+  managedOut('mobile', z.object(mobileConfig().shape).partial()),
+  managedOut('custom', customPublic()),
+]));
+export const proxyListSchema = lazy(() => z.array(proxySchema()));

@@ -167,7 +167,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
           { wait, signal },
         ),
     }),
-    browserUpdateRoute(updateParts, snapshot, snapshotSchema()),
+    browserUpdateRoute(updateParts, snapshot, snapshotSchema),
     ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags, configureParts }),
     ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];

@@ -136,7 +136,7 @@ export const unsupportedUpdatePart: BrowserUpdatePart = {
   apply: async () => {},
 };
 
-export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot: () => BrowserSnapshot, responseSchema: ZodType): Route {
+export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot: () => BrowserSnapshot, responseSchema: () => ZodType): Route {
   let schema: ZodType | null = null;
   let built = 0;
   const bodySchema = (): ZodType => {
@@ -148,20 +148,20 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
     }
     return schema;
   };
-  const doc: RouteDoc = {
+  const makeDoc = (): RouteDoc => ({
     summary: 'Update the browser: its proxy and its viewport (live), its profile (a restart)',
     description: UPDATE_DOC,
     get body() {
       return bodySchema();
     },
-    responses: { 200: { description: 'the browser (as GET /browsers/{id}) once every change is in effect', schema: responseSchema } },
+    responses: { 200: { description: 'the browser (as GET /browsers/{id}) once every change is in effect', schema: responseSchema() } },
     errors: [400, 409, 422, 503],
-  };
+  });
   return route({
     method: 'PATCH',
     path: '/browsers/{id}',
     scope: 'browser:write',
-    doc: () => doc,
+    doc: makeDoc,
     handler: async (ctx) => {
       const body = (await ctx.json(bodySchema())) as Record<string, unknown>;
       const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields).some((f) => body[f] !== undefined);

@@ -84,14 +84,14 @@ export function createBrowser(deps: BrowserDeps): Browser {
   });
   const viewportPart: BrowserUpdatePart = {
     fields: {
-      viewport: viewportSchema
+      viewport: viewportSchema()
         .extend({ force: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'accepted: this daemon has no live view or recording that would refuse a resize' }) })
         .optional()
         .meta({ description: 'The size every tab renders at, changed live (scope browser:configure)' }),
     },
     scope: 'browser:configure',
     apply: async (body, ctx) => {
-      const { force: _force, ...viewport } = body.viewport as z.output<typeof viewportSchema> & { force?: boolean };
+      const { force: _force, ...viewport } = body.viewport as z.output<ReturnType<typeof viewportSchema>> & { force?: boolean };
       await configurator.apply({ viewport }, { wait: true, signal: ctx.signal, log: ctx.log });
     },
   };

@@ -78,18 +78,18 @@ export function fsRoutes(deps: RouteDeps): Route[] {
   const wroteBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'write' }, n);
 
   /** A read of the path in `?path=` (GET, fs:read): the handler gets it checked. */
-  const read = (name: string, facts: Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
-    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: () => described({ ...facts, query: pathQuery() }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
+  const read = (name: string, facts: () => Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
+    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: () => described({ ...facts(), query: pathQuery() }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
 
   /** A change named by a JSON body (PUT, fs:write): the body read, its `paths` checked, the change made, 204. */
   const change = <K extends string, T extends Record<K, string>>(
     name: string,
-    facts: Omit<Facts, 'body' | 'responses'> & { body: ZodType<T>; paths: readonly K[] },
+    facts: Omit<Facts, 'body' | 'responses'> & { body: () => ZodType<T>; paths: readonly K[] },
     apply: (body: T) => Promise<void>,
   ): Route => {
     const { paths, ...rest } = facts;
-    return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: () => described({ ...rest, responses: done }), handler: async (ctx) => {
-      const body = await ctx.json(facts.body);
+    return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: () => described({ ...rest, body: rest.body(), responses: done }), handler: async (ctx) => {
+      const body = await ctx.json(facts.body());
       for (const field of paths) checkPathInput(body[field], field);
       await apply(body);
       return { status: 204 };
@@ -99,7 +99,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
   return [
     read(
       'read_file',
-      {
+      () => ({
         summary: 'Read a file (streamed; a single Range honoured)',
         description:
           'Streams the file from disk (a final symlink is followed). `Range: bytes=a-b`, `a-` or `-n` gives 206 with Content-Range; ' +
@@ -108,7 +108,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
           'the headers only. A read error after the first byte cuts the response.',
         responses: { 200: binary('the file'), 206: binary('the range') },
         errors: [400, 409, 416],
-      },
+      }),
       async (ctx, p) => {
         const file = await openForRead(guard, p);
         let range;
@@ -151,17 +151,17 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     }),
     read(
       'list_files',
-      { summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema() } }, errors: [400, 409, 413] },
+      () => ({ summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema() } }, errors: [400, 409, 413] }),
       async (_ctx, p) => ({ status: 200, body: await listDir(guard, p, c.maxListEntries) }),
     ),
     read(
       'file_info',
-      {
+      () => ({
         summary: 'Facts of a file or folder',
         description: 'A final symlink is followed: the facts are of what it points to, `path` is that real path.',
         responses: { 200: { description: 'the facts', schema: doc.fileInfoSchema() } },
         errors: [400, 409],
-      },
+      }),
       async (_ctx, p) => ({ status: 200, body: await fileInfo(guard, p) }),
     ),
     change(
@@ -169,7 +169,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       {
         summary: 'Create a folder and its missing parents (mkdir -p)',
         description: 'Every missing folder gets `mode` (default 755, umask not applied); an existing folder is success (its mode unchanged); an existing file is 409 already_exists.',
-        body: doc.createDirectoryBody(),
+        body: doc.createDirectoryBody,
         paths: ['path'],
         errors: [409, 507],
       },
@@ -177,7 +177,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     ),
     change(
       'delete_file',
-      { summary: 'Delete a file or a symlink', description: 'A symlink is removed itself, never what it points to. A folder is 409 is_a_directory.', body: doc.pathBody(), paths: ['path'], errors: [409] },
+      { summary: 'Delete a file or a symlink', description: 'A symlink is removed itself, never what it points to. A folder is 409 is_a_directory.', body: doc.pathBody, paths: ['path'], errors: [409] },
       (body) => deleteFile(guard, body.path),
     ),
     change(
@@ -187,7 +187,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         description:
           'Depth first, each folder entered through its own handle, no symlink followed (a symlink inside is removed itself). A tree that ' +
           'holds the state directory or a protected file is refused whole (403), before anything is deleted. A symlink or file at `path` is 409 not_a_directory.',
-        body: doc.pathBody(),
+        body: doc.pathBody,
         paths: ['path'],
         errors: [409],
       },
@@ -203,7 +203,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
           'a file 409 not_a_directory; neither path\'s final symlink is followed (the link itself moves). A folder that holds the state ' +
           'directory or a protected file cannot be moved (403). Across file systems a regular file is copied (atomically) then removed; ' +
           'a folder or symlink there is 400.',
-        body: doc.moveBody(),
+        body: doc.moveBody,
         paths: ['src_path', 'dest_path'],
         errors: [409, 507],
       },
@@ -214,7 +214,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       {
         summary: 'chmod, and chown when owner or group is given',
         description: 'A final symlink is followed. Names are looked up in /etc/passwd and /etc/group; numbers are ids. The files API acts as the agent user: only an object that user owns (else 403 path_forbidden, inner_error permission_denied), its owner only to that user and its group only to one of its groups; a daemon without a separate agent user needs to be root to change an owner.',
-        body: doc.permissionsBody(),
+        body: doc.permissionsBody,
         paths: ['path'],
         errors: [409],
       },
@@ -270,7 +270,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     }),
     read(
       'download_dir_zip',
-      { summary: 'A folder as a zip archive (streamed)', description: text.download, responses: { 200: binary('the archive', 'application/zip') }, errors: [400, 409, 413] },
+      () => ({ summary: 'A folder as a zip archive (streamed)', description: text.download, responses: { 200: binary('the archive', 'application/zip') }, errors: [400, 409, 413] }),
       async (ctx, p) => {
         const plan = await planZip(guard, p, c.maxZipEntries);
         const res = ctx.res;
@@ -309,7 +309,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     }),
     read(
       'download_dir_zstd',
-      { summary: 'A folder as a tar.zst archive (streamed)', description: text.downloadZstd, responses: { 200: binary('the archive', 'application/zstd') }, errors: [400, 409, 413] },
+      () => ({ summary: 'A folder as a tar.zst archive (streamed)', description: text.downloadZstd, responses: { 200: binary('the archive', 'application/zstd') }, errors: [400, 409, 413] }),
       async (ctx, p) => {
         const plan = await planZip(guard, p, c.maxZipEntries);
         const res = ctx.res;

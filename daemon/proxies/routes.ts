@@ -142,9 +142,9 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'PATCH',
       path: '/proxies/{id}',
       scope: 'proxies:write',
-      doc: () => ({ summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema, responses: { 200: { description: 'the proxy as stored', schema: proxySchema() } } }),
+      doc: () => ({ summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema(), responses: { 200: { description: 'the proxy as stored', schema: proxySchema() } } }),
       handler: async (ctx) => {
-        const input = await ctx.json(updateProxySchema);
+        const input = await ctx.json(updateProxySchema());
         const p = find(ctx);
         const updated = await store.update(p.id, (cur) => {
           const { bypass_hosts: oldBypass, ...rest } = cur;

@@ -81,7 +81,7 @@ const eventsQuery = lazy(() => z.strictObject({
   until: timeParam('End of the window (exclusive): RFC 3339 or a duration ago'),
 }));
 
-const configResponse = { 200: { description: 'the active switches (BrowserTelemetryConfig)', schema: configBody() } };
+const configResponse = lazy(() => ({ 200: { description: 'the active switches (BrowserTelemetryConfig)', schema: configBody() } }));
 
 export interface TelemetryRouteDeps {
   bus: TelemetryBus;
@@ -132,7 +132,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
           'Operational categories (control, connection, system, captcha) are on by default; the CDP ones (console, network, page, interaction) and screenshot are off. ' +
           'Turning a CDP category on enables its DevTools domains on every page at once; off disables them. Takes effect for events from then on.',
         body: configBody(),
-        responses: configResponse,
+        responses: configResponse(),
         errors: [400],
       }),
       handler: async (ctx) => {
@@ -146,7 +146,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'GET',
       sub: '',
       scope: 'telemetry:read',
-      doc: () => ({ summary: 'The telemetry category switches', responses: configResponse }),
+      doc: () => ({ summary: 'The telemetry category switches', responses: configResponse() }),
       handler: async () => ({ status: 200, body: configOf(bus.categories()) }),
     }),
     ...config('PUT'),

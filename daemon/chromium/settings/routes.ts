@@ -40,7 +40,7 @@ const flagsAnswer = lazy(() => z.object({
   operator_flags: z.array(z.string()).meta({ description: 'BROWSERD_CHROMIUM_FLAGS (read-only)' }),
   chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }).optional(),
 }));
-const startUrl = z
+const startUrl = lazy(() => z
   .string()
   .max(MAX_START_URL_CHARS, `must be at most ${MAX_START_URL_CHARS} characters`)
   .refine((s) => {
@@ -50,21 +50,21 @@ const startUrl = z
     } catch {
       return false;
     }
-  }, 'must be an http or https URL (or about:blank)');
+  }, 'must be an http or https URL (or about:blank)'));
 /** configure's own fields; the modules add theirs (extensions, profile) with Browser.addConfigurePart. */
-const ownConfigureFields = {
+const ownConfigureFields = lazy(() => ({
   policies: policiesMap().optional(),
   flags: flagList().optional(),
-  viewport: viewportSchema.optional(),
-  start_url: startUrl.optional().meta({ description: 'the page Chromium opens after this restart' }),
-};
+  viewport: viewportSchema().optional(),
+  start_url: startUrl().optional().meta({ description: 'the page Chromium opens after this restart' }),
+}));
 const configureBodyOf = (parts: readonly ConfigurePart[]): ZodType =>
   z
-    .strictObject({ ...ownConfigureFields, ...Object.fromEntries(parts.map((p) => [p.field, p.schema.optional()])) })
+    .strictObject({ ...ownConfigureFields(), ...Object.fromEntries(parts.map((p) => [p.field, p.schema.optional()])) })
     .meta({ description: 'Every part is optional; all are checked before anything changes' });
 /** What configure reads first: the fields only, each checked on its own after (so every problem of every part is listed). */
 const envelopeOf = (parts: readonly ConfigurePart[]): ZodType =>
-  z.strictObject(Object.fromEntries([...Object.keys(ownConfigureFields), ...parts.map((p) => p.field)].map((k) => [k, z.unknown().optional()])));
+  z.strictObject(Object.fromEntries([...Object.keys(ownConfigureFields()), ...parts.map((p) => p.field)].map((k) => [k, z.unknown().optional()])));
 
 /** A part of configure checked against its schema; its problems (prefixed with the field) go to `invalid`. */
 function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: string[]): T | undefined {
@@ -76,7 +76,7 @@ function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: str
 }
 
 const configureAnswer = lazy(() => z.object({
-  viewport: viewportSchema,
+  viewport: viewportSchema(),
   policies: z.record(z.string(), z.unknown()),
   flags: z.array(z.string()),
   chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }),
@@ -107,7 +107,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
     if (built === null || built.n !== configureParts.length) built = { n: configureParts.length, body: configureBodyOf(configureParts), envelope: envelopeOf(configureParts) };
     return built;
   };
-  const configureDoc: RouteDoc = {
+  const configureDoc = (): RouteDoc => ({
     summary: 'Policies, flags, viewport, extensions, a profile and a start URL together, with one restart; all or nothing',
     description: CONFIGURE_DOC,
     query: waitQuery(),
@@ -116,7 +116,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
     },
     responses: { 200: { description: 'the settings once Chromium is ready with them', schema: configureAnswer() } },
     errors: [400, 403, 409, 422, 503],
-  };
+  });
   const policiesNow = () => ({ policies: c.settings.policies, file: c.policyFile() });
   const flagsNow = () => ({ flags: c.settings.flags, operator_flags: [...operatorFlags] });
   return [
@@ -179,7 +179,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       method: 'POST',
       path: '/browsers/{id}/configure',
       scope: 'browser:configure',
-      doc: () => configureDoc,
+      doc: configureDoc,
       handler: async (ctx) => {
         const raw = (await ctx.json(schemas().envelope)) as Record<string, unknown>;
         const present = configureParts.filter((p) => raw[p.field] !== undefined);
@@ -190,8 +190,8 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         const problems: ConfigureProblems = { invalid, missing: [] };
         const policies = part(policiesMap(), raw.policies, 'policies', invalid);
         const flags = part(flagList(), raw.flags, 'flags', invalid);
-        const viewport = part(viewportSchema, raw.viewport, 'viewport', invalid);
-        const start = part(startUrl, raw.start_url, 'start_url', invalid);
+        const viewport = part(viewportSchema(), raw.viewport, 'viewport', invalid);
+        const start = part(startUrl(), raw.start_url, 'start_url', invalid);
         const values = new Map<ConfigurePart, unknown>();
         for (const p of present) {
           const before = invalid.length;

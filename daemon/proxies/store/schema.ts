@@ -47,23 +47,23 @@ function rule(ok: (v: string) => boolean, why: string): z.ZodString {
   return z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') }).refine(ok, { message: why });
 }
 
-const country = rule((v) => /^[A-Za-z]{2}$/.test(v) && isCountryCode(v.toUpperCase()), 'must be an ISO 3166-1 alpha-2 country code such as US or DE')
+const country = lazy(() => rule((v) => /^[A-Za-z]{2}$/.test(v) && isCountryCode(v.toUpperCase()), 'must be an ISO 3166-1 alpha-2 country code such as US or DE')
   .transform((v) => v.toUpperCase())
-  .meta({ description: 'ISO 3166-1 alpha-2 country code (any case; stored upper case)', examples: ['US'] });
-const city = rule(
+  .meta({ description: 'ISO 3166-1 alpha-2 country code (any case; stored upper case)', examples: ['US'] }));
+const city = lazy(() => rule(
   (v) => new RegExp(`^[A-Za-z0-9_]{1,${FIELD_LIMITS.cityMaxChars}}$`).test(v),
   `must be a city name without spaces or hyphens (letters, digits, _; at most ${FIELD_LIMITS.cityMaxChars}), e.g. sanfrancisco`,
 )
   .transform((v) => v.toLowerCase())
-  .meta({ description: 'City name without spaces (e.g. `sanfrancisco`); needs `country`. Stored lower case.' });
-const state = rule((v) => /^[A-Za-z]{2}$/.test(v), 'must be a two-letter state code such as CA')
+  .meta({ description: 'City name without spaces (e.g. `sanfrancisco`); needs `country`. Stored lower case.' }));
+const state = lazy(() => rule((v) => /^[A-Za-z]{2}$/.test(v), 'must be a two-letter state code such as CA')
   .transform((v) => v.toUpperCase())
-  .meta({ description: 'Two-letter state code' });
+  .meta({ description: 'Two-letter state code' }));
 const ZIP_RE = /^\d{5}(?:-\d{4})?$/;
-const zip = rule((v) => ZIP_RE.test(v), 'must be a US ZIP code (12345 or 12345-6789)').meta({ description: 'US ZIP code (5 digits or ZIP+4)' });
-const asn = rule((v) => /^AS[1-9]\d{0,9}$/i.test(v) && Number(v.slice(2)) <= 4294967295, 'must be AS followed by the AS number, e.g. AS7922')
+const zip = lazy(() => rule((v) => ZIP_RE.test(v), 'must be a US ZIP code (12345 or 12345-6789)').meta({ description: 'US ZIP code (5 digits or ZIP+4)' }));
+const asn = lazy(() => rule((v) => /^AS[1-9]\d{0,9}$/i.test(v) && Number(v.slice(2)) <= 4294967295, 'must be AS followed by the AS number, e.g. AS7922')
   .transform((v) => v.toUpperCase())
-  .meta({ description: 'Autonomous system number: `AS` and digits (see https://bgp.potaroo.net/cidr/autnums.html)' });
+  .meta({ description: 'Autonomous system number: `AS` and digits (see https://bgp.potaroo.net/cidr/autnums.html)' }));
 
 /**
  * Cross-field rules run even when other fields failed (zod skips refinements after an aborting
@@ -84,23 +84,23 @@ function geoRules(c: Record<string, unknown>, ctx: z.RefinementCtx): void {
   }
 }
 
-const countryDefaultUs = lazy(() => z.strictObject({ country: country.default('US') }));
-const datacenterConfig = countryDefaultUs().meta({ description: 'Datacenter: `country` defaults to US' });
-const ispConfig = countryDefaultUs().meta({ description: 'ISP: `country` defaults to US' });
+const countryDefaultUs = lazy(() => z.strictObject({ country: country().default('US') }));
+const datacenterConfig = lazy(() => countryDefaultUs().meta({ description: 'Datacenter: `country` defaults to US' }));
+const ispConfig = lazy(() => countryDefaultUs().meta({ description: 'ISP: `country` defaults to US' }));
 /** The targeting fields of residential and mobile proxies (geoRules judges them together). */
-const geoFields = { country: country.optional(), city: city.optional(), state: state.optional(), zip: zip.optional(), asn: asn.optional() };
-const residentialConfig = z
+const geoFields = lazy(() => ({ country: country().optional(), city: city().optional(), state: state().optional(), zip: zip().optional(), asn: asn().optional() }));
+const residentialConfig = lazy(() => z
   .strictObject({
-    ...geoFields,
+    ...geoFields(),
     os: z
       .enum(['windows', 'macos', 'android'], { message: 'must be windows, macos or android' })
       .optional()
       .meta({ deprecated: true, description: 'Deprecated: accepted and stored, logged as deprecated, not used for targeting' }),
   })
-  .superRefine(geoRules, alwaysOnObjects);
+  .superRefine(geoRules, alwaysOnObjects));
 const mobileConfig = lazy(() => z
   .strictObject({
-    ...geoFields,
+    ...geoFields(),
     carrier: z.enum(MOBILE_CARRIERS, { message: 'is not a known mobile carrier' }).optional(),
   })
   .superRefine(geoRules, alwaysOnObjects));
@@ -181,18 +181,18 @@ export const customConfig = lazy(() => z
   }, alwaysOnObjects));
 
 
-const name = rule(
+const name = lazy(() => rule(
   (v) => v.trim().length >= 1 && v.trim().length <= FIELD_LIMITS.nameMaxChars && !CONTROL.test(v),
   `must be 1 to ${FIELD_LIMITS.nameMaxChars} characters (after trimming) without control characters`,
 )
   .transform((v) => v.trim())
   .meta({
     description: `Readable name of the proxy: trimmed, then 1 to ${FIELD_LIMITS.nameMaxChars} characters; names need not be unique (proxies are addressed by id)`,
-  });
-const protocol = z
+  }));
+const protocol = lazy(() => z
   .enum(PROXY_PROTOCOLS, { message: 'must be http or https' })
   .default('https')
-  .meta({ description: 'Protocol to the proxy: `https` (default, TLS to the proxy) or `http`. Managed types reach their gateway as the provider file says.' });
+  .meta({ description: 'Protocol to the proxy: `https` (default, TLS to the proxy) or `http`. Managed types reach their gateway as the provider file says.' }));
 
 const typeField = <T extends ProxyType>(t: T) => z.literal(t);
 
@@ -201,21 +201,21 @@ export const createProxySchema = lazy(() => z
   .discriminatedUnion(
     'type',
     [
-      z.strictObject({ type: typeField('datacenter'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: datacenterConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('isp'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: ispConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('residential'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: residentialConfig.default({}) }),
-      z.strictObject({ type: typeField('mobile'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: mobileConfig().default({}) }),
-      z.strictObject({ type: typeField('custom'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema().optional(), config: customConfig() }),
+      z.strictObject({ type: typeField('datacenter'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: datacenterConfig().default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('isp'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: ispConfig().default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('residential'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: residentialConfig().default({}) }),
+      z.strictObject({ type: typeField('mobile'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: mobileConfig().default({}) }),
+      z.strictObject({ type: typeField('custom'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: customConfig() }),
     ],
     { error: () => 'must be one of datacenter, isp, residential, mobile, custom' },
   )
   .meta({ description: 'A proxy; `type` decides the shape of `config`' }));
 
 /** PATCH /proxies/{id}: the fields that may change; at least one. */
-export const updateProxySchema = z
-  .strictObject({ name: name.optional(), bypass_hosts: bypassHostsSchema().optional() })
+export const updateProxySchema = lazy(() => z
+  .strictObject({ name: name().optional(), bypass_hosts: bypassHostsSchema().optional() })
   .refine((v) => v.name !== undefined || v.bypass_hosts !== undefined, { message: 'must set name or bypass_hosts (or both)' })
-  .meta({ description: 'The new name and/or bypass_hosts; every other field of a proxy is fixed at creation (create a new proxy to change it)' });
+  .meta({ description: 'The new name and/or bypass_hosts; every other field of a proxy is fixed at creation (create a new proxy to change it)' }));
 
 /** POST /proxies/{id}/check: an optional target. */
 export const checkBodySchema = lazy(() => z.strictObject({
@@ -257,7 +257,7 @@ const managedOut = <T extends ProxyType>(t: T, config: z.ZodType) => z.object({ 
 export const proxySchema = lazy(() => z.discriminatedUnion('type', [
   managedOut('datacenter', z.object({ country: z.string() })),
   managedOut('isp', z.object({ country: z.string() })),
-  managedOut('residential', z.object(residentialConfig.shape).partial()),
+  managedOut('residential', z.object(residentialConfig().shape).partial()),
   managedOut('mobile', z.object(mobileConfig().shape).partial()),
   managedOut('custom', customPublic()),
 ]));

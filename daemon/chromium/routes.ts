@@ -119,11 +119,11 @@ export const UPDATE_DOC = [
 
 /** The fields of BrowserUpdateParams this daemon cannot honour (422 unsupported_field). */
 export const unsupportedUpdatePart: BrowserUpdatePart = {
-  fields: {
+  fields: lazy(() => ({
     name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
     tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
     telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
-  },
+  })),
   check(body) {
     for (const field of ['name', 'tags'] as const) {
       if (body[field] !== undefined) throw new UnsupportedFieldError(field, 'is not supported by this daemon');
@@ -142,7 +142,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
   const bodySchema = (): ZodType => {
     if (schema === null || built !== parts.length) {
       const shape: Record<string, ZodType> = {};
-      for (const p of parts) Object.assign(shape, p.fields);
+      for (const p of parts) Object.assign(shape, p.fields());
       schema = z.strictObject(shape).meta({ description: "The SDK's BrowserUpdateParams" });
       built = parts.length;
     }
@@ -164,7 +164,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
     doc: makeDoc,
     handler: async (ctx) => {
       const body = (await ctx.json(bodySchema())) as Record<string, unknown>;
-      const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields).some((f) => body[f] !== undefined);
+      const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields()).some((f) => body[f] !== undefined);
       for (const p of parts) {
         if (p.scope !== undefined && present(p) && ctx.identity !== null && !ctx.identity.scopes.has(p.scope)) throw new ForbiddenError(p.scope);
       }

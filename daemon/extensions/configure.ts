@@ -29,13 +29,13 @@ export function extensionsConfigurePart(deps: { store: Store; installer: Install
   const { store, installer, maxItems } = deps;
   return {
     field: 'extensions',
-    schema: z
+    schema: lazy(() => z
       .array(ref(), { error: 'must be a list of {id} or {name}' })
       .max(maxItems, `at most ${maxItems} extensions (BROWSERD_EXTENSION_MAX_ITEMS)`)
       .meta({
         description:
           "The SDK's BrowserExtension list: installed extensions (POST /browsers/{id}/extensions) by name or Chromium id; each must exist, and is verified enabled in Chromium after the restart. Every installed extension is loaded at every launch.",
-      }),
+      })),
     check(value, _ctx, problems) {
       for (const [i, r] of (value as Ref[]).entries()) {
         if (find(store, r) === undefined) problems.missing.push(`extensions[${i}]: no installed extension ${what(r)}`);

@@ -105,7 +105,8 @@ export class Store {
       for (const name of removeStaleTemps(dir)) this.log.info({ event: 'store_temp_removed', path: path.join(dir, name) }, 'removed a temp file of an unfinished store write');
     }
     try {
-      const parsed = stateSchema().parse(JSON.parse(await readFile(this.file, 'utf8')));
+      const text = await readFile(this.file, 'utf8'); // first: a start without the file builds no schema
+      const parsed = stateSchema().parse(JSON.parse(text));
       this.committed = new Map(parsed.extensions.map((e) => [e.name, e]));
       this.updatePort = parsed.update_port;
       this.policyFileWritten = parsed.policy_file_written;

@@ -49,7 +49,7 @@ function identityOf(ctx: RequestContext): Identity {
  */
 export function browserUpdatePart(deps: { active: ActiveControl }): BrowserUpdatePart {
   return {
-    fields: {
+    fields: lazy(() => ({
       proxy_id: z
         .string({ error: 'must be a string or null' })
         .max(255, 'must be at most 255 characters')
@@ -57,7 +57,7 @@ export function browserUpdatePart(deps: { active: ActiveControl }): BrowserUpdat
         .optional()
         .meta({ description: `The stored proxy the browser goes through; "" or null: none (direct); omitted: unchanged.\n\n${BROWSER_UPDATE_DOC}` }),
       disable_default_proxy: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'true is accepted (there is no default proxy); false is 422 unsupported_field' }),
-    },
+    })),
     check(body) {
       if (body.disable_default_proxy === false) throw new UnsupportedFieldError('disable_default_proxy', 'false is not supported: this daemon has no default proxy');
     },

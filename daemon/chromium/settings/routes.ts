@@ -60,7 +60,7 @@ const ownConfigureFields = lazy(() => ({
 }));
 const configureBodyOf = (parts: readonly ConfigurePart[]): ZodType =>
   z
-    .strictObject({ ...ownConfigureFields(), ...Object.fromEntries(parts.map((p) => [p.field, p.schema.optional()])) })
+    .strictObject({ ...ownConfigureFields(), ...Object.fromEntries(parts.map((p) => [p.field, p.schema().optional()])) })
     .meta({ description: 'Every part is optional; all are checked before anything changes' });
 /** What configure reads first: the fields only, each checked on its own after (so every problem of every part is listed). */
 const envelopeOf = (parts: readonly ConfigurePart[]): ZodType =>
@@ -195,7 +195,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         const values = new Map<ConfigurePart, unknown>();
         for (const p of present) {
           const before = invalid.length;
-          const value = part(p.schema, raw[p.field], p.field, invalid);
+          const value = part(p.schema(), raw[p.field], p.field, invalid);
           if (invalid.length === before) {
             p.check(value, ctx, problems);
             values.set(p, value);

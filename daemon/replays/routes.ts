@@ -45,12 +45,12 @@ const record = lazy(() => z.object({
 
 export function replayRoutes(deps: RouteDeps): Route[] {
   const c = deps.limits;
-  const startBody = z.strictObject({
+  const startBody = lazy(() => z.strictObject({
     framerate: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, 'must be at least 1').max(c.maxFramerate, `must be at most ${c.maxFramerate} (BROWSERD_REPLAY_MAX_FRAMERATE)`).optional(),
     max_duration_in_seconds: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, 'must be at least 1').optional(),
     record_audio: z.boolean({ error: 'must be a boolean' }).optional(),
-  });
-  const markerBody = z.strictObject({ label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters') });
+  }));
+  const markerBody = lazy(() => z.strictObject({ label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters') }));
   const limitsText =
     `Limits: ${c.maxActive} recordings at once (BROWSERD_REPLAY_MAX_ACTIVE; 429 past it), ${c.maxDurationSec} s each (BROWSERD_REPLAY_MAX_DURATION_SEC), ` +
     `${c.maxBytes} bytes each (BROWSERD_REPLAY_MAX_BYTES), framerate 1–${c.maxFramerate} (default ${c.defaultFramerate}), ${c.maxKept} kept ` +
@@ -69,11 +69,11 @@ export function replayRoutes(deps: RouteDeps): Route[] {
           'gap in the video, not its end), into H.264 MP4 (yuv420p, the size of the first frame made even). Several recordings may run at once; ' +
           'they share one screencast. record_audio: true is 422 unsupported_field (no audio source). A browser that is not ready, or a page ' +
           'that sends no frame within 10 s, is 503 browser_unavailable; ffmpeg missing is 503 dependency_missing. ' + limitsText,
-        body: startBody,
+        body: startBody(),
         responses: { 201: { description: 'recording', schema: record() } },
       }),
       handler: async (ctx) => {
-        const body = (await ctx.json(startBody, { optional: true })) ?? {};
+        const body = (await ctx.json(startBody(), { optional: true })) ?? {};
         const host = ctx.req.headers.host ?? '127.0.0.1';
         const r = await deps.start(body, (id) => `http://${host}/browsers/${encodeURIComponent(ctx.params.id ?? '')}/replays/${id}`);
         return { status: 201, body: r };
@@ -137,11 +137,11 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       doc: () => ({
         summary: 'Mark a moment of a recording',
         description: 'A labelled time in the recording (now), kept in its record and written as an MP4 chapter when it is finalized. A recording that is not recording: 409 replay_stopped.',
-        body: markerBody,
+        body: markerBody(),
         responses: { 201: { description: 'the marker', schema: marker() } },
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(markerBody);
+        const body = await ctx.json(markerBody());
         return { status: 201, body: await deps.mark(ctx.params.replay_id ?? '', body.label) };
       },
     }),

@@ -1,6 +1,7 @@
 // The CDP routes: the WebSocket endpoint (browser-level, and per target), and the DevTools HTTP
 // discovery endpoints (answered by the daemon; Chromium listens on no port). All need the `cdp` scope.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { Deadline } from '../core/deadline.js';
 import type { RequestContext, Route, UpgradeContext } from '../http/router.js';
 import { routesIn } from '../http/route.js';
@@ -20,17 +21,17 @@ const CLOSE_CODES =
   'unsent to it (reason slow_client: …), or the most unsent when every client together holds more than BROWSERD_CDP_QUEUE_TOTAL_BYTES (reason ' +
   'cdp_queue_full: …); a closed client that still does not read is cut without a close frame.';
 
-const versionSchema = z.object({
+const versionSchema = lazy(() => z.object({
   Browser: z.string(),
   'Protocol-Version': z.string(),
   'User-Agent': z.string(),
   'V8-Version': z.string(),
   'WebKit-Version': z.string(),
   webSocketDebuggerUrl: z.string(),
-});
-const listSchema = z.array(
+}));
+const listSchema = lazy(() => z.array(
   z.object({ description: z.string(), id: z.string(), title: z.string(), type: z.string(), url: z.string(), webSocketDebuggerUrl: z.string() }),
-);
+));
 
 export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
   const base = '/browsers/{id}/cdp';
@@ -50,7 +51,7 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
       method: 'GET',
       path: base,
       scope: 'cdp',
-      doc: {
+      doc: () => ({
         summary: 'WebSocket: the Chrome DevTools Protocol of the browser',
         description:
           'Chromium runs with --remote-debugging-pipe (no TCP port); every client of this endpoint gets its own browser-level session over ' +
@@ -62,33 +63,33 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
           CLOSE_CODES,
         responses: { 101: { description: 'Switching Protocols: the WebSocket has its session in Chromium' } },
         errors: [400, 503],
-      },
+      }),
       upgrade: (ctx: UpgradeContext) => bridge.handle(ctx, { kind: 'browser' }),
     }),
     route({
       method: 'GET',
       path: `${base}/devtools/page/{target_id}`,
       scope: 'cdp',
-      doc: {
+      doc: () => ({
         summary: 'WebSocket: the DevTools Protocol of one target (as webSocketDebuggerUrl of /json/list names it)',
         description:
           'A session attached to the target (flat); messages without a sessionId go to it. The socket closes with 1000 when the target closes. ' +
           `An unknown target is 404. ${CLOSE_CODES}`,
         responses: { 101: { description: 'Switching Protocols: the WebSocket is attached to the target' } },
         errors: [400, 503],
-      },
+      }),
       upgrade: (ctx: UpgradeContext) => bridge.handle(ctx, { kind: 'target', targetId: ctx.params.target_id ?? '' }),
     }),
     route({
       method: 'GET',
       path: `${base}/json/version`,
       scope: 'cdp',
-      doc: {
+      doc: () => ({
         summary: "The browser's version, as Chromium's /json/version, with webSocketDebuggerUrl pointing at this daemon",
         description: 'For puppeteer.connect({browserURL}) and playwright chromium.connectOverCDP("http://…"): both fetch this (send the bearer token as a header to both).',
-        responses: { 200: { description: 'the version', schema: versionSchema } },
+        responses: { 200: { description: 'the version', schema: versionSchema() } },
         errors: [503],
-      },
+      }),
       handler: async (ctx) =>
         withMux(ctx, async ({ version }) => ({ status: 200, body: versionInfo(version, wsBase(ctx)) })),
     }),
@@ -96,29 +97,29 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
       method: 'GET',
       path: `${base}/json/list`,
       scope: 'cdp',
-      doc: {
+      doc: () => ({
         summary: 'The inspectable targets, as Chromium\'s /json/list, each webSocketDebuggerUrl under this daemon',
         description: 'devtoolsFrontendUrl is left out: the DevTools front end is not served.',
-        responses: { 200: { description: 'the targets', schema: listSchema } },
+        responses: { 200: { description: 'the targets', schema: listSchema() } },
         errors: [503],
-      },
+      }),
       handler: list,
     }),
     route({
       method: 'GET',
       path: `${base}/json`,
       scope: 'cdp',
-      doc: { summary: 'The same as /json/list', responses: { 200: { description: 'the targets', schema: listSchema } }, errors: [503] },
+      doc: () => ({ summary: 'The same as /json/list', responses: { 200: { description: 'the targets', schema: listSchema() } }, errors: [503] }),
       handler: list,
     }),
     route({
       method: 'GET',
       path: `${base}/json/protocol`,
       scope: 'cdp',
-      doc: {
+      doc: () => ({
         summary: 'The DevTools protocol schema (the browser and JavaScript domains of the devtools-protocol release the daemon was built with)',
         responses: { 200: { description: 'the protocol', schema: { type: 'object' } } },
-      },
+      }),
       handler: async (ctx) => {
         const text = protocolDocument();
         ctx.res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) }).end(text);

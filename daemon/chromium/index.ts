@@ -1,6 +1,7 @@
 // The Chromium module: the supervisor, the CDP endpoint over the pipe multiplexer and their
 // routes, behind the `Browser` interface of ./types.ts (what main, the other modules and the
 // systemd integration use).
+import { lazy } from '../core/lazy.js';
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -83,15 +84,15 @@ export function createBrowser(deps: BrowserDeps): Browser {
     if (run.cdp !== null) await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
   });
   const viewportPart: BrowserUpdatePart = {
-    fields: {
-      viewport: viewportSchema
+    fields: lazy(() => ({
+      viewport: viewportSchema()
         .extend({ force: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'accepted: this daemon has no live view or recording that would refuse a resize' }) })
         .optional()
         .meta({ description: 'The size every tab renders at, changed live (scope browser:configure)' }),
-    },
+    })),
     scope: 'browser:configure',
     apply: async (body, ctx) => {
-      const { force: _force, ...viewport } = body.viewport as z.output<typeof viewportSchema> & { force?: boolean };
+      const { force: _force, ...viewport } = body.viewport as z.output<ReturnType<typeof viewportSchema>> & { force?: boolean };
       await configurator.apply({ viewport }, { wait: true, signal: ctx.signal, log: ctx.log });
     },
   };

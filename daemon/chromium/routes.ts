@@ -5,6 +5,7 @@
 // module: profile), as they add their fields to GET with addSnapshotFields. The body is checked whole (every part's schema and check) before any part applies; parts
 // apply in the order they were added, the browser's own last.
 import { z, type ZodType } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { ForbiddenError, UnsupportedFieldError } from '../core/errors.js';
 import { waitQuery } from '../http/query.js';
 import type { RequestContext, Route, RouteDoc } from '../http/router.js';
@@ -14,13 +15,13 @@ import type { BrowserSnapshot, BrowserUpdatePart, RestartResult } from './types.
 const route = routesIn('daemon/chromium/routes.ts');
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
-const lastExitSchema = z.object({
+const lastExitSchema = lazy(() => z.object({
   code: z.number().int().nullable().describe('exit code, null when ended by a signal'),
   signal: z.string().nullable().describe('e.g. SIGKILL, null when it exited with a code'),
   at: z.string().describe('ISO time'),
   reason: z.string().describe('crash, launch failed, restart requested, restart: <reason>, stopped'),
-});
-export const snapshotSchema = z.looseObject({
+}));
+export const snapshotSchema = lazy(() => z.looseObject({
   id: z.string(),
   session_id: z.string().describe('the SDK name of id'),
   state: z.enum(STATES),
@@ -30,7 +31,7 @@ export const snapshotSchema = z.looseObject({
     version: z.string().nullable().describe('the product of Browser.getVersion, once ready'),
     started_at: z.string().nullable().describe('ISO time the current Chromium was spawned'),
     restarts: z.number().int().describe('launches since the daemon started, besides the first'),
-    last_exit: lastExitSchema.nullable(),
+    last_exit: lastExitSchema().nullable(),
   }),
   cdp_url: z.string().describe('ws://host:port/browsers/{id}/cdp: the same across Chromium restarts; needs the cdp scope'),
   cdp_ws_url: z
@@ -53,7 +54,7 @@ export const snapshotSchema = z.looseObject({
     .object({ width: z.number().int(), height: z.number().int(), refresh_rate: z.number().int().optional() })
     .describe('the size every tab renders at (BROWSERD_VIEWPORT until PATCH /browsers/{id} changes it)'),
   chrome_policy: z.record(z.string(), z.unknown()).describe("the SDK's name for the daemon's own policies (GET /browsers/{id}/chromium/policies)"),
-});
+}));
 
 /** What GET /browsers/{id} adds for the SDK's direct calls (its BrowserRouteCache). */
 export interface DirectFields {
@@ -77,21 +78,21 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}',
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'The browser session: state, the current Chromium, its last exit, the CDP URL',
         description:
           "A superset of the SDK's BrowserRetrieveResponse: its names (session_id, cdp_ws_url, created_at, headless, stealth, timeout_seconds, " +
           'webdriver_ws_url, base_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir, browser_live_view_url — the live view page to hand a person). ' +
           "session_id, base_url and the `?jwt=` of cdp_ws_url fill the SDK's route cache: after `browsers.retrieve(id)` its `browsers.curl` and `browsers.fetch` go to base_url with that token.",
-        responses: { 200: { description: 'the browser', schema: snapshotSchema } },
-      },
+        responses: { 200: { description: 'the browser', schema: snapshotSchema() } },
+      }),
       handler: async (ctx) => ({ status: 200, body: { ...deps.snapshot(), ...(await deps.direct(ctx)) } }),
     }),
     route({
       method: 'POST',
       path: '/browsers/{id}/restart',
       scope: 'browser:write',
-      doc: {
+      doc: () => ({
         summary: 'Restart Chromium; answers once DevTools is ready again',
         description:
           'Stops the whole Chromium tree (SIGTERM, SIGKILL after BROWSERD_STOP_GRACE_MS) and launches it again with the installed extensions. ' +
@@ -99,10 +100,10 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
           'Restarts, extension installs and shutdown share one lock: a request queues behind a running operation in arrival order, ' +
           'and each queued request restarts again when its turn comes; with `?wait=false` it is refused with 409 busy instead. ' +
           'Live CDP connections are closed with code 1012. 503 when Chromium does not become ready within BROWSERD_READY_TIMEOUT_MS.',
-        query: waitQuery,
-        responses: { 200: { description: 'Chromium is ready again', schema: snapshotSchema } },
+        query: waitQuery(),
+        responses: { 200: { description: 'Chromium is ready again', schema: snapshotSchema() } },
         errors: [400, 409, 503],
-      },
+      }),
       handler: async (ctx) => {
         const { snapshot } = await deps.restart({ wait: ctx.query.wait !== false, signal: ctx.signal });
         return { status: 200, body: snapshot };
@@ -118,11 +119,11 @@ export const UPDATE_DOC = [
 
 /** The fields of BrowserUpdateParams this daemon cannot honour (422 unsupported_field). */
 export const unsupportedUpdatePart: BrowserUpdatePart = {
-  fields: {
+  fields: lazy(() => ({
     name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
     tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
     telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
-  },
+  })),
   check(body) {
     for (const field of ['name', 'tags'] as const) {
       if (body[field] !== undefined) throw new UnsupportedFieldError(field, 'is not supported by this daemon');
@@ -135,35 +136,35 @@ export const unsupportedUpdatePart: BrowserUpdatePart = {
   apply: async () => {},
 };
 
-export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot: () => BrowserSnapshot, responseSchema: ZodType): Route {
+export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot: () => BrowserSnapshot, responseSchema: () => ZodType): Route {
   let schema: ZodType | null = null;
   let built = 0;
   const bodySchema = (): ZodType => {
     if (schema === null || built !== parts.length) {
       const shape: Record<string, ZodType> = {};
-      for (const p of parts) Object.assign(shape, p.fields);
+      for (const p of parts) Object.assign(shape, p.fields());
       schema = z.strictObject(shape).meta({ description: "The SDK's BrowserUpdateParams" });
       built = parts.length;
     }
     return schema;
   };
-  const doc: RouteDoc = {
+  const makeDoc = (): RouteDoc => ({
     summary: 'Update the browser: its proxy and its viewport (live), its profile (a restart)',
     description: UPDATE_DOC,
     get body() {
       return bodySchema();
     },
-    responses: { 200: { description: 'the browser (as GET /browsers/{id}) once every change is in effect', schema: responseSchema } },
+    responses: { 200: { description: 'the browser (as GET /browsers/{id}) once every change is in effect', schema: responseSchema() } },
     errors: [400, 409, 422, 503],
-  };
+  });
   return route({
     method: 'PATCH',
     path: '/browsers/{id}',
     scope: 'browser:write',
-    doc,
+    doc: makeDoc,
     handler: async (ctx) => {
       const body = (await ctx.json(bodySchema())) as Record<string, unknown>;
-      const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields).some((f) => body[f] !== undefined);
+      const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields()).some((f) => body[f] !== undefined);
       for (const p of parts) {
         if (p.scope !== undefined && present(p) && ctx.identity !== null && !ctx.identity.scopes.has(p.scope)) throw new ForbiddenError(p.scope);
       }

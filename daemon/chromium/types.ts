@@ -152,8 +152,8 @@ export interface Browser {
 
 /** A module's fields of PATCH /browsers/{id}. */
 export interface BrowserUpdatePart {
-  /** The body fields it owns, with their schemas (validation and the OpenAPI document). */
-  fields: Record<string, ZodType>;
+  /** The body fields it owns, with their schemas (validation and the OpenAPI document): made on first use (a core/lazy.ts `lazy`). */
+  fields: () => Record<string, ZodType>;
   /** A scope needed, besides browser:write, when one of its fields is present. */
   scope?: Scope;
   /** Refuses (throws) before anything applies: called for every part first. */
@@ -177,8 +177,8 @@ export interface ConfigureProblems {
 export interface ConfigurePart {
   /** The body field it owns. */
   field: string;
-  /** The field's schema (validation and the OpenAPI document); its problems are listed like every other part's. */
-  schema: ZodType;
+  /** The field's schema (validation and the OpenAPI document), made on first use (a core/lazy.ts `lazy`); its problems are listed like every other part's. */
+  schema: () => ZodType;
   /** A scope needed, besides browser:configure, when the field is present. */
   scope?: Scope;
   /** Adds the problems of the parsed value (references that do not exist, for this caller). */

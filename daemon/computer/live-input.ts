@@ -7,6 +7,7 @@
 // mapped to the page's viewport in CSS pixels. Also the viewer's navigation (address bar,
 // back/forward/reload, tabs) and what the page has selected (copy).
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Deadline } from '../core/deadline.js';
 import type { Computer, Run } from './controller.js';
 import type { Button } from './mouse.js';
@@ -17,16 +18,16 @@ export const LIVE_TEXT_MAX = 65_536;
 /** The longest URL the address bar sends. */
 export const LIVE_URL_MAX = 8192;
 
-const unit = z.number().min(0).max(1);
-const mods = z.number().int().min(0).max(15);
-const button = z.enum(['left', 'middle', 'right', 'back', 'forward']);
+const unit = lazy(() => z.number().min(0).max(1));
+const mods = lazy(() => z.number().int().min(0).max(15));
+const button = lazy(() => z.enum(['left', 'middle', 'right', 'back', 'forward']));
 
 /** One input message of a viewer (JSON over its WebSocket). */
-export const liveInputSchema = z.discriminatedUnion('t', [
-  z.object({ t: z.literal('move'), x: unit, y: unit, mods }),
-  z.object({ t: z.literal('down'), x: unit, y: unit, button, clicks: z.number().int().min(1).max(3), mods }),
-  z.object({ t: z.literal('up'), x: unit, y: unit, button, clicks: z.number().int().min(1).max(3), mods }),
-  z.object({ t: z.literal('wheel'), x: unit, y: unit, dx: z.number().min(-10_000).max(10_000), dy: z.number().min(-10_000).max(10_000), mods }),
+export const liveInputSchema = lazy(() => z.discriminatedUnion('t', [
+  z.object({ t: z.literal('move'), x: unit(), y: unit(), mods: mods() }),
+  z.object({ t: z.literal('down'), x: unit(), y: unit(), button: button(), clicks: z.number().int().min(1).max(3), mods: mods() }),
+  z.object({ t: z.literal('up'), x: unit(), y: unit(), button: button(), clicks: z.number().int().min(1).max(3), mods: mods() }),
+  z.object({ t: z.literal('wheel'), x: unit(), y: unit(), dx: z.number().min(-10_000).max(10_000), dy: z.number().min(-10_000).max(10_000), mods: mods() }),
   z.object({
     t: z.enum(['keydown', 'keyup']),
     key: z.string().min(1).max(32),
@@ -34,15 +35,15 @@ export const liveInputSchema = z.discriminatedUnion('t', [
     keyCode: z.number().int().min(0).max(255),
     text: z.string().max(4).optional(),
     location: z.number().int().min(0).max(3).optional(),
-    mods,
+    mods: mods(),
   }),
   z.object({ t: z.literal('text'), text: z.string().min(1).max(LIVE_TEXT_MAX) }),
   z.object({ t: z.literal('copy') }),
   z.object({ t: z.literal('navigate'), url: z.string().min(1).max(LIVE_URL_MAX) }),
   z.object({ t: z.enum(['back', 'forward', 'reload']) }),
   z.object({ t: z.literal('activate'), targetId: z.string().min(1).max(128) }),
-]);
-export type LiveInput = z.infer<typeof liveInputSchema>;
+]));
+export type LiveInput = z.infer<ReturnType<typeof liveInputSchema>>;
 
 /** What the viewer shows around the frame. */
 export interface LiveState {

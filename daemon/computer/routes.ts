@@ -3,6 +3,7 @@
 // `computer`. Actions answer 204 (the SDK's methods resolve to nothing); the screenshot answers the
 // PNG bytes; get_mouse_position, clipboard/read and cursor answer JSON.
 import { z, type ZodType } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Logger } from '../core/log.js';
 import type { Route } from '../http/router.js';
 import { routesIn } from '../http/route.js';
@@ -58,14 +59,14 @@ const ACTION_ERRORS = [409, 503, 504];
 
 export function computerRoutes(deps: RouteDeps): Route[] {
   const { computer, limits, log } = deps;
-  const s = computerSchemas(limits);
+  const s = lazy(() => computerSchemas(limits));
   /**
    * An input action on the current page, named as its route: the body read, the waits it asks for
    * (`waits`: how many ms, and the fields that ask) checked, the action run in the input queue, 204.
    */
   const action = <T>(
     name: string,
-    facts: { summary: string; description: string; body: ZodType<T> },
+    facts: { summary: string; description: string; body: () => ZodType<T> },
     perform: (ctx: ActionContext, body: T) => Promise<void>,
     waits?: { of: (body: T) => number; fields: string },
   ): Route =>
@@ -73,9 +74,9 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/${name}`,
       scope: 'computer',
-      doc: { summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body, responses: done, errors: ACTION_ERRORS },
+      doc: () => ({ summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body(), responses: done, errors: ACTION_ERRORS }),
       handler: async (ctx) => {
-        const body = await ctx.json(facts.body);
+        const body = await ctx.json(facts.body());
         let plannedWaitMs: number | undefined;
         if (waits !== undefined) {
           plannedWaitMs = waits.of(body);
@@ -91,20 +92,20 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/screenshot`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'A PNG of the current page\u2019s viewport',
         description:
           'The answer is the image bytes (Content-Type image/png), one image pixel per CSS pixel whatever the device scale factor, of the ' +
           'viewport with its scrollbars, never beyond it; `region` (whole CSS pixels) must lie inside the viewport. Always PNG: the SDK ' +
           'declares no format or quality. No pointer is drawn. ' +
           PAGE_RULE,
-        body: s.screenshot,
+        body: s().screenshot,
         bodyRequired: false,
         responses: { 200: { description: 'the PNG', mediaType: SCREENSHOT_TYPE, schema: { type: 'string', contentMediaType: SCREENSHOT_TYPE } } },
         errors: ACTION_ERRORS,
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(s.screenshot, { optional: true });
+        const body = await ctx.json(s().screenshot, { optional: true });
         const png = await computer.act('screenshot', ctx.signal, { exclusive: false }, async (run, d) => captureScreenshot(await computer.page(run, d, { fresh: true }), body.region, d));
         ctx.res.writeHead(200, { 'content-type': SCREENSHOT_TYPE, 'content-length': png.length, 'cache-control': 'no-store' });
         ctx.res.end(png);
@@ -120,7 +121,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           `(the page sees detail 1, 2, …, and dblclick after the second; at most ${MAX_CLICKS}). click_type down presses and keeps the button ` +
           'held (later moves and drags see it in `buttons`), up releases it. Separate requests are separate clicks: detail starts at 1 each ' +
           `time. hold_keys (at most ${MAX_HOLD_KEYS}) are pressed before and released after, their modifier bits set on the mouse events. `,
-        body: s.click,
+        body: () => s().click,
       },
       clickMouse,
     ),
@@ -131,7 +132,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         description:
           'One mouse move to the point, or with smooth a human-like Bézier curve of moves from where the pointer is, about one per frame ' +
           `(${FRAME_MS} ms; the page sees each move), lasting duration_ms. The pointer's position is kept per browser across tab switches. `,
-        body: s.move,
+        body: () => s().move,
       },
       moveMouse,
       { of: moveWait, fields: 'duration_ms' },
@@ -145,7 +146,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           'per segment by default, step_delay_ms between moves; or with smooth Bézier curves lasting duration_ms), and releases at the last ' +
           `point. At most ${MAX_DRAG_POINTS} points and ${MAX_DRAG_MOVES} moves ((points − 1) × steps_per_segment); every point must lie in the ` +
           'viewport. Each move takes about a frame. ',
-        body: s.drag,
+        body: () => s().drag,
       },
       dragMouse,
       { of: dragWait, fields: 'delay, step_delay_ms, duration_ms' },
@@ -158,7 +159,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           `Moves the pointer there, then sends one wheel event per unit (${WHEEL_UNIT_PX} CSS pixels each, what one notch scrolls in Chromium on ` +
           `X11): vertical units first, then horizontal; at most ${MAX_SCROLL_UNITS} units each way. Answers once the page has drawn two frames ` +
           'after the last one (wheel events reach the page with the next frame), so a screenshot taken next shows the scroll. ',
-        body: s.scroll,
+        body: () => s().scroll,
       },
       scroll,
     ),
@@ -172,7 +173,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           'keyCode 0, and one longer than a key event carries (a composed emoji of several code points) is committed with Input.insertText, ' +
           'as an input method would (beforeinput/input only). The page sees keydown, keypress, beforeinput, input and keyup for each. ' +
           `delay is the pause between two characters. At most BROWSERD_COMPUTER_MAX_TEXT (${limits.maxText}) characters. `,
-        body: s.type,
+        body: () => s().type,
       },
       typeText,
       { of: typeWait, fields: 'delay' },
@@ -188,7 +189,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           ' An unknown name is 400 naming its place. Keys go to the page (Input.dispatchKeyEvent): editing shortcuts work (ctrl+a, ctrl+c, ' +
           'ctrl+v, Backspace), but shortcuts of the browser\u2019s own window (ctrl+t, ctrl+w, ctrl+l, F5) reach the page as key events and do ' +
           'not drive the browser (use CDP for tabs and navigation). A held key does not auto-repeat. ',
-        body: s.pressKey,
+        body: () => s().pressKey,
       },
       pressKey,
       { of: pressWait, fields: 'duration' },
@@ -197,15 +198,15 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/get_mouse_position`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Where the pointer is',
         description: 'The last position the computer routes moved the pointer to, in CSS pixels of the viewport; kept per browser across tab switches, 0, 0 at each launch of Chromium. Takes no body.',
-        body: s.none,
+        body: s().none,
         bodyRequired: false,
         responses: { 200: { description: 'the position', schema: z.object({ x: z.number(), y: z.number() }) } },
-      },
+      }),
       handler: async (ctx) => {
-        await ctx.json(s.none, { optional: true });
+        await ctx.json(s().none, { optional: true });
         return { status: 200, body: computer.mousePosition() };
       },
     }),
@@ -213,17 +214,17 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/cursor`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Set the pointer\u2019s visibility',
         description:
           'Screenshots are taken of the page by Chromium and never show a pointer, headless or not: hidden true is always the case and ' +
           'answers ok; hidden false (a visible pointer) cannot be honoured and is 422 unsupported_field.',
-        body: s.cursor,
+        body: s().cursor,
         responses: { 200: { description: 'ok', schema: z.object({ ok: z.boolean() }) } },
         errors: [422],
-      },
+      }),
       handler: async (ctx) => {
-        setCursor(await ctx.json(s.cursor));
+        setCursor(await ctx.json(s().cursor));
         return { status: 200, body: { ok: true } };
       },
     }),
@@ -231,7 +232,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/batch`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Run a list of actions in order',
         description:
           `At most BROWSERD_COMPUTER_MAX_BATCH (${limits.maxBatch}) actions: click_mouse, move_mouse, drag_mouse, scroll, type_text, press_key ` +
@@ -243,12 +244,12 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           WAITS(limits) +
           ' ' +
           PAGE_RULE,
-        body: s.batch,
+        body: s().batch,
         responses: done,
         errors: [...ACTION_ERRORS, 422],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(s.batch);
+        const body = await ctx.json(s().batch);
         const waits = body.actions.reduce((t, a) => t + plannedWaitMs(a), 0);
         checkWaits(waits, limits.maxWaitMs, 'actions');
         const budget = computer.budget(waits);
@@ -260,7 +261,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/clipboard/read`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'The clipboard\u2019s text',
         description:
           'Read through the current page\u2019s Clipboard API (navigator.clipboard.readText from the daemon\u2019s isolated world): the daemon ' +
@@ -270,13 +271,13 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           'The page must be a secure context (https, http://localhost or 127.0.0.1): about:blank, data: and plain http to other hosts have no ' +
           'clipboard, 409 clipboard_unavailable. Takes no body. ' +
           PAGE_RULE,
-        body: s.none,
+        body: s().none,
         bodyRequired: false,
         responses: { 200: { description: 'the text', schema: z.object({ text: z.string() }) } },
         errors: ACTION_ERRORS,
-      },
+      }),
       handler: async (ctx) => {
-        await ctx.json(s.none, { optional: true });
+        await ctx.json(s().none, { optional: true });
         const text = await computer.act('clipboard_read', ctx.signal, { exclusive: true }, async (run, d) => readClipboard(await computer.page(run, d), d, log));
         return { status: 200, body: { text } };
       },
@@ -285,7 +286,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/clipboard/write`,
       scope: 'computer',
-      doc: {
+      doc: () => ({
         summary: 'Put text on the clipboard',
         description:
           'Written through the current page\u2019s Clipboard API (navigator.clipboard.writeText), with focus and the same permission for the ' +
@@ -293,12 +294,12 @@ export function computerRoutes(deps: RouteDeps): Route[] {
           `the page open popups); the page sees no event. At most BROWSERD_COMPUTER_MAX_TEXT (${limits.maxText}) characters. ` +
           'A page that is not a secure context: 409 clipboard_unavailable. ' +
           PAGE_RULE,
-        body: s.clipboardWrite,
+        body: s().clipboardWrite,
         responses: done,
         errors: ACTION_ERRORS,
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(s.clipboardWrite);
+        const body = await ctx.json(s().clipboardWrite);
         await computer.act('clipboard_write', ctx.signal, { exclusive: true }, async (run, d) => writeClipboard(await computer.page(run, d), body.text, d, log));
         return { status: 204 };
       },

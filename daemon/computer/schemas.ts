@@ -3,6 +3,7 @@
 // BROWSERD_COMPUTER_* and the constants below. Key names are resolved here: an unknown one is a
 // bad_request detail naming its place (`keys.2`, `actions.0.press_key.hold_keys.1`).
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { parseCombo, type KeyDef } from './keys.js';
 
 /** num_clicks of one click request. */
@@ -35,7 +36,7 @@ export interface ComputerLimits {
   maxText: number;
 }
 
-const combo = z
+const combo = lazy(() => z
   .string()
   .max(MAX_KEY_NAME, `must be at most ${MAX_KEY_NAME} characters`)
   .transform((name, ctx): KeyDef[] => {
@@ -45,13 +46,13 @@ const combo = z
       return z.NEVER;
     }
     return parsed.keys;
-  });
+  }));
 
-const holdKeys = z
-  .array(combo)
+const holdKeys = lazy(() => z
+  .array(combo())
   .max(MAX_HOLD_KEYS, `at most ${MAX_HOLD_KEYS} keys`)
   .optional()
-  .meta({ description: 'Modifier keys (or any keys) held during the action: pressed in order before it, released in reverse after it.' });
+  .meta({ description: 'Modifier keys (or any keys) held during the action: pressed in order before it, released in reverse after it.' }));
 
 const coord = (axis: 'x' | 'y', what: string) => z.number().meta({ description: `${axis.toUpperCase()} coordinate ${what}, in CSS pixels of the viewport` });
 const ms = (max: number, description: string) => z.number().min(0).max(max, `must be at most ${max} ms`).optional().meta({ description });
@@ -65,14 +66,14 @@ export function computerSchemas(limits: ComputerLimits) {
     y: coord('y', 'of the click position'),
     button: z.enum(['left', 'right', 'middle', 'back', 'forward']).optional().meta({ description: 'Mouse button to interact with (default left)' }),
     click_type: z.enum(['down', 'up', 'click']).optional().meta({ description: 'down: press and keep the button held; up: release it; click (default): press and release num_clicks times' }),
-    hold_keys: holdKeys,
+    hold_keys: holdKeys(),
     num_clicks: z.int().min(1).max(MAX_CLICKS, `must be at most ${MAX_CLICKS}`).optional().meta({ description: `Number of clicks (default 1; 2 is a double click, 3 a triple click; at most ${MAX_CLICKS}); only with click_type click` }),
   }).refine((c) => c.num_clicks === undefined || c.num_clicks === 1 || (c.click_type ?? 'click') === 'click', { path: ['num_clicks'], message: 'more than 1 click needs click_type click (down and up press or release the button once)' });
   const move = z.strictObject({
     x: coord('x', 'to move the cursor to'),
     y: coord('y', 'to move the cursor to'),
     duration_ms: ms(W, 'Total duration of a smooth move (default: 0.5 ms per pixel, 200–1000 ms); ignored unless smooth'),
-    hold_keys: holdKeys,
+    hold_keys: holdKeys(),
     smooth: z.boolean().optional().meta({ description: 'A human-like Bézier curve of moves (about one per frame) instead of one jump' }),
   });
   const drag = z.strictObject({
@@ -84,7 +85,7 @@ export function computerSchemas(limits: ComputerLimits) {
     button: z.enum(['left', 'middle', 'right']).optional().meta({ description: 'Mouse button to drag with (default left)' }),
     delay: ms(W, 'Delay between the button press and the first move (default 0)'),
     duration_ms: ms(W, 'Total duration of a smooth drag (default: 0.5 ms per pixel of the path, 200–1000 ms per segment); ignored unless smooth'),
-    hold_keys: holdKeys,
+    hold_keys: holdKeys(),
     smooth: z.boolean().optional().meta({ description: 'Bézier curves between the points instead of straight steps; steps_per_segment and step_delay_ms are then ignored' }),
     step_delay_ms: ms(W, 'Delay between two moves of the drag (default 0)'),
     steps_per_segment: z
@@ -109,7 +110,7 @@ export function computerSchemas(limits: ComputerLimits) {
     y: coord('y', 'at which to scroll'),
     delta_x: units('Horizontal scroll amount: positive right, negative left'),
     delta_y: units('Vertical scroll amount: positive down, negative up'),
-    hold_keys: holdKeys,
+    hold_keys: holdKeys(),
   });
   const text = (what: string) => z.string().max(limits.maxText, `must be at most ${limits.maxText} characters (BROWSERD_COMPUTER_MAX_TEXT)`).meta({ description: what });
   const type = z.strictObject({
@@ -118,12 +119,12 @@ export function computerSchemas(limits: ComputerLimits) {
   });
   const pressKey = z.strictObject({
     keys: z
-      .array(combo)
+      .array(combo())
       .min(1, 'must name at least one key')
       .max(MAX_KEYS, `at most ${MAX_KEYS} items`)
       .meta({ description: 'Keys to press one after the other; each an xdotool key name or combination (Return, ctrl+a, Ctrl+Shift+Tab)' }),
     duration: ms(W, 'How long each item is held down (default 0: tapped)'),
-    hold_keys: holdKeys,
+    hold_keys: holdKeys(),
   });
   const cursor = z.strictObject({ hidden: z.boolean().meta({ description: 'Whether the cursor should be hidden' }) });
   const sleep = z.strictObject({ duration_ms: z.number().min(0).max(W, `must be at most ${W} ms`).meta({ description: 'Duration to sleep in milliseconds' }) });

@@ -10,6 +10,7 @@ import type { RequestContext, Route } from '../http/router.js';
 import { routesIn } from '../http/route.js';
 import type { BrowserFetcher } from './fetcher.js';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { qInt, qRequired } from '../http/query.js';
 import { RAW_METHODS, curlParamsSchema, curlResponseSchema } from './schemas.js';
 import { checkTarget } from './target.js';
@@ -60,11 +61,11 @@ function forwardedHeaders(headers: IncomingHttpHeaders): Record<string, string> 
 export function curlRoutes(deps: CurlRouteDeps): Route[] {
   const { config, fetcher } = deps;
   const c = config.curl;
-  const params = curlParamsSchema(c.maxTimeoutMs);
-  const query = rawQuery(c.maxTimeoutMs);
+  const params = lazy(() => curlParamsSchema(c.maxTimeoutMs));
+  const query = lazy(() => rawQuery(c.maxTimeoutMs));
 
   const curl = async (ctx: RequestContext) => {
-    const p = await ctx.json(params, { limitBytes: Math.max(config.http.bodyLimitBytes, 2 * c.maxBodyBytes + 64 * 1024) });
+    const p = await ctx.json(params(), { limitBytes: Math.max(config.http.bodyLimitBytes, 2 * c.maxBodyBytes + 64 * 1024) });
     const url = checkTarget(p.url, 'url', deps.ownPorts());
     const body = p.body === undefined ? null : Buffer.from(p.body, 'utf8');
     if (body !== null && (p.method === 'GET' || p.method === 'HEAD')) throw BadRequestError.field('body', `a ${p.method} request carries no body`);
@@ -128,23 +129,23 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
     return null;
   };
 
-  const curlDoc = {
+  const curlDoc = lazy(() => ({
     summary: "An HTTP request made by the browser's network stack, answered as JSON (the SDK's browsers.curl)",
     description: `${CURL_TEXT} The request body is at most BROWSERD_CURL_MAX_BODY_BYTES (413), the answer's body BROWSERD_CURL_MAX_RESPONSE_BYTES (413).`,
-    body: params,
-    responses: { 200: { description: 'the target answered (any status)', schema: curlResponseSchema } },
+    body: params(),
+    responses: { 200: { description: 'the target answered (any status)', schema: curlResponseSchema() } },
     errors: [413, 422, 429, 503, 504],
-  };
+  }));
   const routes: Route[] = [
     route({ method: 'POST', path: '/curl', scope: 'browser:fetch', doc: curlDoc, handler: curl }),
-    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: { ...curlDoc, summary: `${curlDoc.summary}; the same as POST /curl` }, handler: curl }),
+    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: () => ({ ...curlDoc(), summary: `${curlDoc().summary}; the same as POST /curl` }), handler: curl }),
   ];
   for (const method of RAW_METHODS) {
     routes.push(route({
       method,
       path: '/curl/raw',
       scope: 'browser:fetch',
-      doc: {
+      doc: () => ({
         summary: "An HTTP request made by the browser's network stack, answered as the target answered (the SDK's browsers.fetch)",
         description:
           `${CURL_TEXT} The request's body (any content type) and headers are passed on, except hop-by-hop headers, Host, Authorization, ` +
@@ -152,11 +153,11 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
           'The body is read whole before the request starts (a CDP request carries it whole), at most BROWSERD_CURL_MAX_BODY_BYTES (413). ' +
           "The answer mirrors the target's status and headers (without hop-by-hop ones, Content-Length and Content-Encoding: the body comes decoded) " +
           'and streams its body, at most BROWSERD_CURL_RAW_MAX_RESPONSE_BYTES (413 when Content-Length says so at once, else the connection is cut there).',
-        query,
+        query: query(),
         ...(method === 'GET' ? {} : { body: { mediaType: '*/*', schema: { type: 'string', format: 'binary' }, required: false } }),
         responses: { 200: { description: "the target's answer, whatever its status", mediaType: '*/*', schema: { type: 'string', format: 'binary' } } },
         errors: [400, 413, 422, 429, 503, 504],
-      },
+      }),
       handler: raw,
     }));
   }

@@ -1,5 +1,6 @@
 // The shapes of /curl: the SDK's BrowserCurlParams → BrowserCurlResponse.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 
 export const CURL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 /** The methods of /curl/raw (those the SDK's browsers.fetch sends). */
@@ -20,9 +21,9 @@ export function curlParamsSchema(maxTimeoutMs: number) {
 }
 export type CurlParams = z.infer<ReturnType<typeof curlParamsSchema>>;
 
-export const curlResponseSchema = z.object({
+export const curlResponseSchema = lazy(() => z.object({
   status: z.number().int().describe("the target's HTTP status (after redirects, which are followed)"),
   headers: z.record(z.string(), z.array(z.string())).describe('the answer\'s headers as sent, lower-case names, every value of a repeated header'),
   body: z.string().describe('UTF-8 text, or base64 with response_encoding base64'),
   duration_ms: z.number().describe('from the start of the request to the last byte of the answer'),
-});
+}));

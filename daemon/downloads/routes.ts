@@ -1,5 +1,6 @@
 // GET /browsers/{id}/fs/downloads: the downloads folder and the downloads in it.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Route } from '../http/router.js';
 import { routesIn } from '../http/route.js';
 import type { Download } from './tracker.js';
@@ -13,7 +14,7 @@ export interface RouteDeps {
   list(): Download[];
 }
 
-const download = z.object({
+const download = lazy(() => z.object({
   id: z.string().describe("Chromium's GUID of the download"),
   url: z.string(),
   suggested_filename: z.string().describe('the file name the server or the page suggested'),
@@ -23,11 +24,11 @@ const download = z.object({
   path: z.string().nullable().describe('the file (read it with read_file); null until completed, and for a cancelled download'),
   started_at: z.string().describe('ISO time'),
   ended_at: z.string().nullable().describe('ISO time'),
-});
-export const downloadsSchema = z.object({
+}));
+export const downloadsSchema = lazy(() => z.object({
   path: z.string().describe("the real path of Chromium's downloads folder (BROWSERD_DOWNLOADS_DIR)"),
-  downloads: z.array(download).describe('oldest first'),
-});
+  downloads: z.array(download()).describe('oldest first'),
+}));
 
 export function downloadRoutes(deps: RouteDeps): Route[] {
   return [
@@ -35,7 +36,7 @@ export function downloadRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}/fs/downloads',
       scope: 'fs:read',
-      doc: {
+      doc: () => ({
         summary: "The browser's downloads and where they go",
         description:
           "Every download of the browser since the daemon started, whichever CDP client started it, oldest first: the URL, the suggested file name, " +
@@ -46,8 +47,8 @@ export function downloadRoutes(deps: RouteDeps): Route[] {
           `Limits: ${deps.maxCount} downloads listed (BROWSERD_DOWNLOADS_MAX_COUNT) and ${deps.maxBytes} bytes of finished files in the downloads ` +
           'folder (BROWSERD_DOWNLOADS_MAX_BYTES); past either, the oldest finished downloads are removed first, with their files in the downloads ' +
           'folder (a file saved elsewhere is left alone). The list is kept in memory: a daemon restart starts it empty (the files stay).',
-        responses: { 200: { description: 'the folder and the downloads', schema: downloadsSchema } },
-      },
+        responses: { 200: { description: 'the folder and the downloads', schema: downloadsSchema() } },
+      }),
       handler: () => Promise.resolve({ status: 200, body: { path: deps.downloadsDir, downloads: deps.list() } }),
     }),
   ];

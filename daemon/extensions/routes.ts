@@ -1,6 +1,7 @@
 // The three extension routes and their OpenAPI facts.
 import { rm } from 'node:fs/promises';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Browser } from '../chromium/types.js';
@@ -26,17 +27,17 @@ export interface RouteDeps {
   remove(name: string, log: Logger): Promise<void>;
 }
 
-const activation = z.enum(ACTIVATIONS).describe('live: Extensions.loadUnpacked; restart: applied at a Chromium restart; policy: force-installed through managed policy');
-const uploadResult = z.object({
-  extensions: z.array(z.object({ name: z.string(), id: z.string().describe('Chromium extension id (32 letters a-p)'), version: z.string(), activation })),
+const activation = lazy(() => z.enum(ACTIVATIONS).describe('live: Extensions.loadUnpacked; restart: applied at a Chromium restart; policy: force-installed through managed policy'));
+const uploadResult = lazy(() => z.object({
+  extensions: z.array(z.object({ name: z.string(), id: z.string().describe('Chromium extension id (32 letters a-p)'), version: z.string(), activation: activation() })),
   chromium: z.object({
     restarted: z.boolean(),
     pid: z.number().int().nullable(),
     ready_ms: z.number().int().describe('ms until DevTools was ready again after the restart; 0 when Chromium was not restarted'),
   }),
-});
-const listed = z.object({ name: z.string(), id: z.string(), version: z.string(), activation, installed_at: z.string().describe('ISO time') });
-const listResult = z.object({ extensions: z.array(listed) });
+}));
+const listed = lazy(() => z.object({ name: z.string(), id: z.string(), version: z.string(), activation: activation(), installed_at: z.string().describe('ISO time') }));
+const listResult = lazy(() => z.object({ extensions: z.array(listed()) }));
 
 
 
@@ -89,10 +90,10 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/browsers/{id}/extensions',
       scope: 'extensions:write',
-      doc: {
+      doc: () => ({
         summary: 'Upload and activate extensions (multipart)',
         description: uploadDoc,
-        query: waitQuery,
+        query: waitQuery(),
         body: {
           mediaType: 'multipart/form-data',
           schema: {
@@ -115,9 +116,9 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
             },
           },
         },
-        responses: { 200: { description: 'every extension is active and DevTools is ready', schema: uploadResult } },
+        responses: { 200: { description: 'every extension is active and DevTools is ready', schema: uploadResult() } },
         errors: [400, 409, 413, 422, 429, 503],
-      },
+      }),
       handler: async (ctx) => {
         const wait = ctx.query.wait !== false;
         installer.refuseIfUnusable();
@@ -143,23 +144,23 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}/extensions',
       scope: 'browser:read',
-      doc: { summary: 'The installed extensions', responses: { 200: { description: 'the installed set', schema: listResult } } },
+      doc: () => ({ summary: 'The installed extensions', responses: { 200: { description: 'the installed set', schema: listResult() } } }),
       handler: async () => ({ status: 200, body: { extensions: installer.list() } }),
     }),
     route({
       method: 'DELETE',
       path: '/browsers/{id}/extensions/{name}',
       scope: 'extensions:write',
-      doc: {
+      doc: () => ({
         summary: 'Remove an installed extension',
         description:
           'Removes the extension from the installed set, then unloads it: an unpacked one with Extensions.uninstall (verified gone from ' +
           'Extensions.getExtensions and the targets; a Chromium restart when that is not clean), a policy one by rewriting the forcelist and ' +
           'restarting Chromium. The signing key of the name is kept, so a later upload under the same name gets the same policy id.',
-        query: waitQuery,
+        query: waitQuery(),
         responses: { 204: { description: 'removed' } },
         errors: [400, 409, 503],
-      },
+      }),
       handler: async (ctx) => {
         const wait = ctx.query.wait !== false;
         const name = ctx.params.name ?? '';

@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { chmod, mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Logger } from '../core/log.js';
 import { exists, removeStaleTemps, syncDir, writeFileAtomic } from '../core/fs-atomic.js';
 
@@ -26,7 +27,7 @@ const CRX_FILE_RE = /^[0-9.]{1,64}(-[0-9a-f]{16})?\.crx$/;
 export const ACTIVATIONS = ['live', 'restart', 'policy'] as const;
 export type Activation = (typeof ACTIVATIONS)[number];
 
-const entrySchema = z.object({
+const entrySchema = lazy(() => z.object({
   name: z.string(),
   id: z.string(),
   version: z.string(),
@@ -35,10 +36,10 @@ const entrySchema = z.object({
   service_worker: z.string().nullable(),
   /** A policy install's CRX file in crx/<name>/ (older state files: `<version>.crx`). */
   crx_file: z.string().regex(CRX_FILE_RE).optional(),
-});
-export type InstalledEntry = z.infer<typeof entrySchema>;
+}));
+export type InstalledEntry = z.infer<ReturnType<typeof entrySchema>>;
 
-const stateSchema = z.object({
+const stateSchema = lazy(() => z.object({
   version: z.literal(1),
   /** The loopback port of the update server last written into the policy file. */
   update_port: z.number().int().nullable(),
@@ -46,8 +47,8 @@ const stateSchema = z.object({
   policy_file_written: z.boolean(),
   /** The install whose files are being swapped (previous/<tx>/ holds what it replaced), else null. */
   pending_tx: z.string().regex(/^[0-9a-f-]{36}$/).nullable().default(null),
-  extensions: z.array(entrySchema),
-});
+  extensions: z.array(entrySchema()),
+}));
 
 export const NAME_RE = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -104,7 +105,8 @@ export class Store {
       for (const name of removeStaleTemps(dir)) this.log.info({ event: 'store_temp_removed', path: path.join(dir, name) }, 'removed a temp file of an unfinished store write');
     }
     try {
-      const parsed = stateSchema.parse(JSON.parse(await readFile(this.file, 'utf8')));
+      const text = await readFile(this.file, 'utf8'); // first: a start without the file builds no schema
+      const parsed = stateSchema().parse(JSON.parse(text));
       this.committed = new Map(parsed.extensions.map((e) => [e.name, e]));
       this.updatePort = parsed.update_port;
       this.policyFileWritten = parsed.policy_file_written;
@@ -152,7 +154,7 @@ export class Store {
   }
 
   async save(): Promise<void> {
-    const state: z.infer<typeof stateSchema> = {
+    const state: z.infer<ReturnType<typeof stateSchema>> = {
       version: 1,
       update_port: this.updatePort,
       policy_file_written: this.policyFileWritten,

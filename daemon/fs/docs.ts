@@ -1,33 +1,34 @@
 // The OpenAPI facts of the files routes: response schemas (the SDK's shapes), request bodies, and
 // the texts that state every rule, limit and choice, with the one table of errors.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Config } from '../core/config.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 
-export const fileInfoSchema = z.object({
+export const fileInfoSchema = lazy(() => z.object({
   name: z.string().describe('base name ("/" for the root)'),
   path: z.string().describe('the real path: every symlink resolved'),
   is_dir: z.boolean(),
   size_bytes: z.number().int().describe('0 for folders'),
   mode: z.string().describe('as ls -l writes it: drwxr-xr-x, -rw-r--r--, lrwxrwxrwx'),
   mod_time: z.string().describe('ISO 8601, UTC'),
-});
-export const listSchema = z.array(fileInfoSchema);
+}));
+export const listSchema = lazy(() => z.array(fileInfoSchema()));
 
 const pathField = (what: string) => z.string().describe(`absolute path of ${what}`);
 const modeField = (def: string) => z.string().describe(`octal mode of 3 or 4 digits (e.g. 644, 0755); default ${def}; setuid and setgid bits are refused`);
 
-export const createDirectoryBody = z.strictObject({ path: pathField('the folder'), mode: modeField('755').optional() });
-export const pathBody = z.strictObject({ path: pathField('the file or folder') });
-export const moveBody = z.strictObject({ src_path: pathField('what is moved'), dest_path: pathField('its new path (not a folder to move it into)') });
-export const permissionsBody = z.strictObject({
+export const createDirectoryBody = lazy(() => z.strictObject({ path: pathField('the folder'), mode: modeField('755').optional() }));
+export const pathBody = lazy(() => z.strictObject({ path: pathField('the file or folder') }));
+export const moveBody = lazy(() => z.strictObject({ src_path: pathField('what is moved'), dest_path: pathField('its new path (not a folder to move it into)') }));
+export const permissionsBody = lazy(() => z.strictObject({
   path: pathField('the file or folder (a final symlink is followed)'),
   mode: modeField('(required)'),
   owner: z.string().optional().describe('user name or numeric uid: only the agent user itself (the files API acts with its rights)'),
   group: z.string().optional().describe('group name or numeric gid'),
-});
-export const watchBody = z.strictObject({ path: pathField('the folder to watch'), recursive: z.boolean().optional().describe('watch every folder below too; default false') });
-export const watchStarted = z.object({ watch_id: z.string() });
+}));
+export const watchBody = lazy(() => z.strictObject({ path: pathField('the folder to watch'), recursive: z.boolean().optional().describe('watch every folder below too; default false') }));
+export const watchStarted = lazy(() => z.object({ watch_id: z.string() }));
 
 const FS_ERRORS =
   'Errors of every files route (one table): 400 bad_request — a path that is empty, relative, has a NUL or is over 4095 bytes, ' +

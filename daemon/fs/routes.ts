@@ -2,6 +2,7 @@
 // fs:read for what changes no file (reads, listings, archives, watches), fs:write for the rest.
 import type { ServerResponse } from 'node:http';
 import { z, type ZodType } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Config } from '../core/config.js';
 import type { Metrics } from '../core/metrics.js';
 import { PayloadTooLargeError } from '../core/errors.js';
@@ -35,8 +36,8 @@ export interface RouteDeps {
 }
 
 const F = '/browsers/{id}/fs';
-const pathQuery = z.strictObject({ path: qRequired('absolute path') });
-const writeQuery = z.strictObject({ path: qRequired('absolute path of the file'), mode: qString('octal mode (e.g. 644); default 644', 4) });
+const pathQuery = lazy(() => z.strictObject({ path: qRequired('absolute path') }));
+const writeQuery = lazy(() => z.strictObject({ path: qRequired('absolute path of the file'), mode: qString('octal mode (e.g. 644); default 644', 4) }));
 const BINARY = { type: 'string', format: 'binary' };
 const binary = (description: string, mediaType = 'application/octet-stream') => ({ description, mediaType, schema: BINARY });
 const multipart = (schema: Record<string, unknown>) => ({ mediaType: 'multipart/form-data', schema });
@@ -77,18 +78,18 @@ export function fsRoutes(deps: RouteDeps): Route[] {
   const wroteBytes = (n: number): void => metrics.fsBytes.inc({ direction: 'write' }, n);
 
   /** A read of the path in `?path=` (GET, fs:read): the handler gets it checked. */
-  const read = (name: string, facts: Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
-    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: described({ ...facts, query: pathQuery }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
+  const read = (name: string, facts: () => Omit<Facts, 'query'>, handler: (ctx: RequestContext, path: string) => Promise<Reply>): Route =>
+    route({ method: 'GET', path: `${F}/${name}`, scope: 'fs:read', doc: () => described({ ...facts(), query: pathQuery() }), handler: (ctx) => handler(ctx, pathOf(ctx)) });
 
   /** A change named by a JSON body (PUT, fs:write): the body read, its `paths` checked, the change made, 204. */
   const change = <K extends string, T extends Record<K, string>>(
     name: string,
-    facts: Omit<Facts, 'body' | 'responses'> & { body: ZodType<T>; paths: readonly K[] },
+    facts: Omit<Facts, 'body' | 'responses'> & { body: () => ZodType<T>; paths: readonly K[] },
     apply: (body: T) => Promise<void>,
   ): Route => {
     const { paths, ...rest } = facts;
-    return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: described({ ...rest, responses: done }), handler: async (ctx) => {
-      const body = await ctx.json(facts.body);
+    return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: () => described({ ...rest, body: rest.body(), responses: done }), handler: async (ctx) => {
+      const body = await ctx.json(facts.body());
       for (const field of paths) checkPathInput(body[field], field);
       await apply(body);
       return { status: 204 };
@@ -98,7 +99,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
   return [
     read(
       'read_file',
-      {
+      () => ({
         summary: 'Read a file (streamed; a single Range honoured)',
         description:
           'Streams the file from disk (a final symlink is followed). `Range: bytes=a-b`, `a-` or `-n` gives 206 with Content-Range; ' +
@@ -107,7 +108,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
           'the headers only. A read error after the first byte cuts the response.',
         responses: { 200: binary('the file'), 206: binary('the range') },
         errors: [400, 409, 416],
-      },
+      }),
       async (ctx, p) => {
         const file = await openForRead(guard, p);
         let range;
@@ -125,10 +126,10 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'PUT',
       path: `${F}/write_file`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Write a whole file from the raw body (atomic)',
         description: text.write,
-        query: writeQuery,
+        query: writeQuery(),
         body: { mediaType: 'application/octet-stream', schema: BINARY },
         responses: done,
         errors: [400, 409, 413, 507],
@@ -150,17 +151,17 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     }),
     read(
       'list_files',
-      { summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema } }, errors: [400, 409, 413] },
+      () => ({ summary: 'List a folder', description: text.list, responses: { 200: { description: 'the entries', schema: doc.listSchema() } }, errors: [400, 409, 413] }),
       async (_ctx, p) => ({ status: 200, body: await listDir(guard, p, c.maxListEntries) }),
     ),
     read(
       'file_info',
-      {
+      () => ({
         summary: 'Facts of a file or folder',
         description: 'A final symlink is followed: the facts are of what it points to, `path` is that real path.',
-        responses: { 200: { description: 'the facts', schema: doc.fileInfoSchema } },
+        responses: { 200: { description: 'the facts', schema: doc.fileInfoSchema() } },
         errors: [400, 409],
-      },
+      }),
       async (_ctx, p) => ({ status: 200, body: await fileInfo(guard, p) }),
     ),
     change(
@@ -226,7 +227,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/upload`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Upload files (multipart), each to its own destination',
         description: text.upload,
         body: multipart({
@@ -254,7 +255,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/upload_zip`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Upload a zip archive and unpack it into a folder',
         description: text.zip,
         body: multipart({ type: 'object', required: ['dest_path', 'zip_file'], properties: { dest_path: { type: 'string' }, zip_file: BINARY } }),
@@ -269,7 +270,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     }),
     read(
       'download_dir_zip',
-      { summary: 'A folder as a zip archive (streamed)', description: text.download, responses: { 200: binary('the archive', 'application/zip') }, errors: [400, 409, 413] },
+      () => ({ summary: 'A folder as a zip archive (streamed)', description: text.download, responses: { 200: binary('the archive', 'application/zip') }, errors: [400, 409, 413] }),
       async (ctx, p) => {
         const plan = await planZip(guard, p, c.maxZipEntries);
         const res = ctx.res;
@@ -293,7 +294,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/upload_zstd`,
       scope: 'fs:write',
-      doc: described({
+      doc: () => described({
         summary: 'Upload a tar.zst archive and unpack it into a folder',
         description: text.zstd,
         body: multipart({ type: 'object', required: ['dest_path', 'archive_file'], properties: { dest_path: { type: 'string' }, archive_file: BINARY } }),
@@ -308,7 +309,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
     }),
     read(
       'download_dir_zstd',
-      { summary: 'A folder as a tar.zst archive (streamed)', description: text.downloadZstd, responses: { 200: binary('the archive', 'application/zstd') }, errors: [400, 409, 413] },
+      () => ({ summary: 'A folder as a tar.zst archive (streamed)', description: text.downloadZstd, responses: { 200: binary('the archive', 'application/zstd') }, errors: [400, 409, 413] }),
       async (ctx, p) => {
         const plan = await planZip(guard, p, c.maxZipEntries);
         const res = ctx.res;
@@ -332,9 +333,9 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${F}/watch`,
       scope: 'fs:read',
-      doc: described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody, responses: { 200: { description: 'the watch', schema: doc.watchStarted } }, errors: [409, 429] }),
+      doc: () => described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody(), responses: { 200: { description: 'the watch', schema: doc.watchStarted() } }, errors: [409, 429] }),
       handler: async (ctx) => {
-        const body = await ctx.json(doc.watchBody);
+        const body = await ctx.json(doc.watchBody());
         checkPathInput(body.path);
         const w = await watches.start(body.path, body.recursive ?? false);
         return { status: 200, body: { watch_id: w.id } };
@@ -344,7 +345,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: `${F}/watch/{watch_id}/events`,
       scope: 'fs:read',
-      doc: { summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } },
+      doc: () => ({ summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } }),
       handler: async (ctx) => {
         const { watch, signal, detach } = watches.attach(ctx.params.watch_id ?? '');
         try {
@@ -355,7 +356,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
         return null;
       },
     }),
-    route({ method: 'DELETE', path: `${F}/watch/{watch_id}`, scope: 'fs:read', doc: { summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }, handler: async (ctx) => {
+    route({ method: 'DELETE', path: `${F}/watch/{watch_id}`, scope: 'fs:read', doc: () => ({ summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }), handler: async (ctx) => {
       watches.stop(ctx.params.watch_id ?? '');
       return { status: 204 };
     } }),

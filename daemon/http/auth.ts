@@ -6,6 +6,7 @@ import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
@@ -52,7 +53,7 @@ interface Key extends Identity {
   digest: Buffer;
 }
 
-const keysFileSchema = z
+const keysFileSchema = lazy(() => z
   .array(
     z.object({
       id: z.string().min(1).max(128),
@@ -67,7 +68,7 @@ const keysFileSchema = z
       if (seen.has(k.id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate id "${k.id}"` });
       seen.add(k.id);
     });
-  });
+  }));
 
 export function sha256(token: string): Buffer {
   // One-shot (no Hash object): the token of every request is hashed.
@@ -86,7 +87,7 @@ function readKeysFile(file: string): Key[] {
   } catch (err) {
     throw new Error(`cannot read ${file} as JSON: ${(err as Error).message}`, { cause: err });
   }
-  const parsed = keysFileSchema.safeParse(json);
+  const parsed = keysFileSchema().safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     throw new Error(`${file}: ${issue?.path.join('.') || '(root)'}: ${issue?.message}`);

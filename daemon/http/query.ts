@@ -2,6 +2,7 @@
 // validates every request's query against it (an unknown parameter is a bad_request detail like
 // an unknown body field) and hands the parsed values to the handler as `ctx.query`.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 
 /** `true` / `false` (also 1 / 0). */
 export const qBool = (description: string) =>
@@ -34,9 +35,9 @@ export const qRequired = (description: string, max = 4096) =>
 export type QuerySchema = z.ZodObject<Record<string, z.ZodType>>;
 
 /** The shared `wait` parameter of the routes that take the browser's lifecycle lock. */
-export const waitQuery = z.strictObject({
+export const waitQuery = lazy(() => z.strictObject({
   wait: qBool('false: answer 409 busy instead of queueing behind a running browser operation (restart, extension install); default true'),
-});
+}));
 
 /** The query of a URL as a plain object; a parameter given twice is an array (refused by the string schemas). */
 function queryObject(url: URL): Record<string, string | string[]> {
@@ -49,7 +50,7 @@ function queryObject(url: URL): Record<string, string | string[]> {
 }
 
 /** The query of a route that takes no parameters: only the empty one passes. */
-const NO_PARAMS = z.strictObject({});
+const NO_PARAMS = lazy(() => z.strictObject({}));
 
 /** The parsed query, or the problems of it as `bad_request` details (`<param>: <why>`). */
 export function parseQuery(schema: QuerySchema | undefined, url: URL): { ok: true; value: Record<string, unknown> } | { ok: false; problems: string[] } {
@@ -58,7 +59,7 @@ export function parseQuery(schema: QuerySchema | undefined, url: URL): { ok: tru
   // small stdin write.)
   if (schema === undefined && url.search === '') return { ok: true, value: {} };
   const raw = queryObject(url);
-  const parsed = (schema ?? NO_PARAMS).safeParse(raw);
+  const parsed = (schema ?? NO_PARAMS()).safeParse(raw);
   if (parsed.success) return { ok: true, value: parsed.data };
   const problems: string[] = [];
   for (const issue of parsed.error.issues) {

@@ -1,5 +1,6 @@
 // Health, readiness, discovery, metrics and identity: the routes that belong to no one concern.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Metrics } from '../core/metrics.js';
 import { BrowserUnavailableError } from '../core/errors.js';
 import type { Route } from './router.js';
@@ -16,8 +17,8 @@ interface SystemDeps {
   openapi(): Record<string, unknown>;
 }
 
-const statusSchema = z.object({ status: z.literal('ok') });
-const whoamiSchema = z.object({ key_id: z.string(), scopes: z.array(z.string()), project: z.string().nullable() });
+const statusSchema = lazy(() => z.object({ status: z.literal('ok') }));
+const whoamiSchema = lazy(() => z.object({ key_id: z.string(), scopes: z.array(z.string()), project: z.string().nullable() }));
 
 export function systemRoutes(deps: SystemDeps): Route[] {
   let docsPage: string | null = null;
@@ -26,18 +27,18 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       method: 'GET',
       path: '/healthz',
       scope: null,
-      doc: { summary: 'Liveness: 200 while the process serves', responses: { 200: { description: 'serving', schema: statusSchema } } },
+      doc: () => ({ summary: 'Liveness: 200 while the process serves', responses: { 200: { description: 'serving', schema: statusSchema() } } }),
       handler: async () => ({ status: 200, body: { status: 'ok' } }),
     }),
     route({
       method: 'GET',
       path: '/readyz',
       scope: null,
-      doc: {
+      doc: () => ({
         summary: 'Readiness: 200 when Chromium answers DevTools, else 503 browser_unavailable',
-        responses: { 200: { description: 'ready', schema: statusSchema } },
+        responses: { 200: { description: 'ready', schema: statusSchema() } },
         errors: [503],
-      },
+      }),
       handler: async () => {
         const reason = deps.notReadyReason();
         if (reason !== null) throw new BrowserUnavailableError(reason);
@@ -48,20 +49,20 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       method: 'GET',
       path: '/openapi.json',
       scope: null,
-      doc: { summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'the document', schema: { type: 'object' } } } },
+      doc: () => ({ summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'the document', schema: { type: 'object' } } } }),
       handler: async () => ({ status: 200, body: deps.openapi() }),
     }),
     route({
       method: 'GET',
       path: '/docs',
       scope: null,
-      doc: {
+      doc: () => ({
         summary: 'This OpenAPI document as a page to read in a browser (self-contained: it makes no request)',
         description:
           'Public like GET /openapi.json, whose facts it renders (one section per route family; each route with its scope, parameters, body and responses): ' +
           'a person opens it from a link, and it holds no secret. Rendered once by the daemon; its Content-Security-Policy forbids the page any request (no script, font or image).',
         responses: { 200: { description: 'the page', mediaType: 'text/html; charset=utf-8', schema: { type: 'string' } } },
-      },
+      }),
       handler: async (ctx) => {
         docsPage ??= renderDocsPage(deps.openapi());
         ctx.res
@@ -80,10 +81,10 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       method: 'GET',
       path: '/metrics',
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'Prometheus metrics (text exposition format)',
         responses: { 200: { description: 'metrics', mediaType: 'text/plain; version=0.0.4', schema: { type: 'string' } } },
-      },
+      }),
       handler: async (ctx) => {
         const text = await deps.metrics.registry.metrics();
         ctx.res.writeHead(200, { 'content-type': deps.metrics.registry.contentType }).end(text);
@@ -94,10 +95,10 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       method: 'GET',
       path: '/whoami',
       scope: 'any',
-      doc: {
+      doc: () => ({
         summary: 'The identity and authorization context of this request (for debugging a 403)',
-        responses: { 200: { description: 'the key behind the token', schema: whoamiSchema } },
-      },
+        responses: { 200: { description: 'the key behind the token', schema: whoamiSchema() } },
+      }),
       handler: async (ctx) => {
         const id = ctx.identity;
         if (id === null) throw new Error('whoami without identity');

@@ -129,7 +129,7 @@ function serve(ws: WebSocket, control: boolean, deps: ViewerDeps, log: Logger): 
     }
     let parsed;
     try {
-      parsed = liveInputSchema.safeParse(JSON.parse(String(data)));
+      parsed = liveInputSchema().safeParse(JSON.parse(String(data)));
     } catch {
       parsed = null;
     }

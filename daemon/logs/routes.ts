@@ -1,6 +1,7 @@
 // GET /browsers/{id}/logs/stream: the daemon's own log, Chromium's output, or a file, as
 // Server-Sent Events of the SDK's LogEvent.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { BadRequestError, BrowserdError, LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
@@ -17,14 +18,14 @@ const route = routesIn('daemon/logs/routes.ts');
 
 const SUPERVISOR_PROCESSES = ['browserd', 'chromium'] as const;
 
-const streamQuery = z.strictObject({
+const streamQuery = lazy(() => z.strictObject({
   source: z
     .enum(['path', 'supervisor'], { error: (iss) => (iss.input === undefined ? 'is required (path or supervisor)' : 'must be path or supervisor') })
     .meta({ description: '`supervisor`: a process the daemon supervises (supervisor_process); `path`: a file (path)' }),
   follow: qBool('true (default): stay open and send new lines as they come; false: end after what is there now'),
   path: qString('With source=path: the absolute path of the file (the rules of the filesystem API; never the state directory, /proc, /sys or /dev)'),
   supervisor_process: qString('With source=supervisor: `browserd` (the daemon\'s own log lines) or `chromium` (every line Chromium writes to stdout and stderr)', 64),
-});
+}));
 
 export interface RouteDeps {
   rings: Record<(typeof SUPERVISOR_PROCESSES)[number], LogRing>;
@@ -40,7 +41,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
   const { rings, resolveReadable, metrics, maxStreams } = deps;
   let open = 0;
 
-  const openSource = async (q: z.infer<typeof streamQuery>): Promise<{ source: LogSource; label: string }> => {
+  const openSource = async (q: z.infer<ReturnType<typeof streamQuery>>): Promise<{ source: LogSource; label: string }> => {
     const follow = q.follow ?? true;
     if (q.source === 'supervisor') {
       if (q.path !== undefined) throw BadRequestError.field('path', 'is only for source=path');
@@ -69,7 +70,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/browsers/{id}/logs/stream',
       scope: 'logs:read',
-      doc: {
+      doc: () => ({
         summary: 'Server-Sent Events: the daemon\'s log, Chromium\'s output, or a file, line by line',
         description:
           'Each line is `data: {"event":"log","message":"…","timestamp":"…"}` (the SDK\'s LogEvent; the default SSE event type). ' +
@@ -89,12 +90,12 @@ export function logRoutes(deps: RouteDeps): Route[] {
           '`follow=false` ends the response after what is there when the stream opens (the ring\'s lines; a file up to its size then). ' +
           `Idle streams get a comment line every ${SSE_HEARTBEAT_MS / 1000} s. At most BROWSERD_LOG_MAX_STREAMS streams at once (${deps.maxStreams} here; 429 past it). ` +
           'Parameters of the other source are refused (400).',
-        query: streamQuery,
+        query: streamQuery(),
         responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
         errors: [400, 409, 429],
-      },
+      }),
       handler: async (ctx) => {
-        const q = ctx.query as z.infer<typeof streamQuery>;
+        const q = ctx.query as z.infer<ReturnType<typeof streamQuery>>;
         if (open >= maxStreams) throw new LimitExceededError('log streams', maxStreams, { message: `${maxStreams} log streams are open already (BROWSERD_LOG_MAX_STREAMS)` });
         open++;
         try {

@@ -2,6 +2,7 @@
 // SDK declares it ({code, timeout_sec?} → {success, result?, error?, stdout, stderr}).
 import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { BrowserUnavailableError, LimitExceededError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
@@ -13,7 +14,7 @@ const route = routesIn('daemon/playwright/routes.ts');
 const EXECUTE_DEFAULT_TIMEOUT_SEC = 60;
 const EXECUTE_MAX_TIMEOUT_SEC = 600;
 
-const executeBody = z.strictObject({
+const executeBody = lazy(() => z.strictObject({
   code: z
     .string()
     .min(1)
@@ -27,9 +28,9 @@ const executeBody = z.strictObject({
     .max(EXECUTE_MAX_TIMEOUT_SEC)
     .optional()
     .describe(`Seconds (fractions allowed; default ${EXECUTE_DEFAULT_TIMEOUT_SEC}, at most ${EXECUTE_MAX_TIMEOUT_SEC}). At the deadline the runner's whole process group gets SIGKILL and the answer is success: false.`),
-});
+}));
 
-const executeResult = z.object({
+const executeResult = lazy(() => z.object({
   success: z.boolean().describe('The code ran to its end and its value is JSON'),
   result: z.unknown().optional().describe('The returned value, as JSON (absent when the code returned undefined, and on failure)'),
   error: z.string().optional().describe('Why not, when success is false'),
@@ -37,8 +38,8 @@ const executeResult = z.object({
   stderr: z.string().describe('What it wrote to stderr (console.error, console.warn, console.trace), and the stack of an error it threw'),
   stdout_truncated_bytes: z.number().int().min(0).describe('Bytes of stdout past BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES, counted but not kept'),
   stderr_truncated_bytes: z.number().int().min(0).describe('Bytes of stderr past the limit, counted but not kept'),
-});
-type ExecuteResult = z.infer<typeof executeResult>;
+}));
+type ExecuteResult = z.infer<ReturnType<typeof executeResult>>;
 
 export interface RouteDeps {
   pool: RunnerPool;
@@ -61,7 +62,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/browsers/{id}/playwright/execute',
       scope: 'playwright:execute',
-      doc: {
+      doc: () => ({
         summary: 'Run Playwright code against the browser (page, context, browser in scope)',
         description:
           'The code runs in a Playwright runner: a Node process of its own (its own process group, the minimal environment of the processes API, ' +
@@ -84,12 +85,12 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
           'BROWSERD_PLAYWRIGHT_MAX_HEAP_MB, the kernel\'s OOM killer, which picks runners first: oom_score_adj 1000) is success: false with the cause. ' +
           'A client that disconnects before the answer kills the runner. When the runner cannot reach Chromium (stopped, failed, not ready within 15 s) ' +
           'the code does not run: 503 browser_unavailable.',
-        body: executeBody,
-        responses: { 200: { description: 'the code ran (whether it succeeded is `success`)', schema: executeResult } },
+        body: executeBody(),
+        responses: { 200: { description: 'the code ran (whether it succeeded is `success`)', schema: executeResult() } },
         errors: [429, 503],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(executeBody);
+        const body = await ctx.json(executeBody());
         const timeoutSec = body.timeout_sec ?? EXECUTE_DEFAULT_TIMEOUT_SEC;
         const t0 = performance.now();
         const abandon = new AbortController();

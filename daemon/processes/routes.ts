@@ -103,7 +103,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/exec`,
       scope: 'processes:exec',
-      doc: {
+      doc: () => ({
         summary: 'Run a command to completion and return its exit and output',
         description:
           LAUNCH_TEXT +
@@ -115,12 +115,12 @@ export function processRoutes(deps: RouteDeps): Route[] {
           'exec together up to BROWSERD_EXEC_OUTPUT_TOTAL_BYTES; the rest is counted in *_truncated_bytes. Output written after the command exits by processes that left its group is collected for at most 1 s. ' +
           'If the client disconnects before the answer, the group gets SIGKILL. A command that cannot be started is 400 (command: not found, permission denied). ' +
           'No terminal: the SDK declares allocate_tty on spawn only. stdin_b64 past BROWSERD_STDIN_LIMIT_BYTES decoded is 413 naming that setting.',
-        body: execBody,
-        responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResult } },
+        body: execBody(),
+        responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResult() } },
         errors: [413, 422, 429],
-      },
+      }),
       handler: async (ctx) => {
-        const { body, decoded } = await readWithStdinLimit(ctx, execBody, limits.stdinLimitBytes, { bytes: config.http.bodyLimitBytes, setting: 'BROWSERD_BODY_LIMIT_BYTES' }, 'stdin_b64');
+        const { body, decoded } = await readWithStdinLimit(ctx, execBody(), limits.stdinLimitBytes, { bytes: config.http.bodyLimitBytes, setting: 'BROWSERD_BODY_LIMIT_BYTES' }, 'stdin_b64');
         const stdin = body.stdin_b64 === undefined ? null : decodeStdin('stdin_b64', body.stdin_b64, limits.stdinLimitBytes, decoded);
         const { launched, group } = await start(ctx, { ...body, tty: null }, 'exec');
         // The client went away (not for a request with an Idempotency-Key, whose retry takes the answer).
@@ -153,7 +153,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/spawn`,
       scope: 'processes:exec',
-      doc: {
+      doc: () => ({
         summary: 'Start a command in the background (on pipes, or on a terminal with allocate_tty)',
         description:
           LAUNCH_TEXT +
@@ -167,12 +167,12 @@ export function processRoutes(deps: RouteDeps): Route[] {
           `allocate_tty: a pseudo-terminal of rows × cols (default ${TTY_DEFAULT_COLS}×${TTY_DEFAULT_ROWS}), TERM=xterm-256color unless env sets it; ` +
           'the command is looked up on PATH before it starts (400 as for pipes); a terminal for another user (as_user) is entered through setpriv(1). ' +
           `At daemon shutdown every group started gets SIGTERM, then SIGKILL after ${PROCESS_STOP_GRACE_MS / 1000} s.`,
-        body: spawnBody,
-        responses: { 200: { description: 'started', schema: spawnResult } },
+        body: spawnBody(),
+        responses: { 200: { description: 'started', schema: spawnResult() } },
         errors: [422, 429],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(spawnBody);
+        const body = await ctx.json(spawnBody());
         const id = randomUUID();
         const tty = body.allocate_tty === true ? { rows: body.rows ?? TTY_DEFAULT_ROWS, cols: body.cols ?? TTY_DEFAULT_COLS } : null;
         const { launched, group } = await start(ctx, { ...body, tty }, 'spawn', id);
@@ -194,10 +194,10 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: P,
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'Spawned processes: running ones and exited ones still retained',
-        responses: { 200: { description: 'the processes, oldest first', schema: listSchema } },
-      },
+        responses: { 200: { description: 'the processes, oldest first', schema: listSchema() } },
+      }),
       handler: async () => {
         const procs = table.list();
         // group_alive as of now, and every cpu_pct and mem_bytes: asked together, they share one /proc scan.
@@ -209,13 +209,13 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: `${P}/{process_id}/status`,
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'The state of one spawned process',
         description:
           'cpu_pct and mem_bytes (the SDK\'s optional fields) are given while members of the group live: CPU time of the living members over ' +
           'the time since the start (as ps %CPU, 100 = one core) and the sum of their resident memory.',
-        responses: { 200: { description: 'the process', schema: statusSchema } },
-      },
+        responses: { 200: { description: 'the process', schema: statusSchema() } },
+      }),
       handler: async (ctx) => {
         const proc = lookup(ctx);
         // group_alive as of now, and cpu_pct and mem_bytes: asked together, they share one /proc scan.
@@ -229,21 +229,21 @@ export function processRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{process_id}/kill`,
       scope: 'processes:write',
-      doc: {
+      doc: () => ({
         summary: 'Send a signal to the whole process group of a spawned process',
         description:
           'Answers once the signal is sent (not when the process has exited: watch status or the exit event). ' +
           'The body may be left out (TERM). Every process group of the process\'s session gets it (its own group and any group its members ' +
           'made, such as the jobs of an interactive shell on a terminal). The group is signalled also after the process itself has exited, while members it ' +
           'left in its group live (status group_alive); 409 process_exited once nothing of the group is left.',
-        body: killBody,
+        body: killBody(),
         bodyRequired: false,
-        responses: { 200: { description: 'the signal was sent', schema: okResult } },
+        responses: { 200: { description: 'the signal was sent', schema: okResult() } },
         errors: [409],
-      },
+      }),
       handler: async (ctx) => {
         const proc = lookup(ctx);
-        const body = await ctx.json(killBody, { optional: true });
+        const body = await ctx.json(killBody(), { optional: true });
         const signal = `SIG${body.signal ?? 'TERM'}` as const;
         await proc.kill(signal);
         ctx.log.info({ event: 'process_signalled', child_pid: proc.pid, process_id: proc.id, signal }, 'process group signalled');

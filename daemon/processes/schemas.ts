@@ -2,6 +2,7 @@
 // generate the OpenAPI document. Every field the official SDK (@onkernel/sdk 0.84,
 // resources/browsers/process.d.ts) declares is accepted; `null` for a nullable field means "not given".
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 
 /** The path every process route starts with. */
 export const PROCESS_BASE = '/browsers/{id}/process';
@@ -28,7 +29,7 @@ const childText = () => z.string().refine(noNul, 'must not contain NUL').refine(
  * The environment: zod drops a `__proto__` key of a record without a word (assigning it to a
  * plain object would replace the prototype), so it is refused before zod sees it.
  */
-const envSchema = z
+const envSchema = lazy(() => z
   .preprocess(
     (v, ctx) => {
       if (v !== null && typeof v === 'object' && Object.hasOwn(v, '__proto__')) {
@@ -48,9 +49,9 @@ const envSchema = z
   .describe(
     'Merged over a minimal environment: PATH, LANG and TZ of the daemon, HOME, USER, LOGNAME and SHELL of the user (and TERM=xterm-256color ' +
       "for a terminal). The daemon's own environment is never passed on. The name __proto__ is refused (400).",
-  );
+  ));
 
-const launchFields = {
+const launchFields = lazy(() => ({
   command: childText()
     .min(1)
     .max(4096)
@@ -61,7 +62,7 @@ const launchFields = {
     .nullable()
     .optional()
     .describe('Working directory; must exist. Default (also null): the home directory of the user the process runs as, else /.'),
-  env: envSchema,
+  env: envSchema(),
   as_user: childText()
     .min(1)
     .max(256)
@@ -80,10 +81,10 @@ const launchFields = {
         'CAP_SETGID (as under the shipped systemd unit); else 422 unsupported_field naming as_root, and the command never runs as someone ' +
         'else. With as_user also given: 400. false: as if not given.',
     ),
-};
+}));
 
-export const spawnBody = z.strictObject({
-  ...launchFields,
+export const spawnBody = lazy(() => z.strictObject({
+  ...launchFields(),
   timeout_sec: z
     .number()
     .positive()
@@ -116,10 +117,10 @@ export const spawnBody = z.strictObject({
     .max(TTY_MAX_SIZE)
     .optional()
     .describe(`Initial terminal columns (default ${TTY_DEFAULT_COLS}, 1-${TTY_MAX_SIZE}). As the SDK declares, used only when allocate_tty is true (checked either way).`),
-});
+}));
 
-export const execBody = z.strictObject({
-  ...launchFields,
+export const execBody = lazy(() => z.strictObject({
+  ...launchFields(),
   timeout_sec: z
     .number()
     .positive()
@@ -134,10 +135,10 @@ export const execBody = z.strictObject({
     .string()
     .optional()
     .describe('Strict base64 written to stdin, then EOF (EOF at once without it). At most BROWSERD_STDIN_LIMIT_BYTES decoded, else 413 naming that setting.'),
-});
+}));
 
 
-export const stdinBody = z.strictObject({
+export const stdinBody = lazy(() => z.strictObject({
   data_b64: z
     .string()
     .describe('Strict base64 (A-Z a-z 0-9 + /, = padding, no whitespace); at most BROWSERD_STDIN_LIMIT_BYTES decoded, else 413 naming that setting.'),
@@ -148,22 +149,22 @@ export const stdinBody = z.strictObject({
       'Send EOF after this data; later requests get 409 stdin_closed. On a terminal (allocate_tty) EOF is the EOF key: ^D (\\x04) is written ' +
         'after the data, as typing Ctrl-D, and stdin stays open (a terminal has no one-way close).',
     ),
-});
+}));
 
-export const killBody = z.strictObject({
+export const killBody = lazy(() => z.strictObject({
   signal: z.enum(['TERM', 'KILL', 'INT', 'HUP']).optional().describe('Default TERM. Sent to the whole process group and every group made in its session.'),
-});
+}));
 
-export const resizeBody = z.strictObject({
+export const resizeBody = lazy(() => z.strictObject({
   rows: z.number().int().min(1).max(TTY_MAX_SIZE).describe(`Terminal rows, 1-${TTY_MAX_SIZE}.`),
   cols: z.number().int().min(1).max(TTY_MAX_SIZE).describe(`Terminal columns, 1-${TTY_MAX_SIZE}.`),
-});
+}));
 
-export const okResult = z.object({ ok: z.literal(true) });
+export const okResult = lazy(() => z.object({ ok: z.literal(true) }));
 
-const ttySize = z.object({ rows: z.number().int(), cols: z.number().int() });
+const ttySize = lazy(() => z.object({ rows: z.number().int(), cols: z.number().int() }));
 
-export const statusSchema = z.object({
+export const statusSchema = lazy(() => z.object({
   process_id: z.string(),
   pid: z.number().int(),
   state: z.enum(['running', 'exited']),
@@ -179,7 +180,7 @@ export const statusSchema = z.object({
     ),
   command: z.string(),
   as_user: z.string().describe('The user the process runs as.'),
-  tty: ttySize.nullable().describe('The terminal size of a process spawned with allocate_tty (after any resize); null for pipes.'),
+  tty: ttySize().nullable().describe('The terminal size of a process spawned with allocate_tty (after any resize); null for pipes.'),
   timeout_at: z.string().nullable().describe('When the spawn timeout_sec deadline falls (the group gets SIGKILL then); null without one.'),
   timed_out: z.boolean().describe('true once the deadline was reached and the group got SIGKILL.'),
   cpu_pct: z
@@ -187,13 +188,13 @@ export const statusSchema = z.object({
     .optional()
     .describe('While members of the group live: their CPU time over the time since the process started, in percent of one core (like ps %CPU).'),
   mem_bytes: z.number().int().optional().describe('While members of the group live: the sum of their resident memory, in bytes.'),
-});
+}));
 
-export const listSchema = z.object({ processes: z.array(statusSchema).describe('Running processes and exited ones still retained, oldest first.') });
+export const listSchema = lazy(() => z.object({ processes: z.array(statusSchema()).describe('Running processes and exited ones still retained, oldest first.') }));
 
-export const spawnResult = z.object({ process_id: z.string(), pid: z.number().int(), started_at: z.string() });
+export const spawnResult = lazy(() => z.object({ process_id: z.string(), pid: z.number().int(), started_at: z.string() }));
 
-export const execResult = z.object({
+export const execResult = lazy(() => z.object({
   exit_code: z.number().int().nullable().describe('null when a signal ended the command (see signal).'),
   signal: z.string().nullable(),
   stdout_b64: z.string(),
@@ -203,9 +204,9 @@ export const execResult = z.object({
   stdout_truncated_bytes: z.number().int().describe('Bytes of stdout past BROWSERD_EXEC_OUTPUT_LIMIT_BYTES: counted, not kept.'),
   stderr_truncated_bytes: z.number().int().describe('Bytes of stderr past BROWSERD_EXEC_OUTPUT_LIMIT_BYTES: counted, not kept.'),
   pid: z.number().int(),
-});
+}));
 
-export const stdinResult = z.object({
+export const stdinResult = lazy(() => z.object({
   written_bytes: z
     .number()
     .int()
@@ -213,4 +214,4 @@ export const stdinResult = z.object({
       'Bytes of this request now in the kernel (all of them): in the pipe, or for a terminal in its input queue, where the line discipline ' +
         'applies (echo, ^C, and in canonical mode a line past 4095 bytes is cut by the kernel).',
     ),
-});
+}));

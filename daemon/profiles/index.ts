@@ -2,6 +2,7 @@
 // the SDK's /profiles routes (routes.ts), and loading one into the running browser with its
 // changes saved back at the next stop (switch.ts).
 // Public face: createProfiles() → { routes, start(), close() }; it adds `profile` to PATCH /browsers/{id}.
+import { lazy } from '../core/lazy.js';
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Browser } from '../chromium/index.js';
@@ -47,13 +48,13 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
   });
   // The `profile` part of PATCH /browsers/{id} (the browser module owns the route).
   deps.browser.addUpdateFields({
-    fields: {
-      profile: profileRefSchema.optional().meta({
+    fields: lazy(() => ({
+      profile: profileRefSchema().optional().meta({
         description:
           "The SDK's BrowserProfile {id | name, save_changes}: Chromium restarts on that profile (open tabs are lost); save_changes saves it " +
           'back at the next stop (the next profile PATCH, a restart, a graceful shutdown). docs/profiles.md',
       }),
-    },
+    })),
     scope: 'profiles:read',
     async apply(body, ctx) {
       if (body.profile !== undefined) await load(body.profile, ctx);
@@ -62,9 +63,9 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
   // The `profile` part of POST /browsers/{id}/configure: put in place at configure's one restart.
   deps.browser.addConfigurePart({
     field: 'profile',
-    schema: profileRefSchema.meta({
+    schema: lazy(() => profileRefSchema().meta({
       description: "The SDK's BrowserProfile {id | name, save_changes}: Chromium restarts on that stored profile with the rest of configure (open tabs are lost; scope profiles:read). docs/profiles.md",
-    }),
+    })),
     scope: 'profiles:read',
     check(value, ctx, problems) {
       const ref = value as ProfileRef;
@@ -78,7 +79,7 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
     stage: async (value, ctx) => sw.stage(value as ProfileRef, ctx.identity?.project ?? null),
   });
   const load = async (value: unknown, ctx: RequestContext): Promise<void> => {
-    const parsed = profileRefSchema.safeParse(value);
+    const parsed = profileRefSchema().safeParse(value);
     if (!parsed.success) throw new BadRequestError(parsed.error.issues.map((i) => `profile${i.path.length > 0 ? `.${i.path.join('.')}` : ''}: ${i.message}`));
     if (ctx.identity === null) throw new Error('the profile update needs an identity');
     await sw.load(parsed.data, ctx.identity.project, ctx.log, ctx.clientGone);

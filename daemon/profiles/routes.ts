@@ -10,6 +10,7 @@ import { type Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { BadRequestError, ConflictError, LimitExceededError, NotFoundError, OperationFailedError, PayloadTooLargeError } from '../core/errors.js';
 import { ArchiveError } from '../core/zip/unzip.js';
 import type { Identity } from '../http/auth.js';
@@ -23,33 +24,33 @@ import { findProfile } from './switch.js';
 
 const route = routesIn('daemon/profiles/routes.ts');
 
-const nameSchema = z.string({ error: 'must be a string' }).trim().min(1, 'must not be empty').max(255, 'must be at most 255 characters');
-const createSchema = z.strictObject({ name: nameSchema.optional().meta({ description: 'Unique among the profiles this key sees' }) });
-const updateSchema = z.strictObject({ name: nameSchema });
-const profileSchema = z.object({
+const nameSchema = lazy(() => z.string({ error: 'must be a string' }).trim().min(1, 'must not be empty').max(255, 'must be at most 255 characters'));
+const createSchema = lazy(() => z.strictObject({ name: nameSchema().optional().meta({ description: 'Unique among the profiles this key sees' }) }));
+const updateSchema = lazy(() => z.strictObject({ name: nameSchema() }));
+const profileSchema = lazy(() => z.object({
   id: z.string(),
   name: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string().optional(),
   last_used_at: z.string().optional(),
-});
-const listQuery = z.strictObject({
+}));
+const listQuery = lazy(() => z.strictObject({
   limit: qInt(`Page size, 1 to ${PROFILE_LIMITS.pageMax} (default ${PROFILE_LIMITS.pageDefault})`, 1, PROFILE_LIMITS.pageMax),
   offset: qInt('Matching profiles to skip, oldest first (default 0)', 0, 1_000_000_000),
   name: qString('Exact name', 255),
   query: qString('Case-insensitive substring of the name, or the whole id', 255),
-});
-const createQuery = z.strictObject({ name: qString('The name of a profile created from an uploaded archive', 255) });
-const downloadQuery = z.strictObject({ format: z.enum(['tar.zst', 'tar']).optional().meta({ description: 'tar.zst (default) or tar' }) });
+}));
+const createQuery = lazy(() => z.strictObject({ name: qString('The name of a profile created from an uploaded archive', 255) }));
+const downloadQuery = lazy(() => z.strictObject({ format: z.enum(['tar.zst', 'tar']).optional().meta({ description: 'tar.zst (default) or tar' }) }));
 
-export const profileRefSchema = z
+export const profileRefSchema = lazy(() => z
   .strictObject({
     id: z.string().min(1).max(255).optional(),
     name: z.string().min(1).max(255).optional(),
     save_changes: z.boolean({ error: 'must be a boolean' }).optional(),
   })
   .refine((r) => (r.id === undefined) !== (r.name === undefined), { message: 'give exactly one of id and name' })
-  .meta({ description: 'Restart Chromium on this profile (open tabs are lost); save_changes: save it back when the browser next stops' });
+  .meta({ description: 'Restart Chromium on this profile (open tabs are lost); save_changes: save it back when the browser next stops' }));
 
 function identityOf(ctx: RequestContext): Identity {
   if (ctx.identity === null) throw new Error('profile routes need an identity');
@@ -124,25 +125,25 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/profiles',
       scope: 'profiles:write',
-      doc: {
+      doc: () => ({
         summary: 'Create a profile: empty (JSON body), or from an uploaded tar.zst archive (application/zstd or application/octet-stream body, ?name=)',
-        body: createSchema,
+        body: createSchema(),
         bodyRequired: false,
-        query: createQuery,
-        responses: { 201: { description: 'the profile', schema: profileSchema } },
+        query: createQuery(),
+        responses: { 201: { description: 'the profile', schema: profileSchema() } },
         errors: [409, 413, 422, 429],
-      },
+      }),
       handler: async (ctx) => {
         const type = (ctx.req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
         const upload = type === 'application/zstd' || type === 'application/octet-stream';
         let name: string | undefined;
         if (upload) {
           const q = ctx.query.name as string | undefined;
-          const parsed = q === undefined ? undefined : nameSchema.safeParse(q);
+          const parsed = q === undefined ? undefined : nameSchema().safeParse(q);
           if (parsed !== undefined && !parsed.success) throw BadRequestError.field('name', parsed.error.issues[0]?.message ?? 'is invalid');
           name = parsed?.data;
         } else {
-          name = (await ctx.json(createSchema, { optional: true })).name;
+          name = (await ctx.json(createSchema(), { optional: true })).name;
         }
         const identity = identityOf(ctx);
         const record: StoredProfile = { id: randomUUID(), ...(name !== undefined ? { name } : {}), project: identity.project, created_at: new Date().toISOString(), has_content: upload };
@@ -162,7 +163,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/profiles',
       scope: 'profiles:read',
-      doc: { summary: 'List the profiles this key may see, oldest first, one page', query: listQuery, responses: { 200: { description: 'one page (headers x-has-more, x-next-offset)', schema: z.array(profileSchema) } }, errors: [400] },
+      doc: () => ({ summary: 'List the profiles this key may see, oldest first, one page', query: listQuery(), responses: { 200: { description: 'one page (headers x-has-more, x-next-offset)', schema: z.array(profileSchema()) } }, errors: [400] }),
       handler: async (ctx) => {
         const project = identityOf(ctx).project;
         const q = ctx.query as { limit?: number; offset?: number; name?: string; query?: string };
@@ -182,16 +183,16 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:read',
-      doc: { summary: 'One profile', responses: { 200: { description: 'the profile', schema: profileSchema } } },
+      doc: () => ({ summary: 'One profile', responses: { 200: { description: 'the profile', schema: profileSchema() } } }),
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
     }),
     route({
       method: 'PATCH',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:write',
-      doc: { summary: 'Rename a profile', body: updateSchema, responses: { 200: { description: 'the profile', schema: profileSchema } }, errors: [409] },
+      doc: () => ({ summary: 'Rename a profile', body: updateSchema(), responses: { 200: { description: 'the profile', schema: profileSchema() } }, errors: [409] }),
       handler: async (ctx) => {
-        const input = await ctx.json(updateSchema);
+        const input = await ctx.json(updateSchema());
         const p = find(ctx);
         await store.mutate((cur) => {
           if (cur.some((x) => x.id !== p.id && x.project === p.project && x.name === input.name)) throw new ConflictError('already_exists', `a profile named ${JSON.stringify(input.name)} exists`);
@@ -204,7 +205,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'DELETE',
       path: '/profiles/{id_or_name}',
       scope: 'profiles:write',
-      doc: { summary: 'Delete a profile (the browser keeps running on its data if it is loaded; nothing is saved back then)', responses: { 204: { description: 'deleted' } } },
+      doc: () => ({ summary: 'Delete a profile (the browser keeps running on its data if it is loaded; nothing is saved back then)', responses: { 204: { description: 'deleted' } } }),
       handler: async (ctx) => {
         const p = find(ctx);
         await store.mutate((cur, loaded) => ({ next: cur.filter((x) => x.id !== p.id), loaded: loaded?.id === p.id ? null : loaded, result: undefined }));
@@ -217,11 +218,11 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/profiles/{id_or_name}/download',
       scope: 'profiles:read',
-      doc: {
+      doc: () => ({
         summary: "The profile's content as last saved: a tar.zst (or tar) of Chromium's user data without caches, locks and crash reports",
-        query: downloadQuery,
+        query: downloadQuery(),
         responses: { 200: { description: 'the archive', mediaType: 'application/zstd' } },
-      },
+      }),
       handler: async (ctx) => {
         const p = find(ctx);
         const tar = ctx.query.format === 'tar';

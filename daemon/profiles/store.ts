@@ -10,6 +10,7 @@ import { open, rename, rm } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { removeStaleTemps, syncDir, writeFileAtomic } from '../core/fs-atomic.js';
 import type { Logger } from '../core/log.js';
 
@@ -34,7 +35,7 @@ export interface Loaded {
   save_changes: boolean;
 }
 
-const fileSchema = z.object({
+const fileSchema = lazy(() => z.object({
   version: z.literal(VERSION),
   profiles: z.array(
     z.looseObject({
@@ -48,7 +49,7 @@ const fileSchema = z.object({
     }),
   ),
   loaded: z.object({ id: z.string(), save_changes: z.boolean() }).nullable().optional(),
-});
+}));
 
 export class ProfileStore {
   private records: readonly StoredProfile[];
@@ -80,7 +81,7 @@ export class ProfileStore {
     }
     let reason: string;
     try {
-      const parsed = fileSchema.safeParse(JSON.parse(text));
+      const parsed = fileSchema().safeParse(JSON.parse(text));
       if (parsed.success) {
         const records = parsed.data.profiles as StoredProfile[];
         let loaded = parsed.data.loaded ?? null;

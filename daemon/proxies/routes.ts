@@ -6,6 +6,7 @@
 // (one shared bucket). The descriptions of every choice are in docs.ts.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Identity } from '../http/auth.js';
 import { LimitExceededError, NotFoundError, UnsupportedFieldError } from '../core/errors.js';
 import { qInt, qString } from '../http/query.js';
@@ -30,12 +31,12 @@ export interface RouteDeps {
   active: ActiveControl;
 }
 
-const listQuery = z.strictObject({
+const listQuery = lazy(() => z.strictObject({
   limit: qInt(`Page size, 1 to ${LIST_LIMITS.max} (default ${LIST_LIMITS.default})`, 1, LIST_LIMITS.max),
   offset: qInt('Matching proxies to skip, oldest first (default 0)', 0, LIST_LIMITS.maxOffset),
   name: qString('Exact name, case- and accent-insensitive', 255),
   query: qString('Case-insensitive substring of the name, host or exit IP; or the whole id', 255),
-});
+}));
 
 function identityOf(ctx: RequestContext): Identity {
   if (ctx.identity === null) throw new Error('proxy routes need an identity');
@@ -48,7 +49,7 @@ function identityOf(ctx: RequestContext): Identity {
  */
 export function browserUpdatePart(deps: { active: ActiveControl }): BrowserUpdatePart {
   return {
-    fields: {
+    fields: lazy(() => ({
       proxy_id: z
         .string({ error: 'must be a string or null' })
         .max(255, 'must be at most 255 characters')
@@ -56,7 +57,7 @@ export function browserUpdatePart(deps: { active: ActiveControl }): BrowserUpdat
         .optional()
         .meta({ description: `The stored proxy the browser goes through; "" or null: none (direct); omitted: unchanged.\n\n${BROWSER_UPDATE_DOC}` }),
       disable_default_proxy: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'true is accepted (there is no default proxy); false is 422 unsupported_field' }),
-    },
+    })),
     check(body) {
       if (body.disable_default_proxy === false) throw new UnsupportedFieldError('disable_default_proxy', 'false is not supported: this daemon has no default proxy');
     },
@@ -81,15 +82,15 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/proxies',
       scope: 'proxies:write',
-      doc: {
+      doc: () => ({
         summary: 'Create a proxy',
         description: CREATE_DOC,
-        body: createProxySchema,
-        responses: { 201: { description: 'the proxy as stored (Location: /proxies/{id})', schema: proxySchema } },
+        body: createProxySchema(),
+        responses: { 201: { description: 'the proxy as stored (Location: /proxies/{id})', schema: proxySchema() } },
         errors: [429],
-      },
+      }),
       handler: async (ctx) => {
-        const input = await ctx.json(createProxySchema);
+        const input = await ctx.json(createProxySchema());
         const identity = identityOf(ctx);
         const record: StoredProxy = {
           id: randomUUID(),
@@ -118,13 +119,13 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/proxies',
       scope: 'proxies:read',
-      doc: {
+      doc: () => ({
         summary: 'List the proxies this key may see, oldest first, one page',
         description: LIST_DOC,
-        query: listQuery,
-        responses: { 200: { description: 'one page of proxies (headers x-has-more, x-next-offset)', schema: proxyListSchema } },
+        query: listQuery(),
+        responses: { 200: { description: 'one page of proxies (headers x-has-more, x-next-offset)', schema: proxyListSchema() } },
         errors: [400],
-      },
+      }),
       handler: async (ctx) => {
         const page = listPage(store.list(), identityOf(ctx).project, ctx.query as ListQuery);
         return { status: 200, body: page.items.map(toPublic), headers: { 'x-has-more': String(page.hasMore), 'x-next-offset': String(page.nextOffset) } };
@@ -134,16 +135,16 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: '/proxies/{id}',
       scope: 'proxies:read',
-      doc: { summary: 'One proxy', responses: { 200: { description: 'the proxy', schema: proxySchema } } },
+      doc: () => ({ summary: 'One proxy', responses: { 200: { description: 'the proxy', schema: proxySchema() } } }),
       handler: async (ctx) => ({ status: 200, body: toPublic(find(ctx)) }),
     }),
     route({
       method: 'PATCH',
       path: '/proxies/{id}',
       scope: 'proxies:write',
-      doc: { summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema, responses: { 200: { description: 'the proxy as stored', schema: proxySchema } } },
+      doc: () => ({ summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema(), responses: { 200: { description: 'the proxy as stored', schema: proxySchema() } } }),
       handler: async (ctx) => {
-        const input = await ctx.json(updateProxySchema);
+        const input = await ctx.json(updateProxySchema());
         const p = find(ctx);
         const updated = await store.update(p.id, (cur) => {
           const { bypass_hosts: oldBypass, ...rest } = cur;
@@ -160,7 +161,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'DELETE',
       path: '/proxies/{id}',
       scope: 'proxies:write',
-      doc: { summary: 'Delete a proxy', description: DELETE_DOC, responses: { 204: { description: 'deleted' } }, errors: [409] },
+      doc: () => ({ summary: 'Delete a proxy', description: DELETE_DOC, responses: { 204: { description: 'deleted' } }, errors: [409] }),
       handler: async (ctx) => {
         const p = find(ctx);
         const removed = await active.remove(p.id);
@@ -173,16 +174,16 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: '/proxies/{id}/check',
       scope: 'proxies:check',
-      doc: {
+      doc: () => ({
         summary: 'Check a proxy by connecting through it',
         description: CHECK_DOC,
-        body: checkBodySchema,
+        body: checkBodySchema(),
         bodyRequired: false,
-        responses: { 200: { description: 'the proxy after the check', schema: proxySchema } },
+        responses: { 200: { description: 'the proxy after the check', schema: proxySchema() } },
         errors: [422, 429],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(checkBodySchema, { optional: true });
+        const body = await ctx.json(checkBodySchema(), { optional: true });
         const proxy = find(ctx);
         // The gateway first: a managed type without one fails before any name is resolved.
         const upstream = checker.upstream(proxy, ctx.log, body.url === undefined ? 'default' : 'url');

@@ -3,6 +3,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import type { Config } from '../core/config.js';
 import { NotFoundError } from '../core/errors.js';
 import type { Route } from '../http/router.js';
@@ -24,8 +25,8 @@ export interface RouteDeps {
 }
 
 const P = '/browsers/{id}/replays';
-const marker = z.object({ label: z.string(), at_ms: z.number().int().describe('milliseconds since the start of the recording') });
-const record = z.object({
+const marker = lazy(() => z.object({ label: z.string(), at_ms: z.number().int().describe('milliseconds since the start of the recording') }));
+const record = lazy(() => z.object({
   replay_id: z.string(),
   started_at: z.string().describe('ISO time'),
   finished_at: z.string().nullable().describe('ISO time; null while recording'),
@@ -38,18 +39,18 @@ const record = z.object({
   height: z.number().int(),
   size_bytes: z.number().int(),
   duration_ms: z.number().int(),
-  markers: z.array(marker),
+  markers: z.array(marker()),
   error: z.string().nullable(),
-});
+}));
 
 export function replayRoutes(deps: RouteDeps): Route[] {
   const c = deps.limits;
-  const startBody = z.strictObject({
+  const startBody = lazy(() => z.strictObject({
     framerate: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, 'must be at least 1').max(c.maxFramerate, `must be at most ${c.maxFramerate} (BROWSERD_REPLAY_MAX_FRAMERATE)`).optional(),
     max_duration_in_seconds: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, 'must be at least 1').optional(),
     record_audio: z.boolean({ error: 'must be a boolean' }).optional(),
-  });
-  const markerBody = z.strictObject({ label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters') });
+  }));
+  const markerBody = lazy(() => z.strictObject({ label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters') }));
   const limitsText =
     `Limits: ${c.maxActive} recordings at once (BROWSERD_REPLAY_MAX_ACTIVE; 429 past it), ${c.maxDurationSec} s each (BROWSERD_REPLAY_MAX_DURATION_SEC), ` +
     `${c.maxBytes} bytes each (BROWSERD_REPLAY_MAX_BYTES), framerate 1–${c.maxFramerate} (default ${c.defaultFramerate}), ${c.maxKept} kept ` +
@@ -60,7 +61,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: P,
       scope: 'replays:write',
-      doc: {
+      doc: () => ({
         summary: 'Start recording what the browser shows',
         description:
           'Records the page a person would see (the one the computer controls act on; a tab switch shows in the video) from Chromium\u2019s ' +
@@ -68,11 +69,11 @@ export function replayRoutes(deps: RouteDeps): Route[] {
           'gap in the video, not its end), into H.264 MP4 (yuv420p, the size of the first frame made even). Several recordings may run at once; ' +
           'they share one screencast. record_audio: true is 422 unsupported_field (no audio source). A browser that is not ready, or a page ' +
           'that sends no frame within 10 s, is 503 browser_unavailable; ffmpeg missing is 503 dependency_missing. ' + limitsText,
-        body: startBody,
-        responses: { 201: { description: 'recording', schema: record } },
-      },
+        body: startBody(),
+        responses: { 201: { description: 'recording', schema: record() } },
+      }),
       handler: async (ctx) => {
-        const body = (await ctx.json(startBody, { optional: true })) ?? {};
+        const body = (await ctx.json(startBody(), { optional: true })) ?? {};
         const host = ctx.req.headers.host ?? '127.0.0.1';
         const r = await deps.start(body, (id) => `http://${host}/browsers/${encodeURIComponent(ctx.params.id ?? '')}/replays/${id}`);
         return { status: 201, body: r };
@@ -82,20 +83,20 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'GET',
       path: P,
       scope: 'replays:read',
-      doc: { summary: 'List the recordings', description: 'Every recording kept, oldest first, recording or finished. ' + limitsText, responses: { 200: { description: 'the recordings', schema: z.array(record) } } },
+      doc: () => ({ summary: 'List the recordings', description: 'Every recording kept, oldest first, recording or finished. ' + limitsText, responses: { 200: { description: 'the recordings', schema: z.array(record()) } } }),
       handler: () => Promise.resolve({ status: 200, body: deps.list() }),
     }),
     route({
       method: 'GET',
       path: `${P}/{replay_id}`,
       scope: 'replays:read',
-      doc: {
+      doc: () => ({
         summary: 'Download a recording (video/mp4)',
         description:
           'The finished video, with +faststart (its index first) and the markers as MP4 chapters. While it still records: 202 with Retry-After ' +
           'and the record as JSON (stop it first, or wait). A recording that failed without a frame is 404.',
-        responses: { 200: { description: 'the video', mediaType: 'video/mp4', schema: { type: 'string', format: 'binary' } }, 202: { description: 'still recording', schema: record } },
-      },
+        responses: { 200: { description: 'the video', mediaType: 'video/mp4', schema: { type: 'string', format: 'binary' } }, 202: { description: 'still recording', schema: record() } },
+      }),
       handler: async (ctx) => {
         const id = ctx.params.replay_id ?? '';
         const r = deps.get(id);
@@ -116,14 +117,14 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{replay_id}/stop`,
       scope: 'replays:write',
-      doc: { summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record } } },
+      doc: () => ({ summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record() } } }),
       handler: async (ctx) => ({ status: 200, body: await deps.stop(ctx.params.replay_id ?? '') }),
     }),
     route({
       method: 'DELETE',
       path: `${P}/{replay_id}`,
       scope: 'replays:write',
-      doc: { summary: 'Delete a recording', description: 'A recording still running is stopped first; its video and record are removed.', responses: { 204: { description: 'deleted' } } },
+      doc: () => ({ summary: 'Delete a recording', description: 'A recording still running is stopped first; its video and record are removed.', responses: { 204: { description: 'deleted' } } }),
       handler: async (ctx) => {
         await deps.remove(ctx.params.replay_id ?? '');
         return { status: 204 };
@@ -133,14 +134,14 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{replay_id}/markers`,
       scope: 'replays:write',
-      doc: {
+      doc: () => ({
         summary: 'Mark a moment of a recording',
         description: 'A labelled time in the recording (now), kept in its record and written as an MP4 chapter when it is finalized. A recording that is not recording: 409 replay_stopped.',
-        body: markerBody,
-        responses: { 201: { description: 'the marker', schema: marker } },
-      },
+        body: markerBody(),
+        responses: { 201: { description: 'the marker', schema: marker() } },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(markerBody);
+        const body = await ctx.json(markerBody());
         return { status: 201, body: await deps.mark(ctx.params.replay_id ?? '', body.label) };
       },
     }),

@@ -2,10 +2,11 @@
 // calls to the VM's base_url) and `/browsers/{id}/telemetry/…` (the SDK's control-plane paths):
 // the category switches, custom events, the SSE stream and the paged event list.
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { BadRequestError, LimitExceededError } from '../core/errors.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 import { qInt, qString } from '../http/query.js';
-import type { HttpRoute, Route } from '../http/router.js';
+import type { HttpRoute, Route, RouteDoc } from '../http/router.js';
 import { routesIn } from '../http/route.js';
 import type { CategorySwitches, Stored, TelemetryBus } from './bus.js';
 import { CATEGORIES, DEFAULT_ON, type Category } from './event.js';
@@ -19,25 +20,25 @@ export const CUSTOM_EVENT_MAX_BYTES = 16 * 1024;
 /** Events per page of GET …/telemetry/events at most (default 100). */
 export const PAGE_MAX = 1000;
 
-const categoryConfig = z.strictObject({ enabled: z.boolean().optional().meta({ description: 'Whether this category is captured' }) });
-const categoriesShape = Object.fromEntries(CATEGORIES.map((c) => [c, categoryConfig.optional()])) as Record<Category, z.ZodOptional<typeof categoryConfig>>;
-export const configBody = z
-  .strictObject({ browser: z.strictObject(categoriesShape).optional().meta({ description: 'Per-category switches' }) })
-  .meta({ description: "The SDK's BrowserTelemetryConfig" });
-type ConfigBody = z.infer<typeof configBody>;
+const categoryConfig = lazy(() => z.strictObject({ enabled: z.boolean().optional().meta({ description: 'Whether this category is captured' }) }));
+const categoriesShape = lazy(() => Object.fromEntries(CATEGORIES.map((c) => [c, categoryConfig().optional()])) as Record<Category, z.ZodOptional<ReturnType<typeof categoryConfig>>>);
+export const configBody = lazy(() => z
+  .strictObject({ browser: z.strictObject(categoriesShape()).optional().meta({ description: 'Per-category switches' }) })
+  .meta({ description: "The SDK's BrowserTelemetryConfig" }));
+type ConfigBody = z.infer<ReturnType<typeof configBody>>;
 
-export const customEventBody = z.strictObject({
+export const customEventBody = lazy(() => z.strictObject({
   type: z
     .string()
     .regex(/^[a-z][a-z0-9_.:-]{0,63}$/, 'must be 1-64 characters: a lowercase letter, then lowercase letters, digits, _ . : -')
     .meta({ description: 'The event type (your own name: it does not have to be one of the SDK\'s)' }),
   category: z.enum(CATEGORIES).optional().meta({ description: 'The category it is filed under (default control); dropped while that category is off' }),
   data: z.record(z.string(), z.unknown()).optional().meta({ description: 'Any JSON object; strings cut at 2048 characters (truncated: true)' }),
-});
+}));
 
-const streamQuery = z.strictObject({
+const streamQuery = lazy(() => z.strictObject({
   replay: qString('`all`: start with the oldest event the ring keeps; anything else: only new events. A Last-Event-ID header takes precedence (resume after that seq)', 16),
-});
+}));
 
 const KNOWN_CATEGORIES: ReadonlySet<string> = new Set([...CATEGORIES, 'monitor']);
 const DURATION = /^(\d{1,9})(ms|s|m|h|d)$/;
@@ -58,7 +59,7 @@ const timeParam = (what: string) =>
     })
     .optional()
     .meta({ description: what, type: 'string' });
-const eventsQuery = z.strictObject({
+const eventsQuery = lazy(() => z.strictObject({
   offset: qInt('The cursor: the X-Next-Offset of the previous page (a seq). Ascending: events from this seq on; descending: events before it', 0, Number.MAX_SAFE_INTEGER),
   limit: qInt(`Events per page (default 100, at most ${PAGE_MAX})`, 1, PAGE_MAX),
   category: z
@@ -78,9 +79,9 @@ const eventsQuery = z.strictObject({
   order: z.enum(['asc', 'desc']).optional().meta({ description: 'asc (default): oldest first; desc: newest first' }),
   since: timeParam('Start of the window: RFC 3339 or a duration ago (5m); default 5m; ignored with offset; not with order=desc'),
   until: timeParam('End of the window (exclusive): RFC 3339 or a duration ago'),
-});
+}));
 
-const configResponse = { 200: { description: 'the active switches (BrowserTelemetryConfig)', schema: configBody } };
+const configResponse = lazy(() => ({ 200: { description: 'the active switches (BrowserTelemetryConfig)', schema: configBody() } }));
 
 export interface TelemetryRouteDeps {
   bus: TelemetryBus;
@@ -112,7 +113,7 @@ function lastEventId(raw: string | string[] | undefined): number | null {
 export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
   const { bus, maxStreams } = deps;
   let open = 0;
-  const both = (r: Omit<HttpRoute, 'path' | 'source'> & { sub: string }): Route[] => {
+  const both = (r: Omit<HttpRoute, 'path' | 'source' | 'doc'> & { sub: string; doc: () => RouteDoc }): Route[] => {
     const { sub, ...rest } = r;
     return [
       route({ ...rest, path: `/telemetry${sub}` }),
@@ -124,18 +125,18 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method,
       sub: '',
       scope: 'telemetry:write',
-      doc: {
+      doc: () => ({
         summary: method === 'PUT' ? 'Set every category switch (unnamed ones back to their defaults)' : 'Change the named category switches',
         description:
           'The body is the SDK\'s BrowserTelemetryConfig: `{"browser":{"console":{"enabled":true},…}}`. ' +
           'Operational categories (control, connection, system, captcha) are on by default; the CDP ones (console, network, page, interaction) and screenshot are off. ' +
           'Turning a CDP category on enables its DevTools domains on every page at once; off disables them. Takes effect for events from then on.',
-        body: configBody,
-        responses: configResponse,
+        body: configBody(),
+        responses: configResponse(),
         errors: [400],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(configBody);
+        const body = await ctx.json(configBody());
         return { status: 200, body: configOf(bus.setCategories(switchesOf(body, method === 'PUT' ? 'defaults' : null))) };
       },
     });
@@ -145,7 +146,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'GET',
       sub: '',
       scope: 'telemetry:read',
-      doc: { summary: 'The telemetry category switches', responses: configResponse },
+      doc: () => ({ summary: 'The telemetry category switches', responses: configResponse() }),
       handler: async () => ({ status: 200, body: configOf(bus.categories()) }),
     }),
     ...config('PUT'),
@@ -154,17 +155,17 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'POST',
       sub: '/events',
       scope: 'telemetry:write',
-      doc: {
+      doc: () => ({
         summary: 'Publish a custom event',
         description:
           `A JSON body of at most ${CUSTOM_EVENT_MAX_BYTES} bytes: \`{"type","category"?,"data"?}\`. It gets the next seq, source \`{"kind":"kernel_api","event":"custom"}\`, ` +
           'and the time of arrival. 201 `{"seq"}`; 202 `{"seq":null}` when its category is off (nothing was recorded).',
-        body: customEventBody,
+        body: customEventBody(),
         responses: { 201: { description: 'recorded', schema: z.object({ seq: z.number().nullable() }) }, 202: { description: 'not recorded: its category is off' } },
         errors: [400, 413],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(customEventBody, { limitBytes: CUSTOM_EVENT_MAX_BYTES });
+        const body = await ctx.json(customEventBody(), { limitBytes: CUSTOM_EVENT_MAX_BYTES });
         const cut = { truncated: false };
         const data = body.data === undefined ? undefined : (boundValue(body.data, cut) as Record<string, unknown>);
         const seq = bus.emit(body.type, body.category ?? 'control', { kind: 'kernel_api', event: 'custom' }, data, { truncated: cut.truncated });
@@ -175,7 +176,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'GET',
       sub: '/stream',
       scope: 'telemetry:read',
-      doc: {
+      doc: () => ({
         summary: 'Server-Sent Events: every telemetry event as it happens',
         description:
           'Each frame: `id: <seq>` and `data: {"seq","event":{ts,type,category,source,data?,truncated?}}` (the SDK\'s TelemetryStreamResponse); no `event:` line. ' +
@@ -183,12 +184,12 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
           'a `Last-Event-ID` header resumes right after that seq (and wins over replay). When events were lost (the reader fell behind the ring, ' +
           'or resumed from before its oldest event) one frame says so: type `events_dropped`, category `monitor`, data `{count, from_seq, to_seq}`, ' +
           `id and seq the last seq lost; the stream goes on with the oldest event kept. At most BROWSERD_TELEMETRY_MAX_STREAMS streams at once (${maxStreams} here; 429 past it).`,
-        query: streamQuery,
+        query: streamQuery(),
         responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
         errors: [400, 429],
-      },
+      }),
       handler: async (ctx) => {
-        const q = ctx.query as z.infer<typeof streamQuery>;
+        const q = ctx.query as z.infer<ReturnType<typeof streamQuery>>;
         const last = lastEventId(ctx.req.headers['last-event-id']);
         const from = last !== null ? last + 1 : q.replay === 'all' ? bus.first : bus.end;
         if (open >= maxStreams) throw new LimitExceededError('telemetry streams', maxStreams, { message: `${maxStreams} telemetry streams are open already (BROWSERD_TELEMETRY_MAX_STREAMS)` });
@@ -205,19 +206,19 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'GET',
       sub: '/events',
       scope: 'telemetry:read',
-      doc: {
+      doc: () => ({
         summary: 'One page of the events the ring keeps',
         description:
           'A JSON array of envelopes `{"seq","event"}`, with headers `X-Next-Offset` (the cursor of the next page) and `X-Has-More`. ' +
           'Ascending (default): from `offset` on, or from the first event at or after `since` (default 5m ago). Descending: the newest events before `offset` (or all), ' +
           '`since` refused. `until` ends the window (exclusive). `category` (comma-separated, or repeated) filters within the page: a page may be empty while X-Has-More is true. ' +
           'Only what the ring keeps is listed (BROWSERD_TELEMETRY_RING events / BROWSERD_TELEMETRY_RING_BYTES).',
-        query: eventsQuery,
+        query: eventsQuery(),
         responses: { 200: { description: 'one page of events (headers x-next-offset, x-has-more)', schema: { type: 'array', items: { type: 'object' } } } },
         errors: [400],
-      },
+      }),
       handler: async (ctx) => {
-        const q = ctx.query as z.infer<typeof eventsQuery>;
+        const q = ctx.query as z.infer<ReturnType<typeof eventsQuery>>;
         const limit = q.limit ?? 100;
         const cats = q.category === undefined ? null : new Set<string>(q.category);
         const until = q.until ?? Infinity;

@@ -33,14 +33,14 @@ const routes: Route[] = [
     method: 'POST',
     path: '/things',
     scope: 'browser:write',
-    doc: { summary: 'test', body: bodySchema, responses: { 200: { description: 'ok' } } },
+    doc: () => ({ summary: 'test', body: bodySchema, responses: { 200: { description: 'ok' } } }),
     handler: async (ctx) => ({ status: 200, body: await ctx.json(bodySchema) }),
   }),
   route({
     method: 'GET',
     path: '/boom',
     scope: null,
-    doc: { summary: 'test', responses: { 200: { description: 'never' } } },
+    doc: () => ({ summary: 'test', responses: { 200: { description: 'never' } } }),
     handler: async () => {
       throw new Error('secret internal detail /etc/shadow');
     },

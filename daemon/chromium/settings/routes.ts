@@ -2,6 +2,7 @@
 // (scope browser:configure; reading: browser:read). What each needs (a restart or not) is in
 // docs/browser-configuration.md.
 import { z, type ZodType } from 'zod';
+import { lazy } from '../../core/lazy.js';
 import { ForbiddenError } from '../../core/errors.js';
 import { issuesToProblems } from '../../http/body.js';
 import { waitQuery } from '../../http/query.js';
@@ -19,27 +20,27 @@ const route = routesIn('daemon/chromium/settings/routes.ts');
 /** The longest start URL accepted. */
 export const MAX_START_URL_CHARS = 8192;
 
-const policiesMap = z.record(z.string().max(200, 'a policy name has at most 200 characters'), z.unknown()).meta({
+const policiesMap = lazy(() => z.record(z.string().max(200, 'a policy name has at most 200 characters'), z.unknown()).meta({
   description: 'Chrome enterprise policies by name; null removes one. Only the names of the daemon\'s list, with their JSON types; the ones the daemon relies on are refused (422 setting_refused)',
-});
-const flagList = z
+}));
+const flagList = lazy(() => z
   .array(z.string({ error: 'must be a string' }), { error: 'must be a list of strings' })
   .max(MAX_API_FLAGS, `at most ${MAX_API_FLAGS} flags`)
-  .meta({ description: '--name or --name=value; a flag replaces the one of the same name' });
+  .meta({ description: '--name or --name=value; a flag replaces the one of the same name' }));
 
-const policiesBody = z.strictObject({ policies: policiesMap });
-const policiesAnswer = z.object({
+const policiesBody = lazy(() => z.strictObject({ policies: policiesMap() }));
+const policiesAnswer = lazy(() => z.object({
   policies: z.record(z.string(), z.unknown()).meta({ description: "the daemon's own policies (its file in the policy folder)" }),
   file: z.string().meta({ description: "the daemon's policy file" }),
   chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }).optional(),
-});
-const flagsBody = z.strictObject({ flags: flagList.optional(), remove: flagList.optional().meta({ description: 'names of flags to drop (--name)' }) });
-const flagsAnswer = z.object({
+}));
+const flagsBody = lazy(() => z.strictObject({ flags: flagList().optional(), remove: flagList().optional().meta({ description: 'names of flags to drop (--name)' }) }));
+const flagsAnswer = lazy(() => z.object({
   flags: z.array(z.string()).meta({ description: 'the flags set through the API (after BROWSERD_CHROMIUM_FLAGS)' }),
   operator_flags: z.array(z.string()).meta({ description: 'BROWSERD_CHROMIUM_FLAGS (read-only)' }),
   chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }).optional(),
-});
-const startUrl = z
+}));
+const startUrl = lazy(() => z
   .string()
   .max(MAX_START_URL_CHARS, `must be at most ${MAX_START_URL_CHARS} characters`)
   .refine((s) => {
@@ -49,21 +50,21 @@ const startUrl = z
     } catch {
       return false;
     }
-  }, 'must be an http or https URL (or about:blank)');
+  }, 'must be an http or https URL (or about:blank)'));
 /** configure's own fields; the modules add theirs (extensions, profile) with Browser.addConfigurePart. */
-const ownConfigureFields = {
-  policies: policiesMap.optional(),
-  flags: flagList.optional(),
-  viewport: viewportSchema.optional(),
-  start_url: startUrl.optional().meta({ description: 'the page Chromium opens after this restart' }),
-};
+const ownConfigureFields = lazy(() => ({
+  policies: policiesMap().optional(),
+  flags: flagList().optional(),
+  viewport: viewportSchema().optional(),
+  start_url: startUrl().optional().meta({ description: 'the page Chromium opens after this restart' }),
+}));
 const configureBodyOf = (parts: readonly ConfigurePart[]): ZodType =>
   z
-    .strictObject({ ...ownConfigureFields, ...Object.fromEntries(parts.map((p) => [p.field, p.schema.optional()])) })
+    .strictObject({ ...ownConfigureFields(), ...Object.fromEntries(parts.map((p) => [p.field, p.schema().optional()])) })
     .meta({ description: 'Every part is optional; all are checked before anything changes' });
 /** What configure reads first: the fields only, each checked on its own after (so every problem of every part is listed). */
 const envelopeOf = (parts: readonly ConfigurePart[]): ZodType =>
-  z.strictObject(Object.fromEntries([...Object.keys(ownConfigureFields), ...parts.map((p) => p.field)].map((k) => [k, z.unknown().optional()])));
+  z.strictObject(Object.fromEntries([...Object.keys(ownConfigureFields()), ...parts.map((p) => p.field)].map((k) => [k, z.unknown().optional()])));
 
 /** A part of configure checked against its schema; its problems (prefixed with the field) go to `invalid`. */
 function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: string[]): T | undefined {
@@ -74,12 +75,12 @@ function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: str
   return undefined;
 }
 
-const configureAnswer = z.object({
-  viewport: viewportSchema,
+const configureAnswer = lazy(() => z.object({
+  viewport: viewportSchema(),
   policies: z.record(z.string(), z.unknown()),
   flags: z.array(z.string()),
   chromium: z.object({ restarted: z.boolean(), pid: z.number().int().nullable(), ready_ms: z.number().nullable() }),
-});
+}));
 
 const chromiumOf = (o: ApplyOutcome) => ({ restarted: o.restarted, pid: o.pid, ready_ms: o.ready_ms });
 
@@ -106,16 +107,16 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
     if (built === null || built.n !== configureParts.length) built = { n: configureParts.length, body: configureBodyOf(configureParts), envelope: envelopeOf(configureParts) };
     return built;
   };
-  const configureDoc: RouteDoc = {
+  const configureDoc = (): RouteDoc => ({
     summary: 'Policies, flags, viewport, extensions, a profile and a start URL together, with one restart; all or nothing',
     description: CONFIGURE_DOC,
-    query: waitQuery,
+    query: waitQuery(),
     get body() {
       return schemas().body;
     },
-    responses: { 200: { description: 'the settings once Chromium is ready with them', schema: configureAnswer } },
+    responses: { 200: { description: 'the settings once Chromium is ready with them', schema: configureAnswer() } },
     errors: [400, 403, 409, 422, 503],
-  };
+  });
   const policiesNow = () => ({ policies: c.settings.policies, file: c.policyFile() });
   const flagsNow = () => ({ flags: c.settings.flags, operator_flags: [...operatorFlags] });
   return [
@@ -123,26 +124,26 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       method: 'GET',
       path: '/browsers/{id}/chromium/policies',
       scope: 'browser:read',
-      doc: { summary: "The daemon's own Chrome enterprise policies", responses: { 200: { description: 'the policies', schema: policiesAnswer } } },
+      doc: () => ({ summary: "The daemon's own Chrome enterprise policies", responses: { 200: { description: 'the policies', schema: policiesAnswer() } } }),
       handler: async () => ({ status: 200, body: policiesNow() }),
     }),
     route({
       method: 'PATCH',
       path: '/browsers/{id}/chromium/policies',
       scope: 'browser:configure',
-      doc: {
+      doc: () => ({
         summary: 'Merge Chrome enterprise policies; Chromium restarts to apply them',
         description:
           `Merges into the daemon's own file in the policy folder (BROWSERD_POLICY_DIR; other files there are never written): a value sets a policy, null removes it. ` +
           `Names and JSON types are checked against the daemon's policy list (400 naming each unknown name or wrong type); the policies the daemon relies on are refused with 422 setting_refused naming each. ` +
           `At most ${POLICY_LIMITS.maxPolicies} policies. Kept across daemon restarts. Chromium reads policies at start: a change restarts it once (under the lifecycle lock; ?wait=false: 409 busy instead of queueing); a merge that changes nothing does not.`,
-        query: waitQuery,
-        body: policiesBody,
-        responses: { 200: { description: 'the policies once Chromium is ready with them', schema: policiesAnswer } },
+        query: waitQuery(),
+        body: policiesBody(),
+        responses: { 200: { description: 'the policies once Chromium is ready with them', schema: policiesAnswer() } },
         errors: [400, 409, 422, 503],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(policiesBody);
+        const body = await ctx.json(policiesBody());
         const o = await c.apply({ policies: body.policies }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
         return { status: 200, body: { ...policiesNow(), chromium: chromiumOf(o) } };
       },
@@ -151,25 +152,25 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       method: 'GET',
       path: '/browsers/{id}/chromium/flags',
       scope: 'browser:read',
-      doc: { summary: 'The Chromium flags set through the API, and the operator\'s', responses: { 200: { description: 'the flags', schema: flagsAnswer } } },
+      doc: () => ({ summary: 'The Chromium flags set through the API, and the operator\'s', responses: { 200: { description: 'the flags', schema: flagsAnswer() } } }),
       handler: async () => ({ status: 200, body: flagsNow() }),
     }),
     route({
       method: 'PATCH',
       path: '/browsers/{id}/chromium/flags',
       scope: 'browser:configure',
-      doc: {
+      doc: () => ({
         summary: 'Merge Chromium flags; Chromium restarts to apply them',
         description:
           `Each flag must be --name or --name=value; a flag replaces the one of the same name, \`remove\` drops names. The flags the daemon owns are refused with 422 setting_refused naming each (the profile, DevTools, extension loading, headless mode, the proxy, the viewport, the sandbox). ` +
           `At most ${MAX_API_FLAGS} flags. They come after BROWSERD_CHROMIUM_FLAGS (the last of a switch wins). Kept across daemon restarts. A change restarts Chromium once; a merge that changes nothing does not.`,
-        query: waitQuery,
-        body: flagsBody,
-        responses: { 200: { description: 'the flags once Chromium is ready with them', schema: flagsAnswer } },
+        query: waitQuery(),
+        body: flagsBody(),
+        responses: { 200: { description: 'the flags once Chromium is ready with them', schema: flagsAnswer() } },
         errors: [400, 409, 422, 503],
-      },
+      }),
       handler: async (ctx) => {
-        const body = await ctx.json(flagsBody);
+        const body = await ctx.json(flagsBody());
         const o = await c.apply({ flags: body.flags ?? [], removeFlags: body.remove ?? [] }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
         return { status: 200, body: { ...flagsNow(), chromium: chromiumOf(o) } };
       },
@@ -187,14 +188,14 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         }
         const invalid: string[] = [];
         const problems: ConfigureProblems = { invalid, missing: [] };
-        const policies = part(policiesMap, raw.policies, 'policies', invalid);
-        const flags = part(flagList, raw.flags, 'flags', invalid);
-        const viewport = part(viewportSchema, raw.viewport, 'viewport', invalid);
-        const start = part(startUrl, raw.start_url, 'start_url', invalid);
+        const policies = part(policiesMap(), raw.policies, 'policies', invalid);
+        const flags = part(flagList(), raw.flags, 'flags', invalid);
+        const viewport = part(viewportSchema(), raw.viewport, 'viewport', invalid);
+        const start = part(startUrl(), raw.start_url, 'start_url', invalid);
         const values = new Map<ConfigurePart, unknown>();
         for (const p of present) {
           const before = invalid.length;
-          const value = part(p.schema, raw[p.field], p.field, invalid);
+          const value = part(p.schema(), raw[p.field], p.field, invalid);
           if (invalid.length === before) {
             p.check(value, ctx, problems);
             values.set(p, value);

@@ -6,6 +6,7 @@
 import { readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { lazy } from '../../core/lazy.js';
 import { writeFileAtomic } from '../../core/fs-atomic.js';
 import type { Logger } from '../../core/log.js';
 import type { Viewport } from './viewport.js';
@@ -22,12 +23,12 @@ export interface BrowserSettings {
   flags: string[];
 }
 
-const fileSchema = z.object({
+const fileSchema = lazy(() => z.object({
   version: z.literal(SETTINGS_VERSION),
   viewport: z.object({ width: z.number().int(), height: z.number().int(), refresh_rate: z.number().int().optional() }).nullable(),
   policies: z.record(z.string(), z.unknown()),
   flags: z.array(z.string()),
-});
+}));
 
 export class SettingsStore {
   private current: BrowserSettings;
@@ -52,7 +53,7 @@ export class SettingsStore {
     if (text !== null) {
       const parsed = (() => {
         try {
-          return fileSchema.safeParse(JSON.parse(text));
+          return fileSchema().safeParse(JSON.parse(text));
         } catch {
           return null;
         }

@@ -10,6 +10,7 @@
 // Headful: the display is not the daemon's; the window is placed at 0,0 with the viewport's size
 // (its toolbar included) and resized live with Browser.setWindowBounds.
 import { z } from 'zod';
+import { lazy } from '../../core/lazy.js';
 import type { Protocol } from 'devtools-protocol';
 import type { CdpClient } from '../../cdp/client.js';
 import type { Logger } from '../../core/log.js';
@@ -25,7 +26,7 @@ const intIn = (what: string, min: number, max: number) =>
     .min(min, `must be at least ${min}`)
     .max(max, `must be at most ${max}`);
 
-export const viewportSchema = z
+export const viewportSchema = lazy(() => z
   .strictObject({
     width: intIn('width', L.minWidth, L.maxWidth).meta({ description: `CSS pixels, ${L.minWidth} to ${L.maxWidth}` }),
     height: intIn('height', L.minHeight, L.maxHeight).meta({ description: `CSS pixels, ${L.minHeight} to ${L.maxHeight}` }),
@@ -33,7 +34,7 @@ export const viewportSchema = z
       .optional()
       .meta({ description: `Hz, ${L.minRefreshRate} to ${L.maxRefreshRate}; kept and reported (headless Chromium has no refresh rate)` }),
   })
-  .meta({ description: "The SDK's BrowserViewport: the size every tab renders at" });
+  .meta({ description: "The SDK's BrowserViewport: the size every tab renders at" }));
 
 /** The launch flags of a viewport, each with its reason. */
 export function viewportFlags(v: Viewport, headless: boolean): string[] {

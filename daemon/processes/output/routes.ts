@@ -16,7 +16,7 @@ export function outputRoutes(deps: ProcessRouteDeps): Route[] {
       method: 'GET',
       path: `${P}/{process_id}/stdout/stream`,
       scope: 'browser:read',
-      doc: {
+      doc: () => ({
         summary: 'Server-Sent Events: the output of a process since its start (replay), then live, then its exit',
         description:
           'Each chunk of stdout or stderr, in the order received across both: `id: <offset>` and ' +
@@ -31,7 +31,7 @@ export function outputRoutes(deps: ProcessRouteDeps): Route[] {
           `(an offset). Idle streams get a comment line every ${SSE_HEARTBEAT_MS / 1000} s. Several readers may read at once.`,
         responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
         errors: [400],
-      },
+      }),
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
         const from = parseLastEventId(ctx.req.headers['last-event-id'], proc.output.endOffset);

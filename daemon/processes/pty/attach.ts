@@ -15,6 +15,7 @@
 // BROWSERD_STDIN_LIMIT_BYTES, 1013 for a slow reader or too much input.
 import WebSocket from 'ws';
 import { z } from 'zod';
+import { lazy } from '../../core/lazy.js';
 import { BrowserdError, InvalidRequestError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../../core/streams/websocket.js';
@@ -29,7 +30,7 @@ export const INPUT_PAUSE_BYTES = 1024 * 1024;
 const READ_BATCH_BYTES = 256 * 1024;
 const INPUT_CHECK_MS = 20;
 
-const controlMessage = z.discriminatedUnion('type', [resizeBody.extend({ type: z.literal('resize') })]);
+const controlMessage = lazy(() => z.discriminatedUnion('type', [resizeBody().extend({ type: z.literal('resize') })]));
 
 export class AttachHub extends WebSocketHub {
   constructor(opts: { maxFrameBytes: number; log: Logger }) {
@@ -125,7 +126,7 @@ async function pumpOutput(ws: WebSocket, proc: ManagedProcess, replay: boolean, 
 function control(ws: WebSocket, proc: ManagedProcess, text: string): void {
   let problem: string;
   try {
-    const parsed = controlMessage.safeParse(JSON.parse(text));
+    const parsed = controlMessage().safeParse(JSON.parse(text));
     if (parsed.success) {
       proc.resize(parsed.data.rows, parsed.data.cols);
       return;

@@ -18,18 +18,18 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{process_id}/resize`,
       scope: 'processes:write',
-      doc: {
+      doc: () => ({
         summary: 'Resize the terminal of a process spawned with allocate_tty',
         description:
           `Sets the terminal's size (rows and cols 1-${TTY_MAX_SIZE}, TIOCSWINSZ); the kernel sends SIGWINCH to its foreground job, and status ` +
           'shows the new size. 409 not_a_tty for a process without a terminal, 409 process_exited once the process has exited (its terminal is closed).',
-        body: resizeBody,
-        responses: { 200: { description: 'resized', schema: okResult } },
+        body: resizeBody(),
+        responses: { 200: { description: 'resized', schema: okResult() } },
         errors: [409],
-      },
+      }),
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
-        const body = await ctx.json(resizeBody);
+        const body = await ctx.json(resizeBody());
         proc.resize(body.rows, body.cols);
         ctx.log.info({ event: 'process_resized', child_pid: proc.pid, process_id: proc.id, rows: body.rows, cols: body.cols }, 'terminal resized');
         return { status: 200, body: { ok: true } };
@@ -39,7 +39,7 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
       method: 'GET',
       path: `${P}/{process_id}/attach`,
       scope: 'processes:write',
-      doc: {
+      doc: () => ({
         summary: 'WebSocket: attach to the terminal of a process spawned with allocate_tty',
         description:
           'Binary frames in are stdin (as the stdin route: one queue per process, each frame lands whole and in order); binary frames out are the ' +
@@ -56,7 +56,7 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
         query: z.strictObject({ replay: qBool('false: only output from now on; default true: first what the replay buffer holds') }),
         responses: { 101: { description: 'Switching Protocols: attached' } },
         errors: [400, 409],
-      },
+      }),
       upgrade: (ctx: UpgradeContext) => {
         try {
           const proc = deps.table.get(ctx.params.process_id ?? '');

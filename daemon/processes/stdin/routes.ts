@@ -66,7 +66,7 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
       method: 'POST',
       path: `${P}/{process_id}/stdin`,
       scope: 'processes:write',
-      doc: {
+      doc: () => ({
         summary: 'Write to the stdin of a spawned process; answered once the bytes are in the pipe (or terminal)',
         description:
           'Requests for one process are written one after another in the order accepted, each contiguous. The answer comes ' +
@@ -81,13 +81,13 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
           `${STDIN_QUEUE_TOTAL_SETTING} (429 limit_exceeded, inner_error stdin_queue_total): nothing of a refused request is queued, ` +
           `and a retry may succeed once the children read. data_b64 past ${SETTING} decoded ` +
           `(or a body past its base64 plus 1 KiB) is 413 naming ${SETTING}.`,
-        body: stdinBody,
-        responses: { 200: { description: 'every byte is in the kernel', schema: stdinResult } },
+        body: stdinBody(),
+        responses: { 200: { description: 'every byte is in the kernel', schema: stdinResult() } },
         errors: [409, 413, 429, 504],
-      },
+      }),
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
-        const { body, decoded } = await readWithStdinLimit(ctx, stdinBody, limit, { bytes: KiB }, 'data_b64');
+        const { body, decoded } = await readWithStdinLimit(ctx, stdinBody(), limit, { bytes: KiB }, 'data_b64');
         const data = decodeStdin('data_b64', body.data_b64, limit, decoded);
         // Asked of the daemon's logger: ctx.log makes the request's child logger, which a line not written needs not.
         const debug = deps.log.isLevelEnabled('debug');

@@ -15,6 +15,7 @@ import net from 'node:net';
 import { domainToASCII } from 'node:url';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
+import { lazy } from '../../core/lazy.js';
 
 export const BYPASS_LIMITS = {
   /** Entries per proxy. */
@@ -63,7 +64,7 @@ function parseBypassEntry(raw: string): { entry: string } | { problem: string } 
 }
 
 /** The `bypass_hosts` field: one detail per bad entry (`bypass_hosts.2: ...`); normalized and deduplicated. */
-export const bypassHostsSchema = z
+export const bypassHostsSchema = lazy(() => z
   .array(
     z.string({ error: 'must be a string' }).transform((v, ctx) => {
       const parsed = parseBypassEntry(v);
@@ -84,7 +85,7 @@ export const bypassHostsSchema = z
       'an IPv4 address or an IPv6 address (with or without brackets). Case-insensitive; stored lower case, without a trailing dot, ' +
       'internationalized names as punycode, IPv6 compressed; duplicates dropped. No ports, schemes, paths, CIDR ranges or `*` alone. ' +
       `At most ${BYPASS_LIMITS.maxEntries} entries of at most ${BYPASS_LIMITS.maxChars} characters. Loopback targets are always reached directly.`,
-  });
+  }));
 
 /** The host of a request target in the form entries are stored in. */
 function canonicalTarget(host: string): string {

@@ -5,6 +5,7 @@
 import { X509Certificate } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
+import { lazy } from '../../core/lazy.js';
 import { bypassHostsSchema } from './bypass.js';
 import { isCountryCode } from './countries.js';
 
@@ -46,23 +47,23 @@ function rule(ok: (v: string) => boolean, why: string): z.ZodString {
   return z.string({ error: (iss) => (iss.input === undefined ? 'is required' : 'must be a string') }).refine(ok, { message: why });
 }
 
-const country = rule((v) => /^[A-Za-z]{2}$/.test(v) && isCountryCode(v.toUpperCase()), 'must be an ISO 3166-1 alpha-2 country code such as US or DE')
+const country = lazy(() => rule((v) => /^[A-Za-z]{2}$/.test(v) && isCountryCode(v.toUpperCase()), 'must be an ISO 3166-1 alpha-2 country code such as US or DE')
   .transform((v) => v.toUpperCase())
-  .meta({ description: 'ISO 3166-1 alpha-2 country code (any case; stored upper case)', examples: ['US'] });
-const city = rule(
+  .meta({ description: 'ISO 3166-1 alpha-2 country code (any case; stored upper case)', examples: ['US'] }));
+const city = lazy(() => rule(
   (v) => new RegExp(`^[A-Za-z0-9_]{1,${FIELD_LIMITS.cityMaxChars}}$`).test(v),
   `must be a city name without spaces or hyphens (letters, digits, _; at most ${FIELD_LIMITS.cityMaxChars}), e.g. sanfrancisco`,
 )
   .transform((v) => v.toLowerCase())
-  .meta({ description: 'City name without spaces (e.g. `sanfrancisco`); needs `country`. Stored lower case.' });
-const state = rule((v) => /^[A-Za-z]{2}$/.test(v), 'must be a two-letter state code such as CA')
+  .meta({ description: 'City name without spaces (e.g. `sanfrancisco`); needs `country`. Stored lower case.' }));
+const state = lazy(() => rule((v) => /^[A-Za-z]{2}$/.test(v), 'must be a two-letter state code such as CA')
   .transform((v) => v.toUpperCase())
-  .meta({ description: 'Two-letter state code' });
+  .meta({ description: 'Two-letter state code' }));
 const ZIP_RE = /^\d{5}(?:-\d{4})?$/;
-const zip = rule((v) => ZIP_RE.test(v), 'must be a US ZIP code (12345 or 12345-6789)').meta({ description: 'US ZIP code (5 digits or ZIP+4)' });
-const asn = rule((v) => /^AS[1-9]\d{0,9}$/i.test(v) && Number(v.slice(2)) <= 4294967295, 'must be AS followed by the AS number, e.g. AS7922')
+const zip = lazy(() => rule((v) => ZIP_RE.test(v), 'must be a US ZIP code (12345 or 12345-6789)').meta({ description: 'US ZIP code (5 digits or ZIP+4)' }));
+const asn = lazy(() => rule((v) => /^AS[1-9]\d{0,9}$/i.test(v) && Number(v.slice(2)) <= 4294967295, 'must be AS followed by the AS number, e.g. AS7922')
   .transform((v) => v.toUpperCase())
-  .meta({ description: 'Autonomous system number: `AS` and digits (see https://bgp.potaroo.net/cidr/autnums.html)' });
+  .meta({ description: 'Autonomous system number: `AS` and digits (see https://bgp.potaroo.net/cidr/autnums.html)' }));
 
 /**
  * Cross-field rules run even when other fields failed (zod skips refinements after an aborting
@@ -83,26 +84,26 @@ function geoRules(c: Record<string, unknown>, ctx: z.RefinementCtx): void {
   }
 }
 
-const countryDefaultUs = z.strictObject({ country: country.default('US') });
-const datacenterConfig = countryDefaultUs.meta({ description: 'Datacenter: `country` defaults to US' });
-const ispConfig = countryDefaultUs.meta({ description: 'ISP: `country` defaults to US' });
+const countryDefaultUs = lazy(() => z.strictObject({ country: country().default('US') }));
+const datacenterConfig = lazy(() => countryDefaultUs().meta({ description: 'Datacenter: `country` defaults to US' }));
+const ispConfig = lazy(() => countryDefaultUs().meta({ description: 'ISP: `country` defaults to US' }));
 /** The targeting fields of residential and mobile proxies (geoRules judges them together). */
-const geoFields = { country: country.optional(), city: city.optional(), state: state.optional(), zip: zip.optional(), asn: asn.optional() };
-const residentialConfig = z
+const geoFields = lazy(() => ({ country: country().optional(), city: city().optional(), state: state().optional(), zip: zip().optional(), asn: asn().optional() }));
+const residentialConfig = lazy(() => z
   .strictObject({
-    ...geoFields,
+    ...geoFields(),
     os: z
       .enum(['windows', 'macos', 'android'], { message: 'must be windows, macos or android' })
       .optional()
       .meta({ deprecated: true, description: 'Deprecated: accepted and stored, logged as deprecated, not used for targeting' }),
   })
-  .superRefine(geoRules, alwaysOnObjects);
-const mobileConfig = z
+  .superRefine(geoRules, alwaysOnObjects));
+const mobileConfig = lazy(() => z
   .strictObject({
-    ...geoFields,
+    ...geoFields(),
     carrier: z.enum(MOBILE_CARRIERS, { message: 'is not a known mobile carrier' }).optional(),
   })
-  .superRefine(geoRules, alwaysOnObjects);
+  .superRefine(geoRules, alwaysOnObjects));
 
 function isHost(v: string): boolean {
   const bare = v.startsWith('[') && v.endsWith(']') ? v.slice(1, -1) : v;
@@ -135,7 +136,7 @@ function derivedField(field: string, from: string) {
     .meta({ description: `Response only (${field} is derived from ${from}); refused in input` });
 }
 
-export const customConfig = z
+export const customConfig = lazy(() => z
   .strictObject({
     host: rule(isHost, 'must be a host name or an IP address, without scheme or port')
       .transform((v) => (v.startsWith('[') ? v.slice(1, -1) : v))
@@ -177,47 +178,47 @@ export const customConfig = z
   })
   .superRefine((c: Record<string, unknown>, ctx) => {
     if (c.password !== undefined && c.username === undefined) ctx.addIssue({ code: 'custom', path: ['username'], message: 'is required when password is set' });
-  }, alwaysOnObjects);
+  }, alwaysOnObjects));
 
 
-const name = rule(
+const name = lazy(() => rule(
   (v) => v.trim().length >= 1 && v.trim().length <= FIELD_LIMITS.nameMaxChars && !CONTROL.test(v),
   `must be 1 to ${FIELD_LIMITS.nameMaxChars} characters (after trimming) without control characters`,
 )
   .transform((v) => v.trim())
   .meta({
     description: `Readable name of the proxy: trimmed, then 1 to ${FIELD_LIMITS.nameMaxChars} characters; names need not be unique (proxies are addressed by id)`,
-  });
-const protocol = z
+  }));
+const protocol = lazy(() => z
   .enum(PROXY_PROTOCOLS, { message: 'must be http or https' })
   .default('https')
-  .meta({ description: 'Protocol to the proxy: `https` (default, TLS to the proxy) or `http`. Managed types reach their gateway as the provider file says.' });
+  .meta({ description: 'Protocol to the proxy: `https` (default, TLS to the proxy) or `http`. Managed types reach their gateway as the provider file says.' }));
 
 const typeField = <T extends ProxyType>(t: T) => z.literal(t);
 
 /** POST /proxies. */
-export const createProxySchema = z
+export const createProxySchema = lazy(() => z
   .discriminatedUnion(
     'type',
     [
-      z.strictObject({ type: typeField('datacenter'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: datacenterConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('isp'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: ispConfig.default({ country: 'US' }) }),
-      z.strictObject({ type: typeField('residential'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: residentialConfig.default({}) }),
-      z.strictObject({ type: typeField('mobile'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: mobileConfig.default({}) }),
-      z.strictObject({ type: typeField('custom'), name: name.optional(), protocol, bypass_hosts: bypassHostsSchema.optional(), config: customConfig }),
+      z.strictObject({ type: typeField('datacenter'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: datacenterConfig().default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('isp'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: ispConfig().default({ country: 'US' }) }),
+      z.strictObject({ type: typeField('residential'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: residentialConfig().default({}) }),
+      z.strictObject({ type: typeField('mobile'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: mobileConfig().default({}) }),
+      z.strictObject({ type: typeField('custom'), name: name().optional(), protocol: protocol(), bypass_hosts: bypassHostsSchema().optional(), config: customConfig() }),
     ],
     { error: () => 'must be one of datacenter, isp, residential, mobile, custom' },
   )
-  .meta({ description: 'A proxy; `type` decides the shape of `config`' });
+  .meta({ description: 'A proxy; `type` decides the shape of `config`' }));
 
 /** PATCH /proxies/{id}: the fields that may change; at least one. */
-export const updateProxySchema = z
-  .strictObject({ name: name.optional(), bypass_hosts: bypassHostsSchema.optional() })
+export const updateProxySchema = lazy(() => z
+  .strictObject({ name: name().optional(), bypass_hosts: bypassHostsSchema().optional() })
   .refine((v) => v.name !== undefined || v.bypass_hosts !== undefined, { message: 'must set name or bypass_hosts (or both)' })
-  .meta({ description: 'The new name and/or bypass_hosts; every other field of a proxy is fixed at creation (create a new proxy to change it)' });
+  .meta({ description: 'The new name and/or bypass_hosts; every other field of a proxy is fixed at creation (create a new proxy to change it)' }));
 
 /** POST /proxies/{id}/check: an optional target. */
-export const checkBodySchema = z.strictObject({
+export const checkBodySchema = lazy(() => z.strictObject({
   url: z
     .string()
     .max(2048, 'must be at most 2048 characters')
@@ -226,17 +227,17 @@ export const checkBodySchema = z.strictObject({
       description:
         'Test reachability of this http(s) URL through the proxy instead of the default check URLs. Every address its host resolves to must be public; the tunnel goes to the address that was checked. Changes nothing stored.',
     }),
-});
+}));
 
 // Responses: config without the write-only fields, with what is derived from them.
-const customPublic = z.object({
+const customPublic = lazy(() => z.object({
   host: z.string(),
   port: z.number(),
   username: z.string().optional(),
   has_password: z.boolean(),
   has_ca_bundle: z.boolean(),
-});
-const publicFields = {
+}));
+const publicFields = lazy(() => ({
   id: z.string(),
   name: z.string().optional(),
   protocol: z.enum(PROXY_PROTOCOLS),
@@ -251,13 +252,13 @@ const publicFields = {
     })
     .optional()
     .meta({ description: 'Why the last check without url found the proxy unavailable: present while status is unavailable, removed when a check finds it available' }),
-};
-const managedOut = <T extends ProxyType>(t: T, config: z.ZodType) => z.object({ ...publicFields, type: z.literal(t), config });
-export const proxySchema = z.discriminatedUnion('type', [
+}));
+const managedOut = <T extends ProxyType>(t: T, config: z.ZodType) => z.object({ ...publicFields(), type: z.literal(t), config });
+export const proxySchema = lazy(() => z.discriminatedUnion('type', [
   managedOut('datacenter', z.object({ country: z.string() })),
   managedOut('isp', z.object({ country: z.string() })),
-  managedOut('residential', z.object(residentialConfig.shape).partial()),
-  managedOut('mobile', z.object(mobileConfig.shape).partial()),
-  managedOut('custom', customPublic),
-]);
-export const proxyListSchema = z.array(proxySchema);
+  managedOut('residential', z.object(residentialConfig().shape).partial()),
+  managedOut('mobile', z.object(mobileConfig().shape).partial()),
+  managedOut('custom', customPublic()),
+]));
+export const proxyListSchema = lazy(() => z.array(proxySchema()));

@@ -13,6 +13,7 @@ import { SerialQueue } from '../../core/serial-queue.js';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { lazy } from '../../core/lazy.js';
 import { writeFileAtomic } from '../../core/fs-atomic.js';
 import type { Logger } from '../../core/log.js';
 import type { CheckCause } from '../upstream/dial.js';
@@ -42,7 +43,7 @@ export interface StoredProxy {
 
 // Structure only: the rules of each field are checked when a proxy is created, and a stricter
 // rule in a later version must not make an older store unreadable.
-const fileSchema = z.object({
+const fileSchema = lazy(() => z.object({
   version: z.literal(STORE_VERSION),
   proxies: z.array(
     z.looseObject({
@@ -61,7 +62,7 @@ const fileSchema = z.object({
     }),
   ),
   active: z.string().nullable().optional(),
-});
+}));
 
 export class ProxyStore {
   private records: readonly StoredProxy[];
@@ -93,7 +94,7 @@ export class ProxyStore {
     }
     let reason: string;
     try {
-      const parsed = fileSchema.safeParse(JSON.parse(text));
+      const parsed = fileSchema().safeParse(JSON.parse(text));
       if (parsed.success) {
         const records = parsed.data.proxies as StoredProxy[];
         let active = parsed.data.active ?? null;

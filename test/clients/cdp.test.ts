@@ -92,9 +92,14 @@ test('/json/list gives per-target URLs under the daemon; a client of one target 
     });
     assert.equal(entry.webSocketDebuggerUrl, `${browserURL().replace(/^http/, 'ws')}/devtools/page/${targetId}`);
     const one = await cdpConnect(entry.webSocketDebuggerUrl, TEST_TOKEN);
-    const loaded = "new Promise((r) => (document.readyState === 'complete' ? r() : addEventListener('load', () => r()))).then(() => document.title)";
-    const r = await one.send('Runtime.evaluate', { expression: loaded, awaitPromise: true, returnByValue: true });
-    assert.equal(r.result.value, 'page /listed');
+    // The list may show the URL while the navigation is still under way: the first document is then
+    // the initial about:blank (complete, no title), and an evaluation in it may meet its end.
+    const loaded = "location.pathname === '/listed' && document.readyState === 'complete' ? document.title : ''";
+    const title = await until('the listed page loaded in the target', async () => {
+      const r = await one.send('Runtime.evaluate', { expression: loaded, returnByValue: true }).catch(() => undefined);
+      return typeof r?.result.value === 'string' && r.result.value !== '' ? (r.result.value as string) : undefined;
+    });
+    assert.equal(title, 'page /listed');
     one.close();
     const protocol = (await (await d.fetch('/browsers/local/cdp/json/protocol')).json()) as { domains: { domain: string }[] };
     assert.ok(protocol.domains.some((x) => x.domain === 'Target') && protocol.domains.some((x) => x.domain === 'Runtime'));

@@ -5,7 +5,9 @@
 // page it has looked at, reads each page's visibility and viewport from an isolated world (the
 // page's own scripts can neither see nor fake it), and keeps the order in which pages were seen to
 // become visible. The current page is the visible page that became visible last; several visible
-// at once (several windows) are ordered by that, then by creation. No visible page: `no_page`.
+// at once (several windows) are ordered by that, then by creation. Pages open but none visible: the
+// action waits up to NO_PAGE_GRACE_MS for one to show (a tab switch reaches each renderer on its
+// own, so for a moment none reads visible), then `no_page`.
 //
 // A probe is one Runtime.evaluate per page per action (the first one also attaches and creates the
 // world); each page has at most one probe in flight. A page that is slow to answer is never taken
@@ -43,6 +45,14 @@ import type { Logger } from '../core/log.js';
 export const WORLD_NAME = 'browserd-computer';
 /** A probe that has not answered by then is given up (the page keeps its last known state). */
 export const PROBE_TIMEOUT_MS = 10_000;
+/**
+ * Pages open but none visible: the request waits this long (within its own deadline) for one to show
+ * before it answers `no_page`. A tab switch (Target.activateTarget, Page.bringToFront, a tab closed)
+ * tells each renderer on its own: for a moment the old tab reads hidden and the new one not yet visible.
+ */
+export const NO_PAGE_GRACE_MS = 1000;
+/** While waiting out NO_PAGE_GRACE_MS, the pages are asked again at least this often (a page's own change report ends the wait sooner). */
+const NO_PAGE_RECHECK_MS = 100;
 /** The binding the daemon's world of each page calls when the page's visibility or viewport changed (not in the page's own world). */
 export const CHANGED_BINDING = '__browserdComputerChanged';
 
@@ -158,6 +168,8 @@ export class PageTracker {
   private readonly bySession = new Map<string, Tracked>();
   /** Commands the tracker and its pages sent (the rest of the browser's commands are others'). */
   private mine = 0;
+  /** Resolved at the next change (see changed()): requests waiting for a page to show. */
+  private readonly changeWaiters = new Set<() => void>();
 
   constructor(
     readonly cdp: CdpClient,
@@ -219,6 +231,24 @@ export class PageTracker {
   changed(): void {
     this.gen++;
     this.known = null;
+    const waiters = [...this.changeWaiters];
+    this.changeWaiters.clear();
+    for (const w of waiters) w();
+  }
+
+  /** Resolves at the next change or after `ms`, whichever comes first; rejects when the deadline ends first. */
+  private nextChange(ms: number, deadline: Deadline): Promise<void> {
+    let done = (): void => undefined;
+    const p = new Promise<void>((resolve) => {
+      const timer = setTimeout(() => done(), ms);
+      done = () => {
+        clearTimeout(timer);
+        this.changeWaiters.delete(done);
+        resolve();
+      };
+      this.changeWaiters.add(done);
+    });
+    return deadline.race(p).finally(done);
   }
 
   /**
@@ -237,19 +267,35 @@ export class PageTracker {
       }
     }
     this.onLookup('probed');
-    this.known = null;
-    const gen = this.gen;
-    const candidates = [...this.pages.values()].filter(isCandidate);
-    if (candidates.length === 0) throw new ConflictError('no_page', 'the browser has no page open (open a tab first, e.g. with Target.createTarget over CDP)');
-    const answered = await this.settle(candidates, deadline);
-    for (const t of candidates.filter((c) => c.becameVisible).sort((a, b) => a.created - b.created)) {
-      t.becameVisible = false;
-      t.activated = ++this.seq;
+    /** Until when pages open but none visible are waited for (NO_PAGE_GRACE_MS), from the first round that found none. */
+    let graceUntil: number | null = null;
+    for (;;) {
+      this.known = null;
+      const gen = this.gen;
+      const othersNow = this.others();
+      const candidates = [...this.pages.values()].filter(isCandidate);
+      if (candidates.length === 0) throw new ConflictError('no_page', 'the browser has no page open (open a tab first, e.g. with Target.createTarget over CDP)');
+      const answered = await this.settle(candidates, deadline);
+      for (const t of candidates.filter((c) => c.becameVisible).sort((a, b) => a.created - b.created)) {
+        t.becameVisible = false;
+        t.activated = ++this.seq;
+      }
+      const visible = candidates.filter((t) => t.visible === true && t.viewport !== null && t.session !== null);
+      if (visible.length === 0) {
+        graceUntil ??= Date.now() + NO_PAGE_GRACE_MS;
+        const left = graceUntil - Date.now();
+        if (left > 0) {
+          await this.nextChange(Math.min(left, NO_PAGE_RECHECK_MS), deadline);
+          continue;
+        }
+        throw new ConflictError('no_page', `no page is visible (${candidates.length} page${candidates.length === 1 ? '' : 's'} open, none showing or answering)`);
+      }
+      return this.chosen(visible, candidates, answered, gen, othersNow);
     }
-    const visible = candidates.filter((t) => t.visible === true && t.viewport !== null && t.session !== null);
-    if (visible.length === 0) {
-      throw new ConflictError('no_page', `no page is visible (${candidates.length} page${candidates.length === 1 ? '' : 's'} open, none showing or answering)`);
-    }
+  }
+
+  /** The current page among the visible ones of a round; kept for the next actions when the round allows (see currentPage). */
+  private async chosen(visible: Tracked[], candidates: Tracked[], answered: Set<Tracked>, gen: number, others: number | null): Promise<Page> {
     const best = visible.reduce((a, b) => (b.activated > a.activated || (b.activated === a.activated && b.created > a.created) ? b : a));
     if (best.targetId !== this.current) {
       this.log.info({ event: 'computer_page', target_id: best.targetId, pages: candidates.length, visible: visible.length }, 'computer controls act on another page');

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import type { CdpClient } from '../../daemon/cdp/client.js';
 import { Deadline } from '../../daemon/core/deadline.js';
 import { createLogger } from '../../daemon/core/log.js';
-import { CHANGED_BINDING, PageTracker } from '../../daemon/computer/pages.js';
+import { CHANGED_BINDING, NO_PAGE_GRACE_MS, PageTracker } from '../../daemon/computer/pages.js';
 
 type Listener = (params: unknown, sessionId: string | undefined) => void;
 
@@ -157,4 +157,28 @@ test('fresh lookups (screenshots) always ask; a round is not kept when something
   await current();
   await current();
   assert.equal(b.probes, 6, 'a page without its listeners is asked every time');
+});
+
+test('a tab switch in flight (the old tab hidden, the new one not yet visible): the lookup waits for the new one to show; none shows within NO_PAGE_GRACE_MS: 409 no_page', async () => {
+  const { b, current } = await setup({ A: true, B: false });
+  assert.equal(await current(), 'A');
+  // A is hidden, B not yet shown; B's listener reports its change after the first probes of the lookup.
+  b.visible.set('A', false);
+  b.commands++;
+  let probed = 0;
+  b.duringProbe = () => {
+    if (++probed !== 2) return;
+    setTimeout(() => {
+      b.visible.set('B', true);
+      b.emit('Runtime.bindingCalled', { name: CHANGED_BINDING, payload: '', executionContextId: 7 }, 'S-B');
+    }, 20);
+  };
+  assert.equal(await current(), 'B', 'the page that showed, not 409');
+  assert.ok(b.probes > 4, 'the pages were asked again after the round that found none visible');
+  b.duringProbe = null;
+  b.visible.set('B', false);
+  b.commands++;
+  const before = b.probes;
+  await assert.rejects(current(), (err: Error & { code?: string }) => err.code === 'no_page' && /no page is visible \(2 pages open/.test(err.message));
+  assert.ok(b.probes - before >= 4, `asked again within the grace (${NO_PAGE_GRACE_MS} ms) before the 409: ${b.probes - before} probes`);
 });

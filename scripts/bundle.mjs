@@ -160,23 +160,28 @@ const withTestHooks = {
   },
 };
 
-const bundle = (outName, plugins) => build({
-  entryPoints: [path.join(root, 'daemon', 'main.ts')],
-  outfile: path.join(root, 'dist', 'daemon', outName),
+/** What both builds share: one ES module for Node 24, whitespace and syntax minified (names kept readable for stack traces). */
+const common = {
   bundle: true,
   platform: 'node',
   format: 'esm',
   target: 'node24',
-  external: ['@lydell/node-pty', 'playwright-core'],
   // CommonJS dependencies bundled into an ES module still call require() for Node's own modules.
   banner: { js: "import { createRequire as browserdCreateRequire } from 'node:module'; const require = browserdCreateRequire(import.meta.url);" },
   minifyWhitespace: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
   minifySyntax: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
+  legalComments: 'none',
+  logLevel: 'warning',
+};
+
+const bundle = (outName, plugins) => build({
+  ...common,
+  entryPoints: [path.join(root, 'daemon', 'main.ts')],
+  outfile: path.join(root, 'dist', 'daemon', outName),
+  external: ['@lydell/node-pty', 'playwright-core'],
   minifyIdentifiers: false,
   keepNames: false,
-  legalComments: 'none',
   plugins: [zodEnglishOnly, builtinsOnUse, builtinsViaRequire, promClientParts, ...plugins],
-  logLevel: 'warning',
 });
 
 /**
@@ -185,15 +190,9 @@ const bundle = (outName, plugins) => build({
  * daemon's code must be a second module.
  */
 const entry = (outName, mainName) => build({
+  ...common,
   entryPoints: [path.join(root, 'daemon', 'start.ts')],
   outfile: path.join(root, 'dist', 'daemon', outName),
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node24',
-  minifyWhitespace: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
-  minifySyntax: process.env.BROWSERD_BUNDLE_MINIFY !== '0',
-  legalComments: 'none',
   plugins: [
     builtinsViaRequire,
     {
@@ -203,8 +202,6 @@ const entry = (outName, mainName) => build({
       },
     },
   ],
-  banner: { js: "import { createRequire as browserdCreateRequire } from 'node:module'; const require = browserdCreateRequire(import.meta.url);" },
-  logLevel: 'warning',
 });
 
 await Promise.all([

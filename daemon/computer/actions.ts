@@ -11,7 +11,7 @@ import type { Logger } from '../core/log.js';
 import type { KeyDef } from './keys.js';
 import { Keyboard } from './keyboard.js';
 import { autoDurationMs, linearPath, smoothPath, WHEEL_UNIT_PX, type Mouse, type Point } from './mouse.js';
-import type { Page, Viewport } from './pages.js';
+import type { Page, Viewport } from './page.js';
 import { DEFAULT_STEPS_PER_SEGMENT, type ClickParams, type CursorParams, type DragParams, type MoveParams, type PressKeyParams, type ScrollParams, type TypeParams } from './schemas.js';
 
 /** Time given to releasing held keys and buttons after an action failed. */

@@ -14,7 +14,7 @@
 import { Deadline } from '../core/deadline.js';
 import { ConflictError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import { PageScriptError, type Page } from './pages.js';
+import { PageScriptError, type Page } from './page.js';
 
 /** The permission descriptor of Chromium's clipboard read-write setting. */
 const PERMISSION = 'clipboard-read';

@@ -12,7 +12,8 @@ import { BrowserdError, BrowserUnavailableError, ConflictError, InternalError, T
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { Mouse, type Point } from './mouse.js';
-import { PageTracker, type Page } from './pages.js';
+import type { Page } from './page.js';
+import { PageTracker } from './pages.js';
 import type { ComputerLimits } from './schemas.js';
 
 /** Time the page tracker of a new run gets to start discovering targets. */

@@ -5,7 +5,7 @@
 // Nothing stays held after an action: releaseAll() runs in every action's `finally`.
 import type { Deadline } from '../core/deadline.js';
 import { charKey, effective, KEY_TEXT_MAX_UNITS, keyByName, MOD, type KeyDef } from './keys.js';
-import type { Page } from './pages.js';
+import type { Page } from './page.js';
 
 const SHIFT = keyByName('Shift_L') as KeyDef;
 

@@ -11,7 +11,7 @@ import { lazy } from '../core/lazy.js';
 import type { Deadline } from '../core/deadline.js';
 import type { Computer, Run } from './controller.js';
 import type { Button } from './mouse.js';
-import type { Page } from './pages.js';
+import type { Page } from './page.js';
 
 /** The longest text of one message (a paste): 64 Ki UTF-16 units. */
 export const LIVE_TEXT_MAX = 65_536;

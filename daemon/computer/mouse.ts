@@ -3,7 +3,7 @@
 // goes through Input.dispatchMouseEvent to the page's session with the held buttons as `buttons`,
 // so the page sees what a real pointer does (pointer* and mouse* events, `detail`, hover).
 import type { Deadline } from '../core/deadline.js';
-import type { Page, Viewport } from './pages.js';
+import type { Page, Viewport } from './page.js';
 
 export type Button = 'left' | 'middle' | 'right' | 'back' | 'forward';
 

@@ -40,6 +40,7 @@ import { CdpCallError, type CdpClient, type CommandName, type Params, type Resul
 import { Deadline } from '../core/deadline.js';
 import { ConflictError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
+import { Page, PageScriptError, type Tracked, type Viewport } from './page.js';
 
 /** The name of the daemon's isolated world in every page. */
 export const WORLD_NAME = 'browserd-computer';
@@ -56,19 +57,6 @@ const NO_PAGE_RECHECK_MS = 100;
 /** The binding the daemon's world of each page calls when the page's visibility or viewport changed (not in the page's own world). */
 export const CHANGED_BINDING = '__browserdComputerChanged';
 
-/** The viewport of a page in CSS pixels, as the probe read it. */
-export interface Viewport {
-  /** innerWidth / innerHeight: the layout viewport with its scrollbars, what a screenshot shows. */
-  width: number;
-  height: number;
-  /** devicePixelRatio (device scale factor × zoom). */
-  dpr: number;
-  /** The visual viewport's offset in the document (for screenshot clips). */
-  pageX: number;
-  pageY: number;
-  /** Pinch zoom of the visual viewport (1 unless a mobile emulation zoomed in). */
-  scale: number;
-}
 
 // Also installs, once per document, the listeners that tell the daemon of a change; the last value
 // says whether they are there (the binding exists once Runtime is enabled on the daemon's session).
@@ -78,82 +66,7 @@ const PROBE =
   'document.addEventListener("visibilitychange", changed); addEventListener("resize", changed); if (v) v.addEventListener("resize", changed); } ' +
   'return [document.visibilityState === "visible", innerWidth, innerHeight, devicePixelRatio, v ? v.pageLeft : scrollX, v ? v.pageTop : scrollY, v ? v.scale : 1, globalThis.__browserdWatching === true]; })()';
 
-interface Tracked {
-  targetId: string;
-  info: Protocol.Target.TargetInfo;
-  /** Order of discovery. */
-  created: number;
-  /** When it was last seen to become visible (0: never). */
-  activated: number;
-  session: Promise<string> | null;
-  /** The session once attached (for the page's events). */
-  sessionId: string | null;
-  /** Runtime.enable and the binding were sent on this session. */
-  bound: boolean;
-  /** The last probe saw the page's listeners in place (it tells of changes). */
-  watched: boolean;
-  /** The isolated world's execution context in the current document. */
-  world: number | null;
-  frameId: string;
-  probing: Promise<void> | null;
-  visible: boolean | null;
-  /** The last probe saw it become visible; stamped after the round. */
-  becameVisible: boolean;
-  viewport: Viewport | null;
-  /** The clip scale that gave screenshots of one image pixel per CSS pixel (learned by the first clipped screenshot). */
-  clipScale: number;
-}
 
-/** A page to act on: its session, viewport and the daemon's isolated world in it. */
-export class Page {
-  constructor(
-    private readonly tracker: PageTracker,
-    private readonly t: Tracked,
-    readonly sessionId: string,
-    readonly viewport: Viewport,
-  ) {}
-
-  get targetId(): string {
-    return this.t.targetId;
-  }
-
-  get browserContextId(): string | undefined {
-    return this.t.info.browserContextId;
-  }
-
-  /** The clip scale of Page.captureScreenshot that gives one image pixel per CSS pixel, as learned on this page. */
-  get clipScale(): number {
-    return this.t.clipScale;
-  }
-
-  set clipScale(scale: number) {
-    this.t.clipScale = scale;
-  }
-
-  send<M extends CommandName>(method: M, params: Params<M>, deadline: Deadline): Promise<Result<M>> {
-    return this.tracker.send(method, params, { sessionId: this.sessionId, deadline });
-  }
-
-  /** A command on the daemon's browser-level session (Browser.*, Target.*); the next action looks for the current page again. */
-  sendBrowser<M extends CommandName>(method: M, params: Params<M>, deadline: Deadline): Promise<Result<M>> {
-    this.tracker.changed();
-    return this.tracker.send(method, params, { deadline }).finally(() => this.tracker.changed());
-  }
-
-  /** A function of the isolated world called with JSON arguments; its (awaited) value. */
-  call<T>(fn: string, args: unknown[], deadline: Deadline, opts: { userGesture?: boolean } = {}): Promise<T> {
-    return this.tracker.inWorld<T>(this.t, this.sessionId, deadline, (contextId) =>
-      this.tracker.send(
-        'Runtime.callFunctionOn',
-        { functionDeclaration: fn, executionContextId: contextId, arguments: args.map((value) => ({ value })), awaitPromise: true, returnByValue: true, userGesture: opts.userGesture },
-        { sessionId: this.sessionId, deadline },
-      ),
-    );
-  }
-}
-
-/** Thrown by a script of the daemon's world (its message is the exception's). */
-export class PageScriptError extends Error {}
 
 export class PageTracker {
   private readonly pages = new Map<string, Tracked>();

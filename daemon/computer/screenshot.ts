@@ -13,7 +13,7 @@
 // (and remembered), so a capture is repeated at most once per page, not per request.
 import type { Deadline } from '../core/deadline.js';
 import { BadRequestError } from '../core/errors.js';
-import type { Page } from './pages.js';
+import type { Page } from './page.js';
 import type { Region } from './schemas.js';
 
 /**

@@ -2,10 +2,8 @@
 // routes, behind the `Browser` interface of ./types.ts (what main, the other modules and the
 // systemd integration use).
 import { lazy } from '../core/lazy.js';
-import { ConfigError, type Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
-import { CdpBridge, type CdpClientEvents } from '../cdp/bridge.js';
+import { ConfigError } from '../core/config.js';
+import { CdpBridge } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
@@ -18,21 +16,19 @@ import { settingsRoutes } from './settings/routes.js';
 import { SettingsStore } from './settings/store.js';
 import { fitNewWindows, viewportSchema } from './settings/viewport.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
-import type { Browser, BrowserSnapshot, BrowserUpdatePart, ConfigurePart, LaunchExtras } from './types.js';
-import type { Identity, Scope } from '../http/auth.js';
+import type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
+import type { KeyRing, Scope } from '../http/auth.js';
+import type { ModuleContext } from '../module.js';
+import { BrowserPlugs } from './plugs.js';
 
 export type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
+export { SlotTakenError, type BrowserPlug } from './plugs.js';
 
 interface BrowserDeps {
-  config: Config;
-  log: Logger;
-  metrics: Metrics;
   /** Every line Chromium writes (the log stream keeps recent ones). */
   onChromiumLine?(line: string): void;
   /** Signs the session token of cdp_ws_url (the key ring): the caller's scopes among `narrowTo`. */
-  issueToken(identity: Identity, narrowTo: readonly Scope[]): Promise<{ token: string }>;
-  /** CDP clients connecting and leaving (the telemetry). */
-  cdpClientEvents?: CdpClientEvents;
+  keyring: Pick<KeyRing, 'issueFor'>;
 }
 
 /** The scopes a cdp_ws_url token carries at most: the CDP endpoint, and the SDK's direct /curl calls. */
@@ -41,14 +37,15 @@ export const CDP_URL_SCOPES: readonly Scope[] = ['cdp', 'browser:fetch'];
 export const LIVE_URL_SCOPES: readonly Scope[] = ['live:view', 'live:control'];
 
 /** Opens `<stateDir>/browser-settings.json` synchronously; one that cannot be read or set aside is a ConfigError naming BROWSERD_STATE_DIR. */
-export function createBrowser(deps: BrowserDeps): Browser {
-  const { config, log: baseLog, metrics } = deps;
-  const log = baseLog.child({ module: 'chromium' });
+export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
+  const { config, metrics, api } = ctx;
+  const log = ctx.log.child({ module: 'chromium' });
   const sessionId = config.sessionId;
   const createdAt = new Date().toISOString();
-  let publicAddress = hostPort(config.listen.host, config.listen.port);
-  const snapshotFields: (() => Record<string, unknown>)[] = [];
+  const publicAddress = (): string => hostPort(api.host, api.port ?? 0);
   let shutdownAt: number | null = null;
+  // What the other modules add (browser.use): read at every launch, stop, snapshot and request.
+  const plugs = new BrowserPlugs();
 
   const sup = new Supervisor({
     config,
@@ -57,6 +54,12 @@ export function createBrowser(deps: BrowserDeps): Browser {
     profileDir: profileDirOf(config.agent.dir),
     tmpDir: config.chromium.tmpDir,
     onChromiumLine: deps.onChromiumLine,
+    plugs: {
+      launchExtras: () => ({ ...plugs.launchExtras(), settings: configurator.launchSettings() }),
+      stopWork: () => plugs.stopWork(),
+      proxyPort: () => plugs.proxyPort(),
+      cdpPolicy: () => plugs.cdpPolicy(),
+    },
   });
   // The browser's configuration through the API (viewport, policies, flags), kept in the state dir.
   let store: SettingsStore;
@@ -66,8 +69,6 @@ export function createBrowser(deps: BrowserDeps): Browser {
     throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the browser settings: ${(err as Error).message}`);
   }
   for (const name of removeStaleTemps(config.chromium.policyDir, POLICIES_FILE)) log.info({ event: 'store_temp_removed', file: name }, 'removed a temp file of an unfinished policy write');
-  let extras: () => LaunchExtras = () => ({ extensionPaths: [], allowBackgroundNetworking: false });
-  sup.setLaunchExtras(() => ({ ...extras(), settings: configurator.launchSettings() }));
   const configurator: Configurator = new Configurator({
     store,
     headless: config.chromium.headless,
@@ -79,9 +80,16 @@ export function createBrowser(deps: BrowserDeps): Browser {
     runCdp: () => sup.runCdp(),
     pid: () => sup.status().pid,
   });
-  // Windows opened later get the viewport too (on the daemon's own session of each run).
+  // Windows opened later get the viewport too (on the daemon's own session of each run); then the modules' launch hooks.
   sup.onReady(async (run) => {
-    if (run.cdp !== null) await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
+    if (run.cdp === null) throw new Error('the run has no session of its own');
+    await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
+    for (const hook of plugs.onLaunch) await hook(run.cdp, run.pid);
+  });
+  sup.onState((state) => {
+    if (plugs.onState.length === 0) return;
+    const snap = snapshot();
+    for (const listener of plugs.onState) listener(state, snap);
   });
   const viewportPart: BrowserUpdatePart = {
     fields: lazy(() => ({
@@ -96,18 +104,17 @@ export function createBrowser(deps: BrowserDeps): Browser {
       await configurator.apply({ viewport }, { wait: true, signal: ctx.signal, log: ctx.log });
     },
   };
+  // The modules' PATCH fields (browser.use) go before the browser's own (the viewport), in the order they are added.
   const updateParts: BrowserUpdatePart[] = [unsupportedUpdatePart, viewportPart];
-  // configure's parts of other modules (extensions, profile), in the order they are added.
-  const configureParts: ConfigurePart[] = [];
 
-  const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
+  const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress()}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
   const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, {
     maxMessageBytes: config.chromium.cdpMaxMessageBytes,
     clientQueueBytes: config.chromium.cdpClientQueueBytes,
     queueTotalBytes: config.chromium.cdpQueueTotalBytes,
     log,
-    events: deps.cdpClientEvents,
+    events: plugs.cdpClientEvents,
   });
   metrics.memoryPool('cdp_client_queue', () => bridge.queuedBytes);
 
@@ -132,7 +139,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
       // The SDK's name for the policies applied to the session (echoed back for verification).
       chrome_policy: configurator.settings.policies,
     };
-    for (const f of snapshotFields) Object.assign(base, f());
+    for (const f of plugs.snapshot) Object.assign(base, f());
     return base;
   };
   const withLock = <T>(name: string, fn: () => Promise<T>, opts?: { wait?: boolean; signal?: AbortSignal }): Promise<T> => {
@@ -143,14 +150,14 @@ export function createBrowser(deps: BrowserDeps): Browser {
     return sup.lock.run(name, fn, opts);
   };
 
-  const hostOf = (host: unknown): string => (typeof host === 'string' && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress);
+  const hostOf = (host: unknown): string => (typeof host === 'string' && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress());
   const routes = [
     ...browserRoutes({
       snapshot,
       async direct(ctx) {
         const baseUrl = config.baseUrl ?? `http://${hostOf(ctx.req.headers.host)}`;
         const wsUrl = `${baseUrl.replace(/^http/, 'ws')}/browsers/${encodeURIComponent(sessionId)}/cdp`;
-        const sign = async (scopes: readonly Scope[]): Promise<string> => (ctx.identity === null ? '' : (await deps.issueToken(ctx.identity, scopes)).token);
+        const sign = async (scopes: readonly Scope[]): Promise<string> => (ctx.identity === null ? '' : (await deps.keyring.issueFor(ctx.identity, scopes)).token);
         const [cdpToken, liveToken] = await Promise.all([sign(CDP_URL_SCOPES), sign(LIVE_URL_SCOPES)]);
         return {
           base_url: baseUrl,
@@ -169,13 +176,14 @@ export function createBrowser(deps: BrowserDeps): Browser {
         ),
     }),
     browserUpdateRoute(updateParts, snapshot, snapshotSchema),
-    ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags, configureParts }),
+    ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags, configureParts: plugs.configure }),
     ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];
 
   return {
+    name: 'chromium',
     routes,
-    start: () => sup.start(),
+    launch: () => sup.start(),
     notReadyReason: () => sup.notReadyReason(),
     snapshot,
     async withCdp(fn, deadline) {
@@ -189,33 +197,26 @@ export function createBrowser(deps: BrowserDeps): Browser {
     },
     withLock,
     restartLocked: (reason) => sup.restartLocked(reason),
-    setLaunchExtras: (provider) => {
-      extras = provider;
+    use: (plug) => {
+      plugs.use(plug);
+      if (plug.update) updateParts.splice(updateParts.length - 1, 0, plug.update);
     },
-    addUpdateFields: (part) => void updateParts.splice(updateParts.length - 1, 0, part),
-    setProxyPort: (provider) => sup.setProxyPort(provider),
-    setStopHook: (provider) => sup.setStopHook(provider),
-    setCdpPolicy: (policy) => sup.setCdpPolicy(policy),
-    onLaunch: (hook) =>
-      sup.onReady(async (run) => {
-        if (run.cdp === null) throw new Error('the run has no session of its own');
-        await hook(run.cdp, run.pid);
-      }),
     async daemonCdp(deadline) {
       const { pid } = await sup.waitMux(deadline);
       const cdp = sup.runCdp();
       if (cdp === null) throw new Error('the ready run has no session of its own');
       return { cdp, pid };
     },
-    addConfigurePart: (part) => void configureParts.push(part),
-    addSnapshotFields: (provider) => void snapshotFields.push(provider),
-    onStateChange: (listener) => {
-      sup.onState((state) => listener(state, snapshot()));
-    },
     // At start, before listening: also the daemon's policy file as the settings store has it.
-    sweep: async () => {
+    start: async () => {
       await sup.sweep();
       await configurator.restore();
+      // A test hook: the last launch hook, once every module has added its own.
+      const held = config.testHooks.holdReady;
+      if (held !== undefined) plugs.use({ name: 'test-hooks', onLaunch: (_cdp, pid) => held(pid, log) });
+    },
+    serve: () => {
+      if (config.chromium.autostart) sup.start();
     },
     beginShutdown: () => {
       shutdownAt ??= Date.now();
@@ -230,9 +231,6 @@ export function createBrowser(deps: BrowserDeps): Browser {
     destroy: () => {
       bridge.destroy();
       sup.destroy();
-    },
-    setPublicAddress: (host, port) => {
-      publicAddress = hostPort(host, port);
     },
   };
 }

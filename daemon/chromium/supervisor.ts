@@ -9,7 +9,6 @@ import { Deadline } from '../core/deadline.js';
 import { BrowserUnavailableError } from '../core/errors.js';
 import type { Channel, ChannelEnd } from '../cdp/channel.js';
 import type { CdpClient } from '../cdp/client.js';
-import type { CommandPolicy } from '../cdp/mux.js';
 import { MalformedReporter } from '../cdp/malformed.js';
 import { CrashLoop } from './state/crash-loop.js';
 import { explainLaunchFailure, blockingPolicy, stderrGist } from './launch/diagnose.js';
@@ -21,10 +20,10 @@ import { CLIENT_CLOSE_OP, waitReady, type ReadyMux, type ReadySource } from './s
 import type { OldRunSweep } from './sweep/old-run.js';
 import { endLeftovers } from './sweep/profile.js';
 import { ChromiumRun, emptyDir } from './run.js';
-import type { SupervisorDeps, SupervisorStatus } from './state/deps.js';
+import type { SupervisorDeps, SupervisorPlugs, SupervisorStatus } from './state/deps.js';
 import type { BrowserState, LastExit, LaunchExtras, RestartResult, StopWork } from './types.js';
 
-export type { SupervisorDeps, SupervisorStatus };
+export type { SupervisorDeps, SupervisorPlugs, SupervisorStatus };
 
 export { RESTART_OP } from './state/wait.js';
 
@@ -49,10 +48,7 @@ export class Supervisor {
   private closed = false;
   private closing: Promise<void> | null = null;
   private readonly shutdown = new AbortController();
-  private extras: () => LaunchExtras = () => NO_EXTRAS;
-  private proxyPort: () => number | null = () => null;
-  private stopHook: () => StopWork | null = () => null;
-  private cdpPolicy: CommandPolicy | undefined;
+  private readonly plugs: SupervisorPlugs;
   private readonly listeners = new Set<(state: BrowserState) => void>();
   private readonly readyHooks: ((run: ChromiumRun) => Promise<void>)[] = [];
   private readonly identity: ChromiumIdentity;
@@ -63,6 +59,7 @@ export class Supervisor {
     const c = deps.config.chromium;
     this.identity = new ChromiumIdentity(c.binary, path.join(deps.config.stateDir, EXECUTABLES_FILE), deps.log);
     this.malformed = new MalformedReporter(deps.log, deps.metrics.cdpMalformed);
+    this.plugs = deps.plugs ?? { launchExtras: () => NO_EXTRAS, stopWork: () => null, proxyPort: () => null, cdpPolicy: () => undefined };
     this.crashes = new CrashLoop({ max: c.crashLoopMax, windowMs: c.crashLoopWindowMs, initialBackoffMs: c.backoffInitialMs, maxBackoffMs: c.backoffMaxMs });
   }
 
@@ -105,19 +102,6 @@ export class Supervisor {
     this.readyHooks.push(hook);
   }
 
-  setLaunchExtras(provider: () => LaunchExtras): void {
-    this.extras = provider;
-  }
-
-  /**
-   * Asked at every restart and graceful shutdown for work to run once the whole tree has stopped
-   * (and before the next launch): null for none. With work, the restart waits for the whole tree
-   * instead of handing the old run's leftovers to a background sweep. The work must not throw.
-   */
-  setStopHook(provider: () => StopWork | null): void {
-    this.stopHook = provider;
-  }
-
   /** Browser.close to the current run, for a stop whose profile is saved after it (ChromiumRun.closeOrderly). */
   private async closeOrderly(): Promise<boolean> {
     const run = this.run;
@@ -136,15 +120,6 @@ export class Supervisor {
     } catch (err) {
       this.deps.log.error({ event: 'stop_hook_failed', err }, 'the work after a browser stop failed');
     }
-  }
-
-  setProxyPort(provider: () => number | null): void {
-    this.proxyPort = provider;
-  }
-
-  /** For the runs launched from now on. */
-  setCdpPolicy(policy: CommandPolicy): void {
-    this.cdpPolicy = policy;
   }
 
   start(): void {
@@ -183,7 +158,7 @@ export class Supervisor {
     if (fresh) this.crashes.reset();
     this.deps.log.info({ event: 'chromium_restart', reason, backoff_ms: 0, fresh }, 'restarting Chromium');
     this.setState(fresh ? 'starting' : 'restarting', null);
-    const after = this.stopHook();
+    const after = this.plugs.stopWork();
     const orderly = after !== null ? await this.closeOrderly() : false;
     const old = await this.stopRun(reason === 'request' ? 'restart requested' : `restart: ${reason}`, { code: 'restart', message: 'Chromium restarted' }, undefined, after === null);
     if (after !== null) {
@@ -240,7 +215,7 @@ export class Supervisor {
           async () => {
             locked = true;
             gaveUp.dispose();
-            const after = this.stopHook();
+            const after = this.plugs.stopWork();
             const orderly = after !== null ? await this.closeOrderly() : false;
             await this.stopRun('stopped', stopping);
             await endLeftovers(profileDir, this.identity, config.chromium.stopGraceMs, log);
@@ -312,10 +287,10 @@ export class Supervisor {
           onBrowserClose: (ch) => this.onBrowserClose(ch),
           malformed: this.malformed,
           onLine: this.deps.onChromiumLine,
-          proxyPort: this.proxyPort,
-          cdpPolicy: this.cdpPolicy,
+          proxyPort: () => this.plugs.proxyPort(),
+          cdpPolicy: this.plugs.cdpPolicy(),
         },
-        this.extras(),
+        this.plugs.launchExtras(),
         { oldRunSwept: old !== null },
       );
       old?.start(run.startTicks);

@@ -1,11 +1,12 @@
 // The public face of the Chromium module: what main, the other modules and the systemd
 // integration may use. Everything else in daemon/chromium/ is private to it.
 import type { CdpClient } from '../cdp/client.js';
-import type { CommandPolicy } from '../cdp/mux.js';
 import type { Deadline } from '../core/deadline.js';
 import type { ZodType } from 'zod';
 import type { Scope } from '../http/auth.js';
 import type { RequestContext, Route } from '../http/router.js';
+import type { Module } from '../module.js';
+import type { BrowserPlug } from './plugs.js';
 
 export type BrowserState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
@@ -67,7 +68,7 @@ export interface LaunchSettings {
   startUrl: string | null;
 }
 
-/** Work after a stop (setStopHook); `orderly`: Chromium exited on Browser.close (its stores flushed), not by a signal. */
+/** Work after a stop (a plug's stopWork); `orderly`: Chromium exited on Browser.close (its stores flushed), not by a signal. */
 export type StopWork = (stop: { orderly: boolean }) => Promise<void>;
 
 export interface RestartResult {
@@ -76,10 +77,10 @@ export interface RestartResult {
   readyMs: number;
 }
 
-export interface Browser {
+export interface Browser extends Module {
   readonly routes: Route[];
   /** Begin launching (returns at once). */
-  start(): void;
+  launch(): void;
   /** null when ready, else why not (the 503 message of /readyz). */
   notReadyReason(): string | null;
   snapshot(): BrowserSnapshot;
@@ -100,54 +101,35 @@ export interface Browser {
    * `failed` or `stopped` browser is started afresh. Rejects with BrowserUnavailableError.
    */
   restartLocked(reason: string): Promise<RestartResult>;
-  /** Called at every launch for the extension paths and networking needs. */
-  setLaunchExtras(provider: () => LaunchExtras): void;
   /**
-   * Asked at every restart (any reason) and at the graceful shutdown for work to run once the whole
-   * Chromium tree has stopped, before the next launch (the profiles module: save the profile, put
-   * the next one in place); null for none. The work must not throw (errors are logged).
+   * A module's additions to the browser (plugs.ts): launch extras, stop work, the proxy port, the CDP
+   * policy (slots: one owner each, a second claim throws SlotTakenError), and launch hooks, state
+   * listeners, CDP client events, snapshot, PATCH and configure fields (lists). Call while the
+   * modules are made, before the daemon starts.
    */
-  setStopHook(provider: () => StopWork | null): void;
-  /** Called at every launch for the forwarding proxy's port (--proxy-server), null for none. */
-  setProxyPort(provider: () => number | null): void;
-  /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */
-  setCdpPolicy(policy: CommandPolicy): void;
-  /**
-   * Runs at every launch once Chromium answers and before it counts as ready, with the daemon's own
-   * session of that run (kept for the run's life: settings made there, such as the download
-   * behaviour, last as long as the run). A hook that throws fails the launch.
-   */
-  onLaunch(hook: (cdp: CdpClient, pid: number) => Promise<void>): void;
+  use(plug: BrowserPlug): void;
   /** The daemon's own session of the ready Chromium (waited for within the deadline). */
   daemonCdp(deadline: Deadline): Promise<{ cdp: CdpClient; pid: number }>;
-  /** Adds a module's fields to PATCH /browsers/{id} (the proxy module: proxy_id; the profiles module: profile); they apply before the browser's own (viewport). */
-  addUpdateFields(part: BrowserUpdatePart): void;
-  /** Adds a module's field to POST /browsers/{id}/configure (extensions, profile): checked with every other part, applied at its one restart. */
-  addConfigurePart(part: ConfigurePart): void;
-  /** Adds fields to GET /browsers/{id} (extensions, the active proxy, the downloads folder). */
-  addSnapshotFields(provider: () => Record<string, unknown>): void;
-  /** Every state change (for sd_notify STATUS= and READY=1). */
-  onStateChange(listener: (state: BrowserState, snapshot: BrowserSnapshot) => void): void;
   /**
-   * Ends the Chromium processes an earlier run left on the profile. Call once at start, before
-   * listening, whatever BROWSERD_BROWSER_AUTOSTART says. Never rejects (a failure is logged).
+   * Module start: ends the Chromium processes an earlier run left on the profile (whatever
+   * BROWSERD_BROWSER_AUTOSTART says) and restores the daemon's policy file. Never rejects.
    */
-  sweep(): Promise<void>;
+  start(): Promise<void>;
+  /** Once the daemon listens: launches Chromium when BROWSERD_BROWSER_AUTOSTART is on. */
+  serve(): void;
+  /**
+   * Closes live CDP connections (code 1001) and refuses new ones. Called before the HTTP server's
+   * close: that waits for every connection, and upgraded sockets are not cut by its deadline.
+   */
+  beginShutdown(): void;
   /**
    * Graceful stop of the whole process tree (under the lock, waited for until the shutdown
    * deadline, BROWSERD_SHUTDOWN_TIMEOUT_MS after beginShutdown; past it the tree is killed), then a
    * sweep of the profile. Idempotent.
    */
   close(): Promise<void>;
-  /**
-   * Closes live CDP connections (code 1001) and refuses new ones. Call before the HTTP server's
-   * close: that waits for every connection, and upgraded sockets are not cut by its deadline.
-   */
-  beginShutdown(): void;
   /** SIGKILL to the whole tree now, without waiting (the daemon's second signal). Idempotent. */
   destroy(): void;
-  /** The address the HTTP server listens on (known after listen()), for `cdp_url`. */
-  setPublicAddress(host: string, port: number): void;
 }
 
 /** A module's fields of PATCH /browsers/{id}. */

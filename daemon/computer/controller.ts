@@ -42,10 +42,13 @@ export class Computer {
   ) {
     // Tracking starts with every launch, so the order of the pages is known from the first one on;
     // the launch does not wait for it (computer controls never delay or fail a launch).
-    deps.browser.onLaunch(async (cdp) => {
-      this.runFor(cdp).started.catch((err: unknown) => {
-        deps.log.warn({ event: 'computer_tracking_failed', reason: (err as Error).message }, 'page tracking did not start; the next computer request tries again');
-      });
+    deps.browser.use({
+      name: 'computer',
+      onLaunch: async (cdp) => {
+        this.runFor(cdp).started.catch((err: unknown) => {
+          deps.log.warn({ event: 'computer_tracking_failed', reason: (err as Error).message }, 'page tracking did not start; the next computer request tries again');
+        });
+      },
     });
   }
 

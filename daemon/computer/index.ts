@@ -2,9 +2,7 @@
 // that act like a person (computer-use models), in headless mode (the default) and headful alike,
 // by driving Chromium itself over CDP (no X server, no xdotool). Its public face is createComputer().
 import type { Browser } from '../chromium/types.js';
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
+import type { Module, ModuleContext } from '../module.js';
 import type { Route } from '../http/router.js';
 import type { CdpClient } from '../cdp/client.js';
 import type { Deadline } from '../core/deadline.js';
@@ -22,14 +20,7 @@ import { dispatchLiveInput, liveState, type LiveInput, type LiveState } from './
 
 export { liveInputSchema, type LiveInput, type LiveState } from './live-input.js';
 
-interface ComputerDeps {
-  config: Config;
-  log: Logger;
-  metrics: Metrics;
-  browser: Browser;
-}
-
-export interface ComputerModule {
+export interface ComputerModule extends Module {
   readonly routes: Route[];
   /** The page a person sees (the one the controls act on), with its session and viewport (CSS px). */
   shownPage(deadline: Deadline): Promise<ShownPage>;
@@ -40,11 +31,12 @@ export interface ComputerModule {
   close(): Promise<void>;
 }
 
-export function createComputer(deps: ComputerDeps): ComputerModule {
-  const log = deps.log.child({ module: 'computer' });
-  const limits = deps.config.computer;
-  const computer = new Computer({ browser: deps.browser, log, metrics: deps.metrics, limits });
+export function createComputer(ctx: ModuleContext, deps: { browser: Browser }): ComputerModule {
+  const log = ctx.log.child({ module: 'computer' });
+  const limits = ctx.config.computer;
+  const computer = new Computer({ browser: deps.browser, log, metrics: ctx.metrics, limits });
   return {
+    name: 'computer',
     routes: computerRoutes({ computer, limits, log }),
     shownPage: async (deadline) => {
       const { cdp, page } = await computer.shownPage(deadline);

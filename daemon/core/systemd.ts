@@ -20,6 +20,7 @@
 import { closeSync, fstatSync, writeSync } from 'node:fs';
 import type { Browser, BrowserSnapshot, BrowserState } from '../chromium/types.js';
 import type { Logger } from './log.js';
+import type { ApiAddress, Module } from '../module.js';
 
 /** Set by systemd/notify-exec.pl: the descriptor of the datagram socket connected to NOTIFY_SOCKET. */
 export const NOTIFY_FD_ENV = 'BROWSERD_NOTIFY_FD';
@@ -36,19 +37,24 @@ interface SystemdDeps {
   env?: NodeJS.ProcessEnv;
   /** Default process.pid (for WATCHDOG_PID). */
   pid?: number;
+  /** Where the API listens (told at serve()). */
+  api?: ApiAddress;
 }
 
-interface Systemd {
+interface Systemd extends Module {
   /** true when notifications can reach the service manager. */
   readonly notifying: boolean;
   /** ms between WATCHDOG=1 pings (half of WATCHDOG_USEC), or null when the watchdog is off. */
   readonly watchdogIntervalMs: number | null;
   /** STATUS= on every browser state change; its first `ready` (with `listening`) sends READY=1. */
-  watchBrowser(browser: Pick<Browser, 'onStateChange' | 'snapshot'>): void;
+  watchBrowser(browser: Pick<Browser, 'use' | 'snapshot'>): void;
   /** The HTTP port listens (the address as logged). */
   listening(address: string): void;
   /** STOPPING=1, once. Pings go on until close(), so a slow shutdown is not taken for a hang. */
   stopping(): void;
+  /** Module steps: the API listens (ctx.api), the first signal (stopping). */
+  serve(): void;
+  beginShutdown(): void;
   /** Stops the pings and closes the socket. Idempotent. */
   close(): Promise<void>;
   destroy(): void;
@@ -128,25 +134,33 @@ export function createSystemd(deps: SystemdDeps): Systemd {
     }
   };
 
+  const listening = (addr: string): void => {
+    address = addr;
+    update();
+  };
+  const stopping = (): void => {
+    if (stoppingSent) return;
+    stoppingSent = true;
+    if (send('STOPPING=1\nSTATUS=stopping')) log.debug({ event: 'sd_notify', status: 'stopping' }, 'told systemd: stopping');
+  };
   return {
+    name: 'systemd',
     get notifying() {
       return fd !== null;
     },
     watchdogIntervalMs,
     watchBrowser(browser) {
-      browser.onStateChange(onBrowser);
+      browser.use({ name: 'systemd', onState: onBrowser });
       const snap = browser.snapshot();
       if (snap.state === 'ready') onBrowser(snap.state, snap);
     },
-    listening(addr) {
-      address = addr;
-      update();
+    listening,
+    stopping,
+    serve() {
+      const api = deps.api;
+      if (api !== undefined && api.port !== null) listening(`${api.host.includes(':') ? `[${api.host}]` : api.host}:${api.port}`);
     },
-    stopping() {
-      if (stoppingSent) return;
-      stoppingSent = true;
-      if (send('STOPPING=1\nSTATUS=stopping')) log.debug({ event: 'sd_notify', status: 'stopping' }, 'told systemd: stopping');
-    },
+    beginShutdown: stopping,
     close,
     destroy: () => void close(),
   };

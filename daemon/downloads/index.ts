@@ -4,8 +4,9 @@
 import { accessSync, constants, realpathSync, statSync } from 'node:fs';
 import type { Browser } from '../chromium/types.js';
 import type { CdpClient } from '../cdp/client.js';
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
+import type { CommandPolicy } from '../cdp/mux.js';
+import type { Module, ModuleContext } from '../module.js';
+import type { TelemetrySink } from '../telemetry/index.js';
 import type { Route } from '../http/router.js';
 import { DownloadBehaviors } from './behavior.js';
 import { downloadRoutes } from './routes.js';
@@ -14,16 +15,14 @@ import { DownloadTracker, type Download } from './tracker.js';
 export type { Download } from './tracker.js';
 
 export interface DownloadsDeps {
-  config: Config;
-  log: Logger;
   browser: Browser;
-  /** The real path of BROWSERD_DOWNLOADS_DIR. */
+  /** The real path of BROWSERD_DOWNLOADS_DIR (the files module's). */
   downloadsDir: string;
   /** A download began or ended. */
-  onChange?(event: 'download_started' | 'download_finished', d: Download): void;
+  telemetry?: Pick<TelemetrySink, 'download'>;
 }
 
-export interface Downloads {
+export interface Downloads extends Module {
   readonly routes: Route[];
   list(): Download[];
 }
@@ -62,15 +61,16 @@ export function writableDirFor(stateDir: string, browserUser: BrowserUser | null
   };
 }
 
-export function createDownloads(deps: DownloadsDeps): Downloads {
-  const { config, browser, downloadsDir } = deps;
-  const log = deps.log.child({ module: 'downloads' });
+export function createDownloads(ctx: ModuleContext, deps: DownloadsDeps): Downloads {
+  const { config } = ctx;
+  const { browser, downloadsDir, telemetry } = deps;
+  const log = ctx.log.child({ module: 'downloads' });
   const agent = config.agent.separated ? { uid: config.agent.user.uid, gid: config.agent.user.gid } : null;
   const behaviors = new DownloadBehaviors({ downloadsDir, writableDir: writableDirFor(config.stateDir, agent) });
-  const tracker = new DownloadTracker({ log, downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, onChange: deps.onChange });
+  const tracker = new DownloadTracker({ log, downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, onChange: telemetry === undefined ? undefined : (event, d) => telemetry.download(event, d) });
   let daemonCdp: CdpClient | null = null;
 
-  browser.setCdpPolicy({
+  const cdpPolicy: CommandPolicy = {
     rewrite: (channel, method, params) => behaviors.rewrite(channel, method, params),
     released: (channel) => {
       const cdp = daemonCdp;
@@ -82,19 +82,24 @@ export function createDownloads(deps: DownloadsDeps): Downloads {
         );
       }
     },
+  };
+  browser.use({
+    name: 'downloads',
+    cdpPolicy,
+    // At every launch, on the daemon's own session (the setting and the events last the run's life).
+    onLaunch: async (cdp) => {
+      tracker.interrupted();
+      behaviors.reset();
+      daemonCdp = cdp;
+      cdp.on('Browser.downloadWillBegin', (p) => tracker.begin(p));
+      cdp.on('Browser.downloadProgress', (p) => tracker.progress(p));
+      await cdp.send('Browser.setDownloadBehavior', behaviors.daemonParams());
+    },
+    snapshot: () => ({ downloads_dir: downloadsDir }),
   });
-  // At every launch, on the daemon's own session (the setting and the events last the run's life).
-  browser.onLaunch(async (cdp) => {
-    tracker.interrupted();
-    behaviors.reset();
-    daemonCdp = cdp;
-    cdp.on('Browser.downloadWillBegin', (p) => tracker.begin(p));
-    cdp.on('Browser.downloadProgress', (p) => tracker.progress(p));
-    await cdp.send('Browser.setDownloadBehavior', behaviors.daemonParams());
-  });
-  browser.addSnapshotFields(() => ({ downloads_dir: downloadsDir }));
 
   return {
+    name: 'downloads',
     routes: downloadRoutes({ downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, list: () => tracker.list() }),
     list: () => tracker.list(),
   };

@@ -1,9 +1,8 @@
 // The extensions module: upload, list and remove extensions (routes.ts), applied at every
 // Chromium launch through the browser's launch extras; policy installs served on loopback.
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
 import type { Browser } from '../chromium/types.js';
+import type { Module, ModuleContext } from '../module.js';
+import type { TelemetrySink } from '../telemetry/index.js';
 import type { Route } from '../http/router.js';
 import { extensionsConfigurePart } from './configure.js';
 import { Installer } from './installer.js';
@@ -15,17 +14,14 @@ import { extensionRoutes } from './routes.js';
 import { Store } from './store.js';
 
 interface ExtensionsDeps {
-  config: Config;
-  log: Logger;
-  metrics: Metrics;
   browser: Browser;
-  /** An extension was activated. */
-  onInstalled?(e: { name: string; id: string; version: string; activation: string; deferred: boolean }): void;
+  /** An extension was activated (extension_installed). */
+  telemetry?: TelemetrySink;
 }
 
-export interface Extensions {
+export interface Extensions extends Module {
   readonly routes: Route[];
-  /** Reads the installed set, repairs an unfinished install, publishes policy installs. Before browser.start(). */
+  /** Reads the installed set, repairs an unfinished install, publishes policy installs. Before Chromium launches. */
   start(): Promise<void>;
   close(): Promise<void>;
   destroy(): void;
@@ -34,15 +30,20 @@ export interface Extensions {
 /** Chromium stopped loading Manifest V2 extensions (unpacked or force-installed) in this major version; 156 measured. */
 const MV2_REMOVED_IN = 139;
 
-export function createExtensions(deps: ExtensionsDeps): Extensions {
-  const { config, metrics, browser } = deps;
-  const log = deps.log.child({ module: 'extensions' });
+export function createExtensions(ctx: ModuleContext, deps: ExtensionsDeps): Extensions {
+  const { config, metrics } = ctx;
+  const { browser, telemetry } = deps;
+  const log = ctx.log.child({ module: 'extensions' });
   const store = new Store(config.stateDir, log, config.agent.dir);
   const publisher = new PolicyPublisher(store, config.chromium.policyDir, log);
-  const installer = new Installer({ config, metrics, browser, store, publisher, onInstalled: deps.onInstalled });
-  browser.setLaunchExtras(() => installer.launchExtras());
-  browser.addSnapshotFields(() => ({ extensions: installer.list() }));
-  browser.addConfigurePart(extensionsConfigurePart({ store, installer, maxItems: config.extensions.maxItems }));
+  const onInstalled = telemetry === undefined ? undefined : (e: Record<string, unknown>): void => telemetry.emit('extension_installed', 'system', { kind: 'kernel_api', event: 'extension_upload' }, e);
+  const installer = new Installer({ config, metrics, browser, store, publisher, onInstalled });
+  browser.use({
+    name: 'extensions',
+    launchExtras: () => installer.launchExtras(),
+    snapshot: () => ({ extensions: installer.list() }),
+    configure: extensionsConfigurePart({ store, installer, maxItems: config.extensions.maxItems }),
+  });
 
   const allowManifestV2 = (): boolean => {
     const m = /(\d+)\.\d+/.exec(browser.snapshot().chromium.version ?? '');
@@ -51,6 +52,7 @@ export function createExtensions(deps: ExtensionsDeps): Extensions {
   let closing: Promise<void> | null = null;
 
   return {
+    name: 'extensions',
     routes: extensionRoutes({ config, browser, store, installer, allowManifestV2, remove: (name, log) => removeExtension({ config, metrics, browser, store, publisher }, installer, name, log) }),
     async start() {
       try {

@@ -6,21 +6,14 @@ import path from 'node:path';
 import { ConfigError, type Config } from '../core/config.js';
 import { ownedDir, writableRealDir } from '../core/state-dir.js';
 import { groupsOf } from '../core/users.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
+import type { Module, ModuleContext } from '../module.js';
 import type { Route } from '../http/router.js';
 import { Guard } from './paths/guard.js';
 import { fsRoutes } from './routes.js';
 import { readablePath } from './read/send.js';
 import { WatchSet } from './watch/watches.js';
 
-interface FsDeps {
-  config: Config;
-  log: Logger;
-  metrics: Metrics;
-}
-
-export interface Files {
+export interface Files extends Module {
   readonly routes: Route[];
   /** The real path of BROWSERD_DOWNLOADS_DIR, where Chromium's downloads go (the downloads module). */
   readonly downloadsDir: string;
@@ -63,9 +56,9 @@ function spoolDirOf(stateDir: string): string {
 }
 
 /** The files module; throws ConfigError when the downloads folder cannot be used (main exits 2). */
-export function createFs(deps: FsDeps): Files {
-  const { config, metrics } = deps;
-  const log = deps.log.child({ module: 'fs' });
+export function createFs(ctx: ModuleContext): Files {
+  const { config, metrics } = ctx;
+  const log = ctx.log.child({ module: 'fs' });
   const downloadsDir = prepareDownloadsDir(config);
   // The API acts with the agent user's rights (paths/guard.ts), unless that user is the daemon's own.
   const a = config.agent;
@@ -79,6 +72,7 @@ export function createFs(deps: FsDeps): Files {
   );
   log.info({ event: 'fs_ready', downloads_dir: downloadsDir }, 'files API ready');
   return {
+    name: 'fs',
     routes: fsRoutes({ config, metrics, guard, watches, spoolDir }),
     downloadsDir,
     resolveReadable: readablePath(guard),

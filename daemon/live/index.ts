@@ -3,30 +3,30 @@
 // recordings and viewers), its input the computer controls' (one input queue for the agent and the
 // person). Its public face is createLive().
 import type { ComputerModule } from '../computer/index.js';
-import type { Logger } from '../core/log.js';
+import type { Module, ModuleContext } from '../module.js';
 import type { Route } from '../http/router.js';
 import type { Screencast } from '../replays/index.js';
 import { liveRoutes } from './routes.js';
 import { LiveHub } from './viewers.js';
 
 export interface LiveDeps {
-  log: Logger;
   /** The replays' shared screencast. */
   screencast: Screencast;
   computer: ComputerModule;
 }
 
-export interface LiveModule {
+export interface LiveModule extends Module {
   readonly routes: Route[];
   close(): Promise<void>;
 }
 
-export function createLive(deps: LiveDeps): LiveModule {
-  const log = deps.log.child({ module: 'live' });
+export function createLive(ctx: ModuleContext, deps: LiveDeps): LiveModule {
+  const log = ctx.log.child({ module: 'live' });
   const hub = new LiveHub({ screencast: deps.screencast, computer: deps.computer, log });
   // The link to hand a person, browser_live_view_url with a token of the live scopes, is made by the
   // browser module's GET /browsers/{id} (its session tokens).
   return {
+    name: 'live',
     routes: liveRoutes(hub),
     close: async () => hub.close(),
   };

@@ -4,9 +4,7 @@
 import { chown, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
+import type { Module, ModuleContext } from '../module.js';
 import type { KeyRing } from '../http/auth.js';
 import type { Route } from '../http/router.js';
 import { childEnv, resolveCwd, resolveUser } from '../processes/index.js';
@@ -14,21 +12,16 @@ import { RunnerPool } from './pool.js';
 import { playwrightRoutes } from './routes.js';
 
 interface PlaywrightDeps {
-  config: Config;
-  log: Logger;
-  metrics: Metrics;
   /** Where each runner's token (scope `cdp` only) is registered and revoked. */
   keyring: Pick<KeyRing, 'addEphemeral'>;
   /** The runner program: main.ts knows it (tsc's output and the one-file bundle both sit in dist/daemon/). */
   runnerScript: string;
-  /** The real path of the downloads folder. */
+  /** The real path of the downloads folder (the files module's). */
   downloadsDir: string;
 }
 
-export interface Playwright {
+export interface Playwright extends Module {
   readonly routes: Route[];
-  /** The address the HTTP server listens on: the runners connect to its CDP endpoint. */
-  setListenAddress(host: string, port: number): void;
   close(): Promise<void>;
   destroy(): void;
 }
@@ -40,10 +33,9 @@ function reachable(host: string): string {
   return host;
 }
 
-export function createPlaywright(deps: PlaywrightDeps): Playwright {
-  const { config, metrics } = deps;
-  const log = deps.log.child({ module: 'playwright' });
-  let address = { host: config.listen.host, port: config.listen.port };
+export function createPlaywright(ctx: ModuleContext, deps: PlaywrightDeps): Playwright {
+  const { config, metrics, api } = ctx;
+  const log = ctx.log.child({ module: 'playwright' });
   const pool = new RunnerPool({
     script: deps.runnerScript,
     max: config.playwright.runners,
@@ -52,8 +44,9 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
     resultLimitBytes: config.playwright.resultLimitBytes,
     downloadsDir: deps.downloadsDir,
     cdpUrl: () => {
-      const host = reachable(address.host);
-      return `ws://${host.includes(':') ? `[${host}]` : host}:${address.port}/browsers/${encodeURIComponent(config.sessionId)}/cdp`;
+      // The address the HTTP server listens on: the runners connect to its CDP endpoint.
+      const host = reachable(api.host);
+      return `ws://${host.includes(':') ? `[${host}]` : host}:${api.port ?? 0}/browsers/${encodeURIComponent(config.sessionId)}/cdp`;
     },
     registerToken: (id, token) => deps.keyring.addEphemeral(id, token, ['cdp']),
     childSetup: async () => {
@@ -78,10 +71,8 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
     metrics,
   });
   return {
+    name: 'playwright',
     routes: playwrightRoutes({ pool, metrics }),
-    setListenAddress: (host, port) => {
-      address = { host, port };
-    },
     close: () => pool.close(),
     destroy: () => pool.destroy(),
   };

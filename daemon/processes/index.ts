@@ -4,9 +4,8 @@
 // beginShutdown() closes attached terminals; close() ends every process group it started (SIGTERM,
 // SIGKILL after a grace); destroy() sends SIGKILL to every group that still has a member, even
 // while close() runs.
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Metrics } from '../core/metrics.js';
+import type { Module, ModuleContext } from '../module.js';
+import type { TelemetrySink } from '../telemetry/index.js';
 import { loadPty, PTY_PACKAGE } from '../core/process/pty.js';
 import type { Route } from '../http/router.js';
 import { GroupSet, PROCESS_STOP_GRACE_MS } from './groups/groups.js';
@@ -23,14 +22,11 @@ export { childEnv, resolveCwd, resolveUser } from './launch/user-env.js';
 export { PtyUnavailableError } from '../core/process/pty.js';
 
 interface ProcessesDeps {
-  config: Config;
-  log: Logger;
-  metrics: Metrics;
-  /** A spawned process exited. */
-  onExit?(proc: { process_id: string; pid: number; exit_code: number | null; signal: string | null }): void;
+  /** A spawned process exited (process_exited). */
+  telemetry?: TelemetrySink;
 }
 
-export interface Processes {
+export interface Processes extends Module {
   readonly routes: Route[];
   /**
    * Before the daemon listens: loads the terminal module (PtyUnavailableError when it cannot: the
@@ -45,9 +41,11 @@ export interface Processes {
   destroy(): void;
 }
 
-export function createProcesses(deps: ProcessesDeps): Processes {
-  const { config, log, metrics } = deps;
-  const table = new ProcessTable({ maxLive: config.processes.maxLive, retentionMs: config.processes.retentionMs, retainedBytes: config.processes.outputRetainedBytes, metrics, onExit: deps.onExit });
+export function createProcesses(ctx: ModuleContext, deps: ProcessesDeps = {}): Processes {
+  const { config, log, metrics } = ctx;
+  const telemetry = deps.telemetry;
+  const onExit = telemetry === undefined ? undefined : (p: Record<string, unknown>): void => telemetry.emit('process_exited', 'system', { kind: 'local_process', event: 'exit' }, p);
+  const table = new ProcessTable({ maxLive: config.processes.maxLive, retentionMs: config.processes.retentionMs, retainedBytes: config.processes.outputRetainedBytes, metrics, onExit });
   const groups = new GroupSet();
   const journal = new GroupJournal(config.stateDir);
   const attach = new AttachHub({ maxFrameBytes: config.processes.stdinLimitBytes, log });
@@ -59,6 +57,7 @@ export function createProcesses(deps: ProcessesDeps): Processes {
   metrics.memoryPool('exec_output', () => execOutputPool.usedBytes);
 
   return {
+    name: 'processes',
     routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget, execOutputPool }),
     async start() {
       loadPty(config.testHooks.ptyPackage ?? PTY_PACKAGE);

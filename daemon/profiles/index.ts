@@ -1,11 +1,11 @@
 // The profiles concern: a store of Chromium user data archives on the VM (store.ts, archive.ts),
 // the SDK's /profiles routes (routes.ts), and loading one into the running browser with its
 // changes saved back at the next stop (switch.ts).
-// Public face: createProfiles() → { routes, start(), close() }; it adds `profile` to PATCH /browsers/{id}.
+// Public face: createProfiles() → a module { routes, start(), close() }; it adds `profile` to PATCH /browsers/{id} and configure.
 import { lazy } from '../core/lazy.js';
-import { ConfigError, type Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
-import type { Browser } from '../chromium/index.js';
+import { ConfigError } from '../core/config.js';
+import type { Browser, BrowserUpdatePart, ConfigurePart } from '../chromium/types.js';
+import type { Module, ModuleContext } from '../module.js';
 import { profileDirOf } from '../chromium/sweep/profile.js';
 import type { RequestContext, Route } from '../http/router.js';
 import { BadRequestError, NotFoundError } from '../core/errors.js';
@@ -16,16 +16,17 @@ import { findProfile, ProfileSwitch, type ProfileRef } from './switch.js';
 
 export { PROFILE_LIMITS } from './limits.js';
 
-export interface Profiles {
+export interface Profiles extends Module {
   readonly routes: Route[];
   /** Removes what a killed daemon left (staging folders). */
   start(): Promise<void>;
   close(): Promise<void>;
 }
 
-export function createProfiles(deps: { config: Config; log: Logger; browser: Browser }): Profiles {
-  const log = deps.log.child({ module: 'profiles' });
-  const stateDir = deps.config.stateDir;
+export function createProfiles(ctx: ModuleContext, deps: { browser: Browser }): Profiles {
+  const { config } = ctx;
+  const log = ctx.log.child({ module: 'profiles' });
+  const stateDir = config.stateDir;
   let store: ProfileStore;
   try {
     store = ProfileStore.open(stateDir, log);
@@ -35,19 +36,41 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
   const sw = new ProfileSwitch({
     store,
     browser: deps.browser,
-    profileDir: profileDirOf(deps.config.agent.dir),
-    owner: deps.config.agent.separated ? { uid: deps.config.agent.user.uid, gid: deps.config.agent.user.gid } : null,
+    profileDir: profileDirOf(config.agent.dir),
+    owner: config.agent.separated ? { uid: config.agent.user.uid, gid: config.agent.user.gid } : null,
     limits: { maxEntries: PROFILE_LIMITS.maxEntries, maxUnpackedBytes: PROFILE_LIMITS.maxUnpackedBytes, unpackedWhat: 'the unpacked profile' },
     log,
   });
-  deps.browser.setStopHook(() => sw.stopWork());
-  deps.browser.addSnapshotFields(() => {
-    const loaded = store.loaded();
-    const p = loaded === null ? undefined : store.get(loaded.id);
-    return p === undefined ? {} : { profile: toPublic(p) };
+  const updatePart = profileUpdatePart(store, sw);
+  const configurePart = profileConfigurePart(store, sw);
+  deps.browser.use({
+    name: 'profiles',
+    stopWork: () => sw.stopWork(),
+    snapshot: () => {
+      const loaded = store.loaded();
+      const p = loaded === null ? undefined : store.get(loaded.id);
+      return p === undefined ? {} : { profile: toPublic(p) };
+    },
+    update: updatePart,
+    configure: configurePart,
   });
-  // The `profile` part of PATCH /browsers/{id} (the browser module owns the route).
-  deps.browser.addUpdateFields({
+  return {
+    name: 'profiles',
+    routes: profileRoutes({ store, stateDir }),
+    start: () => sw.cleanStaging(),
+    close: () => store.idle(),
+  };
+}
+
+/** The `profile` part of PATCH /browsers/{id} (the browser module owns the route). */
+function profileUpdatePart(store: ProfileStore, sw: ProfileSwitch): BrowserUpdatePart {
+  const load = async (value: unknown, ctx: RequestContext): Promise<void> => {
+    const parsed = profileRefSchema().safeParse(value);
+    if (!parsed.success) throw new BadRequestError(parsed.error.issues.map((i) => `profile${i.path.length > 0 ? `.${i.path.join('.')}` : ''}: ${i.message}`));
+    if (ctx.identity === null) throw new Error('the profile update needs an identity');
+    await sw.load(parsed.data, ctx.identity.project, ctx.log, ctx.clientGone);
+  };
+  return {
     fields: lazy(() => ({
       profile: profileRefSchema().optional().meta({
         description:
@@ -59,9 +82,12 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
     async apply(body, ctx) {
       if (body.profile !== undefined) await load(body.profile, ctx);
     },
-  });
-  // The `profile` part of POST /browsers/{id}/configure: put in place at configure's one restart.
-  deps.browser.addConfigurePart({
+  };
+}
+
+/** The `profile` part of POST /browsers/{id}/configure: put in place at configure's one restart. */
+function profileConfigurePart(store: ProfileStore, sw: ProfileSwitch): ConfigurePart {
+  return {
     field: 'profile',
     schema: lazy(() => profileRefSchema().meta({
       description: "The SDK's BrowserProfile {id | name, save_changes}: Chromium restarts on that stored profile with the rest of configure (open tabs are lost; scope profiles:read). docs/profiles.md",
@@ -77,16 +103,5 @@ export function createProfiles(deps: { config: Config; log: Logger; browser: Bro
       }
     },
     stage: async (value, ctx) => sw.stage(value as ProfileRef, ctx.identity?.project ?? null),
-  });
-  const load = async (value: unknown, ctx: RequestContext): Promise<void> => {
-    const parsed = profileRefSchema().safeParse(value);
-    if (!parsed.success) throw new BadRequestError(parsed.error.issues.map((i) => `profile${i.path.length > 0 ? `.${i.path.join('.')}` : ''}: ${i.message}`));
-    if (ctx.identity === null) throw new Error('the profile update needs an identity');
-    await sw.load(parsed.data, ctx.identity.project, ctx.log, ctx.clientGone);
-  };
-  return {
-    routes: profileRoutes({ store, stateDir }),
-    start: () => sw.cleanStaging(),
-    close: () => store.idle(),
   };
 }

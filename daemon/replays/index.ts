@@ -9,11 +9,10 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Config } from '../core/config.js';
 import { Deadline } from '../core/deadline.js';
 import { BadRequestError, BrowserUnavailableError, ConflictError, DependencyMissingError, LimitExceededError, NotFoundError, UnsupportedFieldError } from '../core/errors.js';
 import { writeFileAtomic } from '../core/fs-atomic.js';
-import type { Logger } from '../core/log.js';
+import type { Module, ModuleContext } from '../module.js';
 import { SpawnError } from '../core/process/launch.js';
 import { isDead, readCmdline, scanProcesses } from '../core/process/proc.js';
 import type { Route } from '../http/router.js';
@@ -50,15 +49,13 @@ export interface StartParams {
 }
 
 export interface ReplaysDeps {
-  config: Config;
-  log: Logger;
   /** The page a person sees (the computer controls' current page). */
-  currentPage(deadline: Deadline): Promise<ShownPage>;
+  computer: { shownPage(deadline: Deadline): Promise<ShownPage> };
   /** The browser's state: recordings start only on a ready browser. */
-  notReadyReason(): string | null;
+  browser: { notReadyReason(): string | null };
 }
 
-export interface Replays {
+export interface Replays extends Module {
   readonly routes: Route[];
   readonly screencast: Screencast;
   /** Stops and finalizes every recording (SIGTERM). */
@@ -70,13 +67,13 @@ const FIRST_FRAME_MS = 10_000;
 /** How long a start waits for an ffmpeg the previous run left to finish its file. */
 const RECOVER_WAIT_MS = 30_000;
 
-export function createReplays(deps: ReplaysDeps): Replays {
-  const { config } = deps;
+export function createReplays(ctx: ModuleContext, deps: ReplaysDeps): Replays {
+  const { config } = ctx;
   const c = config.replays;
-  const log = deps.log.child({ module: 'replays' });
+  const log = ctx.log.child({ module: 'replays' });
   const dir = path.join(config.stateDir, 'replays');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const screencast = new Screencast({ log, currentPage: deps.currentPage });
+  const screencast = new Screencast({ log, currentPage: (deadline) => deps.computer.shownPage(deadline) });
   const records = new Map<string, ReplayRecord>();
   const active = new Map<string, { rec: Recording; stopped: Promise<ReplayRecord> | null }>();
   let closed = false;
@@ -139,7 +136,7 @@ export function createReplays(deps: ReplaysDeps): Replays {
     if (maxSec > c.maxDurationSec) throw new BadRequestError([`max_duration_in_seconds: must be at most ${c.maxDurationSec} (BROWSERD_REPLAY_MAX_DURATION_SEC)`]);
     if (closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
     if (active.size >= c.maxActive) throw new LimitExceededError('recordings', c.maxActive, { message: `too many recordings at once (limit ${c.maxActive}, BROWSERD_REPLAY_MAX_ACTIVE); stop one first` });
-    const reason = deps.notReadyReason();
+    const reason = deps.browser.notReadyReason();
     if (reason !== null) throw new BrowserUnavailableError(`Chromium is not ready: ${reason}`, { retryable: true });
     const id = randomUUID();
     const deadline = Deadline.in(FIRST_FRAME_MS, 'the first frame of the page');
@@ -255,6 +252,7 @@ export function createReplays(deps: ReplaysDeps): Replays {
   });
 
   return {
+    name: 'replays',
     routes,
     screencast,
     close: async () => {

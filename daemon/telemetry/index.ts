@@ -4,8 +4,7 @@
 // `chromium_started`, `chromium_exited`, `download_started` / `download_finished`, `process_exited`,
 // `extension_installed`, `proxy_switched` (category system or control; see docs/telemetry.md).
 import type { Browser, BrowserSnapshot, BrowserState } from '../chromium/types.js';
-import type { Config } from '../core/config.js';
-import type { Logger } from '../core/log.js';
+import type { Module, ModuleContext } from '../module.js';
 import { operationIdOf } from '../http/openapi.js';
 import type { Route } from '../http/router.js';
 import { TelemetryBus } from './bus.js';
@@ -27,24 +26,25 @@ export interface RequestDone {
   keyId: string | undefined;
 }
 
-export type CdpCloseReason = 'client_close' | 'upstream_changed' | 'upstream_error' | 'context_cancelled';
 
-export interface Telemetry {
-  readonly routes: Route[];
-  readonly bus: TelemetryBus;
-  /** Follows the browser: the monitor on every run, and its launches, exits and crashes. */
-  watchBrowser(browser: Browser): void;
-  requestDone(r: RequestDone): void;
-  cdpConnected(c: { remote: string; target: string | undefined; pid: number }): void;
-  cdpDisconnected(c: { remote: string; reason: CdpCloseReason; ms: number; messages: number; code: number }): void;
-  download(event: 'download_started' | 'download_finished', d: { id: string; url: string; state: string; suggested_filename: string; received_bytes: number; total_bytes: number }): void;
+/** What the other modules tell the telemetry (given to them as a dependency). */
+export interface TelemetrySink {
   /** A daemon event of browserd's own type (process exits, extension installs, proxy switches). */
   emit(type: string, category: EventCategory, source: EventSource, data: Record<string, unknown>): void;
+  download(event: 'download_started' | 'download_finished', d: { id: string; url: string; state: string; suggested_filename: string; received_bytes: number; total_bytes: number }): void;
 }
 
-export function createTelemetry(deps: { config: Config; log: Logger }): Telemetry {
-  const { config } = deps;
-  const log = deps.log.child({ module: 'telemetry' });
+export interface Telemetry extends Module, TelemetrySink {
+  readonly routes: Route[];
+  readonly bus: TelemetryBus;
+  /** Every request the HTTP server finished (its onRequestDone). */
+  requestDone(r: RequestDone): void;
+}
+
+/** Follows the browser from its making: the monitor on every run, its launches, exits and crashes, and its CDP clients. */
+export function createTelemetry(ctx: ModuleContext, deps: { browser: Browser }): Telemetry {
+  const { config } = ctx;
+  const log = ctx.log.child({ module: 'telemetry' });
   const bus = new TelemetryBus({ maxEvents: config.telemetry.ringEvents, maxBytes: config.telemetry.ringBytes, maxEventBytes: config.telemetry.eventMaxBytes });
   const monitor = new CdpMonitor(bus, log);
   const api: EventSource = { kind: 'kernel_api' };
@@ -77,27 +77,32 @@ export function createTelemetry(deps: { config: Config; log: Logger }): Telemetr
     }
   };
 
+  deps.browser.use({
+    name: 'telemetry',
+    onLaunch: (cdp) => monitor.attach(cdp),
+    onState,
+    cdpClients: {
+      connected(c) {
+        const metadata: Record<string, string> = { remote_address: c.remote, chromium_pid: String(c.pid) };
+        if (c.target !== undefined) metadata.target_id = c.target;
+        bus.emit('cdp_connect', 'connection', { ...api, event: 'cdp_websocket', metadata });
+      },
+      closed(c) {
+        bus.emit('cdp_disconnect', 'connection', { ...api, event: 'cdp_websocket', metadata: { remote_address: c.remote, close_code: String(c.code) } }, { reason: c.reason, duration_ms: Math.round(c.ms), message_count: c.messages });
+      },
+    },
+  });
+
   const operationIds = new OperationIds();
   return {
+    name: 'telemetry',
     bus,
     routes: telemetryRoutes({ bus, maxStreams: config.telemetry.maxStreams }),
-    watchBrowser(browser) {
-      browser.onLaunch((cdp) => monitor.attach(cdp));
-      browser.onStateChange(onState);
-    },
     requestDone(r) {
       if (!bus.enabled('control')) return;
       const source: EventSource = { kind: 'kernel_api', event: `${r.method} ${r.route}` };
       if (r.keyId !== undefined) source.metadata = { key_id: r.keyId };
       bus.emit('api_call', 'control', source, { operation_id: r.route === 'unmatched' ? 'unmatched' : operationIds.of(r.method, r.route), status: r.status, duration_ms: Math.round(r.ms * 10) / 10, request_id: r.reqId });
-    },
-    cdpConnected(c) {
-      const metadata: Record<string, string> = { remote_address: c.remote, chromium_pid: String(c.pid) };
-      if (c.target !== undefined) metadata.target_id = c.target;
-      bus.emit('cdp_connect', 'connection', { ...api, event: 'cdp_websocket', metadata });
-    },
-    cdpDisconnected(c) {
-      bus.emit('cdp_disconnect', 'connection', { ...api, event: 'cdp_websocket', metadata: { remote_address: c.remote, close_code: String(c.code) } }, { reason: c.reason, duration_ms: Math.round(c.ms), message_count: c.messages });
     },
     download(event, d) {
       const cut = { truncated: false };

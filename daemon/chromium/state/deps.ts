@@ -3,7 +3,17 @@
 import type { Config } from '../../core/config.js';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../../core/metrics.js';
-import type { BrowserState, LastExit } from '../types.js';
+import type { CommandPolicy } from '../../cdp/mux.js';
+import type { BrowserState, LastExit, LaunchExtras, StopWork } from '../types.js';
+
+/** What the other modules add to every launch and stop (the browser's plugs.ts); each read when it is needed. */
+export interface SupervisorPlugs {
+  launchExtras(): LaunchExtras;
+  /** Work once the whole tree has stopped (and before the next launch): null for none. With work, the stop closes Chromium orderly first. */
+  stopWork(): StopWork | null;
+  proxyPort(): number | null;
+  cdpPolicy(): CommandPolicy | undefined;
+}
 
 export interface SupervisorDeps {
   config: Config;
@@ -13,6 +23,8 @@ export interface SupervisorDeps {
   tmpDir: string;
   /** Every line Chromium writes (for the log stream). */
   onChromiumLine?(line: string): void;
+  /** None: no extras, no stop work, no proxy, no policy. */
+  plugs?: SupervisorPlugs;
 }
 
 export interface SupervisorStatus {

@@ -1,0 +1,49 @@
+// The one shape of a module: what each area of daemon/ gives main.ts. main builds the list of
+// modules once and runs every lifecycle step over it, in the list's order (stops in reverse); a
+// module declares only the steps it has. Adding a module is its folder and one entry in main's list.
+import type { Config } from './core/config.js';
+import type { Logger } from './core/log.js';
+import type { Metrics } from './core/metrics.js';
+import type { Route } from './http/router.js';
+
+/** Where the API listens: BROWSERD_LISTEN's host and port (null for 0) until the daemon listens, then the bound address. */
+export interface ApiAddress {
+  readonly host: string;
+  readonly port: number | null;
+}
+
+/** What every module is given, known before any module is made. */
+export interface ModuleContext {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  readonly api: ApiAddress;
+}
+
+export interface Module {
+  /** The area's name (its folder). */
+  readonly name: string;
+  /** Its routes, added to the server's table. */
+  readonly routes?: readonly Route[];
+  /** Before the daemon listens, in list order: open stores, end what a killed daemon left, bind its own ports. */
+  start?(): Promise<void>;
+  /** Once the daemon listens (ctx.api is the bound address), in list order. */
+  serve?(): void;
+  /** The first signal, before the HTTP server drains, in list order: refuse new work, close long-lived connections. */
+  beginShutdown?(): void;
+  /** Graceful stop once the HTTP server has drained, in reverse list order. Idempotent. */
+  close?(): Promise<void>;
+  /** The second signal: stop now, in reverse list order. Idempotent. */
+  destroy?(): void;
+}
+
+/** The listen address as the API port's owner updates it (main, once it listens). */
+export class ListenAddress implements ApiAddress {
+  host: string;
+  port: number | null;
+
+  constructor(listen: { host: string; port: number }) {
+    this.host = listen.host;
+    this.port = listen.port === 0 ? null : listen.port;
+  }
+}

@@ -107,7 +107,6 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
   const extensions = createExtensions(ctx, { browser, telemetry });
   const processes = createProcesses(ctx, { telemetry });
   const computer = createComputer(ctx, { browser });
-  const replays = createReplays(ctx, { computer, browser });
   const files = createFs(ctx);
   const modules: Module[] = [
     telemetry,
@@ -119,8 +118,8 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
     files,
     createDownloads(ctx, { browser, downloadsDir: files.downloadsDir, telemetry }),
     computer,
-    replays,
-    createLive(ctx, { screencast: replays.screencast, computer }),
+    createReplays(ctx, { computer, browser }),
+    createLive(ctx, { computer }),
     createPlaywright(ctx, { keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) }),
     createCurl(ctx, { browser, proxies }),
     createLogs(ctx, { rings, files }),

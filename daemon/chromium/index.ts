@@ -94,7 +94,7 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
   const viewportPart: BrowserUpdatePart = {
     fields: lazy(() => ({
       viewport: viewportSchema()
-        .extend({ force: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'accepted: this daemon has no live view or recording that would refuse a resize' }) })
+        .extend({ force: z.boolean({ error: 'must be a boolean' }).optional().meta({ description: 'accepted, and not needed: a resize is never refused; live viewers see the new size, and a recording keeps its first size (frames are scaled into it)' }) })
         .optional()
         .meta({ description: 'The size every tab renders at, changed live (scope browser:configure)' }),
     })),

@@ -5,16 +5,15 @@
 // to the screencast while it is open (the last one leaving stops it, unless a recording still
 // watches). Text messages both ways are JSON: to the viewer `hello` (whether it may control),
 // `state` (tabs, URL, history; when it changed, checked every STATE_MS), `copied` (the selected
-// text after a copy) and `error`; from it the input of computer/live-input.ts, one message at a time
+// text after a copy) and `error`; from it the input of input.ts, one message at a time
 // in order on the controls' input queue (mouse moves waiting behind others are merged: the newest
 // wins). A view-only viewer's input is ignored (each message answered with an `error`).
 import type { RawData, WebSocket } from 'ws';
-import type { ComputerModule, LiveInput } from '../computer/index.js';
-import { liveInputSchema } from '../computer/index.js';
+import type { ComputerModule, Frame, Screencast } from '../computer/index.js';
+import { dispatchLiveInput, liveInputSchema, liveState, type LiveInput } from './input.js';
 import { BrowserdError, InvalidRequestError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { CLOSE, handshakeProblem, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
-import type { Frame, Screencast } from '../replays/index.js';
 import { NewestFrame } from './newest-frame.js';
 
 /** Bytes waiting in a viewer's socket above which frames are held back (the newest kept). */
@@ -87,8 +86,7 @@ function serve(ws: WebSocket, control: boolean, deps: ViewerDeps, log: Logger): 
   const checkState = (): void => {
     if (checking) return;
     checking = true;
-    deps.computer
-      .liveState(stop.signal)
+    liveState(deps.computer, stop.signal)
       .then((s) => {
         const text = JSON.stringify({ t: 'state', ...s });
         if (text !== lastState && ws.readyState === ws.OPEN) ws.send(text);
@@ -110,7 +108,7 @@ function serve(ws: WebSocket, control: boolean, deps: ViewerDeps, log: Logger): 
       const msg = pending.shift() as LiveInput;
       if (msg.t === 'move' && pending[0]?.t === 'move') continue; // a newer move waits: it wins
       try {
-        const copied = await deps.computer.liveInput(msg, stop.signal);
+        const copied = await dispatchLiveInput(deps.computer, msg, stop.signal);
         if (msg.t === 'copy' && copied !== null) sendJson({ t: 'copied', text: copied });
         if (msg.t !== 'move' && msg.t !== 'wheel') checkState();
       } catch (err) {

@@ -18,11 +18,7 @@ import { isDead, readCmdline, scanProcesses } from '../core/process/proc.js';
 import type { Route } from '../http/router.js';
 import { finalize, Recording, type Marker, type StopReason } from './recording.js';
 import { replayRoutes } from './routes.js';
-import { Screencast } from './screencast.js';
-import type { ShownPage } from '../computer/index.js';
-
-export type { Frame } from './screencast.js';
-export { Screencast } from './screencast.js';
+import type { Screencast } from '../computer/index.js';
 
 /** The replay's record, as listed (the SDK's ReplayListResponseItem fields first). */
 export interface ReplayRecord {
@@ -49,15 +45,14 @@ export interface StartParams {
 }
 
 export interface ReplaysDeps {
-  /** The page a person sees (the computer controls' current page). */
-  computer: { shownPage(deadline: Deadline): Promise<ShownPage> };
+  /** The screencast of the page a person sees (the computer controls' current page). */
+  computer: { readonly screencast: Screencast };
   /** The browser's state: recordings start only on a ready browser. */
   browser: { notReadyReason(): string | null };
 }
 
 export interface Replays extends Module {
   readonly routes: Route[];
-  readonly screencast: Screencast;
   /** Stops and finalizes every recording (SIGTERM). */
   close(): Promise<void>;
 }
@@ -73,7 +68,7 @@ export function createReplays(ctx: ModuleContext, deps: ReplaysDeps): Replays {
   const log = ctx.log.child({ module: 'replays' });
   const dir = path.join(config.stateDir, 'replays');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const screencast = new Screencast({ log, currentPage: (deadline) => deps.computer.shownPage(deadline) });
+  const screencast = deps.computer.screencast;
   const records = new Map<string, ReplayRecord>();
   const active = new Map<string, { rec: Recording; stopped: Promise<ReplayRecord> | null }>();
   let closed = false;
@@ -254,7 +249,6 @@ export function createReplays(ctx: ModuleContext, deps: ReplaysDeps): Replays {
   return {
     name: 'replays',
     routes,
-    screencast,
     close: async () => {
       closed = true;
       await Promise.all([...recovering, ...[...active.keys()].map((id) => stop(id, 'shutdown').catch(() => undefined))]);

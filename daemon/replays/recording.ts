@@ -13,7 +13,7 @@ import { rename, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import { launch, type Child, type ExitInfo } from '../core/process/launch.js';
 import { endGroups, signalGroup } from '../core/process/group.js';
 import type { Logger } from '../core/log.js';
-import type { Frame, Screencast } from './screencast.js';
+import type { Frame, Screencast } from '../computer/index.js';
 
 /** How long ffmpeg gets to finish the file after its stdin closes, and after SIGINT, before SIGTERM then SIGKILL. */
 const FINISH_MS = 10_000;

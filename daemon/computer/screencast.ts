@@ -1,5 +1,5 @@
 // One screencast of the page a person would see — the page the computer controls act on — for
-// every consumer at once (recordings now, the live view later). It runs only while someone
+// every consumer at once (recordings and live viewers). It runs only while someone
 // consumes it: the first subscriber starts it, the last one's leaving stops it. Every
 // FOLLOW_MS it asks which page is current and moves to it when the tab changed, so a tab switch
 // shows in the frames; a Chromium restart is a pause (the last frame stays the latest) until the
@@ -8,7 +8,7 @@
 // consumer that needs a constant rate repeats the latest frame.
 import { Buffer } from 'node:buffer';
 import type { CdpClient } from '../cdp/client.js';
-import type { ShownPage } from '../computer/index.js';
+import type { ShownPage } from './index.js';
 import { Deadline } from '../core/deadline.js';
 import type { Logger } from '../core/log.js';
 

@@ -196,17 +196,13 @@ export function createBrowser(deps: BrowserDeps): Browser {
     setProxyPort: (provider) => sup.setProxyPort(provider),
     setStopHook: (provider) => sup.setStopHook(provider),
     setCdpPolicy: (policy) => sup.setCdpPolicy(policy),
+    // Each hook gets a browser-level session of its own for the run's life: its Target discovery,
+    // auto-attach, the page sessions it attaches and their domains are its alone (docs/development.md).
     onLaunch: (hook) =>
       sup.onReady(async (run) => {
-        if (run.cdp === null) throw new Error('the run has no session of its own');
-        await hook(run.cdp, run.pid);
+        const cdp = await CdpClient.overChannel((sink) => run.mux.open({ kind: 'browser' }, sink));
+        await hook(cdp, run.pid);
       }),
-    async daemonCdp(deadline) {
-      const { pid } = await sup.waitMux(deadline);
-      const cdp = sup.runCdp();
-      if (cdp === null) throw new Error('the ready run has no session of its own');
-      return { cdp, pid };
-    },
     addConfigurePart: (part) => void configureParts.push(part),
     addSnapshotFields: (provider) => void snapshotFields.push(provider),
     onStateChange: (listener) => {

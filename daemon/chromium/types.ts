@@ -113,13 +113,13 @@ export interface Browser {
   /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */
   setCdpPolicy(policy: CommandPolicy): void;
   /**
-   * Runs at every launch once Chromium answers and before it counts as ready, with the daemon's own
-   * session of that run (kept for the run's life: settings made there, such as the download
-   * behaviour, last as long as the run). A hook that throws fails the launch.
+   * Runs at every launch once Chromium answers and before it counts as ready, with a browser-level
+   * session of that run opened for this hook alone (kept for the run's life: settings made there,
+   * such as the download behaviour, last as long as the run; its discovery, auto-attach and the
+   * page sessions it attaches are seen by no other part of the daemon). A hook that throws fails
+   * the launch.
    */
   onLaunch(hook: (cdp: CdpClient, pid: number) => Promise<void>): void;
-  /** The daemon's own session of the ready Chromium (waited for within the deadline). */
-  daemonCdp(deadline: Deadline): Promise<{ cdp: CdpClient; pid: number }>;
   /** Adds a module's fields to PATCH /browsers/{id} (the proxy module: proxy_id; the profiles module: profile); they apply before the browser's own (viewport). */
   addUpdateFields(part: BrowserUpdatePart): void;
   /** Adds a module's field to POST /browsers/{id}/configure (extensions, profile): checked with every other part, applied at its one restart. */

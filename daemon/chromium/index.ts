@@ -79,7 +79,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
     runCdp: () => sup.runCdp(),
     pid: () => sup.status().pid,
   });
-  // Windows opened later get the viewport too (on the daemon's own session of each run).
+  // Windows opened later get the viewport too (on the browser module's own session of each run).
   sup.onReady(async (run) => {
     if (run.cdp !== null) await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
   });

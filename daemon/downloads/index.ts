@@ -83,7 +83,7 @@ export function createDownloads(deps: DownloadsDeps): Downloads {
       }
     },
   });
-  // At every launch, on the daemon's own session (the setting and the events last the run's life).
+  // At every launch, on the downloads' own session (the setting and the events last the run's life).
   browser.onLaunch(async (cdp) => {
     tracker.interrupted();
     behaviors.reset();

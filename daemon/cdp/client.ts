@@ -1,6 +1,7 @@
 // The daemon's one CDP client, typed by devtools-protocol: commands with a deadline, events,
-// flat child sessions. It runs over a multiplexer channel in the daemon (every internal consumer:
-// extension activation, downloads, computer controls) and over a WebSocket for tests and
+// flat child sessions (attached with cdp/attach.ts). It runs over a multiplexer channel in the
+// daemon, one client (one browser-level session) per internal consumer: the computer controls,
+// telemetry, downloads, each /curl request, each extension activation; and over a WebSocket for tests and
 // benchmarks (through the daemon's authenticated proxy, or straight to a Chromium's port). What it
 // receives is parsed defensively: a message that is not a DevTools message is dropped and reported
 // (over a channel: with the mux's, malformed.ts), and when it starts like the answer to a pending

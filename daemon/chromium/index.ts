@@ -80,11 +80,16 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     runCdp: () => sup.runCdp(),
     pid: () => sup.status().pid,
   });
-  // Windows opened later get the viewport too (on the daemon's own session of each run); then the modules' launch hooks.
+  // Windows opened later get the viewport too (on the browser module's own session of each run); then
+  // the modules' launch hooks, each with a browser-level session of its own for the run's life: its
+  // Target discovery, auto-attach, the page sessions it attaches and their domains are its alone.
   sup.onReady(async (run) => {
     if (run.cdp === null) throw new Error('the run has no session of its own');
     await fitNewWindows(run.cdp, () => configurator.viewport(), config.chromium.headless, log);
-    for (const hook of plugs.onLaunch) await hook(run.cdp, run.pid);
+    for (const hook of plugs.onLaunch) {
+      const cdp = await CdpClient.overChannel((sink) => run.mux.open({ kind: 'browser' }, sink));
+      await hook(cdp, run.pid);
+    }
   });
   sup.onState((state) => {
     if (plugs.onState.length === 0) return;
@@ -200,12 +205,6 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     use: (plug) => {
       plugs.use(plug);
       if (plug.update) updateParts.splice(updateParts.length - 1, 0, plug.update);
-    },
-    async daemonCdp(deadline) {
-      const { pid } = await sup.waitMux(deadline);
-      const cdp = sup.runCdp();
-      if (cdp === null) throw new Error('the ready run has no session of its own');
-      return { cdp, pid };
     },
     // At start, before listening: also the daemon's policy file as the settings store has it.
     start: async () => {

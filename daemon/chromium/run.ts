@@ -53,7 +53,7 @@ interface RunDeps {
 
 export class ChromiumRun {
   version: BrowserVersion | null = null;
-  /** The daemon's own browser-level session for the run's life (download behaviour, focus tracking, ...); set once ready. */
+  /** The browser module's own browser-level session for the run's life (the windows' viewport); set once ready. Every other part of the daemon gets a session of its own (Browser.onLaunch, withCdp). */
   cdp: CdpClient | null = null;
   /** Stopped on purpose: its exit is not a crash. */
   intentional = false;

@@ -82,7 +82,7 @@ export class Supervisor {
     return this.state === 'ready' && run !== null && run.version !== null && !run.mux.isClosed ? { mux: run.mux, pid: run.pid, version: run.version } : null;
   }
 
-  /** The daemon's own session of the ready run, else null. */
+  /** The browser module's own session of the ready run (ChromiumRun.cdp), else null. */
   runCdp(): CdpClient | null {
     return this.current() === null ? null : (this.run?.cdp ?? null);
   }

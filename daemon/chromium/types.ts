@@ -108,8 +108,6 @@ export interface Browser extends Module {
    * modules are made, before the daemon starts.
    */
   use(plug: BrowserPlug): void;
-  /** The daemon's own session of the ready Chromium (waited for within the deadline). */
-  daemonCdp(deadline: Deadline): Promise<{ cdp: CdpClient; pid: number }>;
   /**
    * Module start: ends the Chromium processes an earlier run left on the profile (whatever
    * BROWSERD_BROWSER_AUTOSTART says) and restores the daemon's policy file. Never rejects.

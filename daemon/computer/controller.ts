@@ -36,15 +36,20 @@ interface ActOptions {
 
 export class Computer {
   private run: Run | null = null;
+  /** The computer controls' own browser-level session of the latest run (given at its launch). */
+  private session: CdpClient | null = null;
 
   constructor(
     private readonly deps: { browser: Browser; log: Logger; metrics: Metrics; limits: ComputerLimits },
   ) {
-    // Tracking starts with every launch, so the order of the pages is known from the first one on;
-    // the launch does not wait for it (computer controls never delay or fail a launch).
+    // Tracking starts with every launch, on a session of the controls' own (the tab Chromium opens
+    // at launch is reported by its discovery whatever the daemon's other parts did first), so the
+    // order of the pages is known from the first one on; the launch does not wait for it (computer
+    // controls never delay or fail a launch).
     deps.browser.use({
       name: 'computer',
       onLaunch: async (cdp) => {
+        this.session = cdp;
         this.runFor(cdp).started.catch((err: unknown) => {
           deps.log.warn({ event: 'computer_tracking_failed', reason: (err as Error).message }, 'page tracking did not start; the next computer request tries again');
         });
@@ -109,13 +114,15 @@ export class Computer {
       const state = browser.snapshot().state;
       throw new BrowserUnavailableError(`Chromium is not ready (${state}): ${reason}`, { retryable: state === 'starting' || state === 'restarting' });
     }
-    const { cdp } = await browser.daemonCdp(deadline);
+    const cdp = this.session;
+    // Ready, yet the run's session is gone: Chromium ended a moment ago (the state follows).
+    if (cdp === null || cdp.isClosed) throw new BrowserUnavailableError('Chromium is not ready: it went away a moment ago', { retryable: true });
     const run = this.runFor(cdp);
     await deadline.race(run.started);
     return run;
   }
 
-  /** The run of this session of the daemon; a new one (tracker, mouse, queue) when Chromium was launched again. */
+  /** The run of the controls' session; a new one (tracker, mouse, queue) when Chromium was launched again. */
   private runFor(cdp: CdpClient): Run {
     if (this.run !== null && this.run.cdp === cdp) return this.run;
     this.run?.tracker.close();

@@ -2,6 +2,7 @@
 // viewport and the daemon's isolated world in it, and what the tracker knows of it (Tracked). Which
 // page is the current one is pages.ts.
 import type { Protocol } from 'devtools-protocol';
+import type { PageSession } from '../cdp/attach.js';
 import type { CommandName, Params, Result } from '../cdp/client.js';
 import type { Deadline } from '../core/deadline.js';
 import type { PageTracker } from './pages.js';
@@ -28,7 +29,8 @@ export interface Tracked {
   created: number;
   /** When it was last seen to become visible (0: never). */
   activated: number;
-  session: Promise<string> | null;
+  /** The tracker's own session on the page (cdp/attach.ts), once asked for. */
+  session: Promise<PageSession> | null;
   /** The session once attached (for the page's events). */
   sessionId: string | null;
   /** Runtime.enable and the binding were sent on this session. */

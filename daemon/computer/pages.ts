@@ -1,8 +1,9 @@
 // Which page a person is looking at. Chromium 156 (headless and headful) emits no Target event when
 // a tab becomes the current one (Page.bringToFront, Target.activateTarget, a click on a tab): what
 // changes is the page's `document.visibilityState`. So the tracker keeps the page targets of the run
-// (Target.setDiscoverTargets on the daemon's own session), keeps one flat session attached to each
-// page it has looked at, reads each page's visibility and viewport from an isolated world (the
+// (Target.setDiscoverTargets on the computer controls' own browser-level session, opened for them at
+// every launch: see "The launch tab" below), keeps one flat session attached to each page it has
+// looked at (cdp/attach.ts, on that session), reads each page's visibility and viewport from an isolated world (the
 // page's own scripts can neither see nor fake it), and keeps the order in which pages were seen to
 // become visible. The current page is the visible page that became visible last; several visible
 // at once (several windows) are ordered by that, then by creation. Pages open but none visible: the
@@ -23,19 +24,30 @@
 //
 // Between changes, the answer of the last round is kept and no page is asked again. A round's answer
 // stays current until one of these, each of which makes the next action probe again:
-//  - a Target event on the daemon's session (a tab opened, closed, navigated, crashed, detached);
+//  - a Target event on the controls' session (a tab opened, closed, navigated, crashed, detached);
 //  - a command to the browser from anyone but the computer controls (a CDP client's
 //    Page.bringToFront, Target.activateTarget, Emulation.*, the daemon's own live viewport change,
 //    …: the multiplexer counts every client's commands, Channel.browserCommands, and the tracker
 //    its own), or a browser-level command of the computer controls (the live view's tab switch);
 //  - a page saying that it changed: the probe leaves listeners in the daemon's world of each page
 //    (visibilitychange, the window's and the visual viewport's resize) that call a binding
-//    (Runtime.addBinding, on the daemon's session of the page, which needs Runtime.enable there);
+//    (Runtime.addBinding, on the controls' session of the page, which needs Runtime.enable there);
 //  - a new document in a page (its listeners are gone with the old one).
 // A round is kept only when every page answered it and has its listeners, and nothing above
 // happened while it ran. What a page's listeners cannot say (its scroll position) is read by a new
 // round when it is needed: screenshots ask for a fresh round.
+//
+// The launch tab. Chromium reports the targets that exist to a session only when that session turns
+// discovery on (a second Target.setDiscoverTargets on the same session is answered and reports
+// nothing). So the tracker turns it on on a browser-level session of its own, which no other part
+// of the daemon uses: the tab Chromium opens at launch (after every restart, crash recovery,
+// configure, profile switch) is known to it from the start, with no CDP client ever attached. (When
+// the daemon's parts shared one session, the window fitting and telemetry turned discovery on
+// first, and the tracker learnt of the launch tab only once it navigated: 409 no_page until then.)
+// Its page sessions are its own too: what it enables there (Runtime, its binding, its world) no
+// other part can turn off, and their events reach no other part.
 import type { Protocol } from 'devtools-protocol';
+import { attachPage, type PageSession } from '../cdp/attach.js';
 import { CdpCallError, type CdpClient, type CommandName, type Params, type Result, type SendOptions } from '../cdp/client.js';
 import { Deadline } from '../core/deadline.js';
 import { ConflictError } from '../core/errors.js';
@@ -102,7 +114,6 @@ export class PageTracker {
       cdp.on('Target.targetInfoChanged', top((p: Protocol.Target.TargetInfoChangedEvent) => this.upsert(p.targetInfo))),
       cdp.on('Target.targetDestroyed', top((p: Protocol.Target.TargetDestroyedEvent) => this.destroyed(p.targetId))),
       cdp.on('Target.targetCrashed', top((p: Protocol.Target.TargetCrashedEvent) => this.forgetWorld(p.targetId))),
-      cdp.on('Target.detachedFromTarget', top((p: Protocol.Target.DetachedFromTargetEvent) => this.detached(p.sessionId))),
       cdp.on('Runtime.bindingCalled', page((_t, p: Protocol.Runtime.BindingCalledEvent) => {
         if (p.name === CHANGED_BINDING) this.changed();
       })),
@@ -214,7 +225,7 @@ export class PageTracker {
       this.log.info({ event: 'computer_page', target_id: best.targetId, pages: candidates.length, visible: visible.length }, 'computer controls act on another page');
       this.current = best.targetId;
     }
-    const sessionId = await (best.session as Promise<string>);
+    const { sessionId } = await (best.session as Promise<PageSession>);
     // Kept for the next actions only when every page answered this round and tells of its changes,
     // and nothing changed while the round ran.
     if (others !== null && this.gen === gen && this.others() === others && candidates.every((t) => answered.has(t) && t.watched && t.probing === null)) {
@@ -341,38 +352,39 @@ export class PageTracker {
     t.watched = false;
   }
 
-  private detached(sessionId: string): void {
+  /** The page's session ended (detached by Chromium, the page gone): the next probe attaches again. */
+  private detached(t: Tracked, session: PageSession): void {
     this.changed();
-    this.bySession.delete(sessionId);
-    for (const t of this.pages.values()) {
-      void t.session?.then(
-        (sid) => {
-          if (sid !== sessionId) return;
-          t.session = null;
-          t.sessionId = null;
-          t.bound = false;
-          t.watched = false;
-          t.world = null;
-        },
-        () => undefined,
-      );
-    }
+    this.bySession.delete(session.sessionId);
+    if (t.sessionId !== session.sessionId) return;
+    t.session = null;
+    t.sessionId = null;
+    t.bound = false;
+    t.watched = false;
+    t.world = null;
   }
 
   private async probe(t: Tracked): Promise<void> {
     const deadline = Deadline.in(PROBE_TIMEOUT_MS, `probing page ${t.targetId}`);
     try {
-      t.session ??= this.send('Target.attachToTarget', { targetId: t.targetId, flatten: true }, { deadline }).then((r) => r.sessionId);
-      let sessionId: string;
+      if (t.session === null) {
+        this.mine++;
+        t.session = attachPage(this.cdp, t.targetId, { deadline });
+      }
+      let session: PageSession;
       try {
-        sessionId = await t.session;
+        session = await t.session;
       } catch (err) {
         t.session = null;
         throw err;
       }
       if (!this.pages.has(t.targetId)) return;
-      t.sessionId = sessionId;
-      this.bySession.set(sessionId, t);
+      const { sessionId } = session;
+      if (t.sessionId !== sessionId) {
+        t.sessionId = sessionId;
+        this.bySession.set(sessionId, t);
+        session.onDetached(() => this.detached(t, session));
+      }
       if (!t.bound) {
         // Sent before the probe on the same session, so Chromium has them when the probe runs (the
         // probe says whether the binding is there: a failure here only means probing every time).
@@ -388,8 +400,9 @@ export class PageTracker {
       if (visible && t.visible !== true) t.becameVisible = true;
       t.visible = visible;
       t.watched = watched;
-      // No binding in the world (Runtime was disabled on this session since, or the enable failed):
-      // enable it again with the next probe; until then the page is asked at every action.
+      // No binding in the world (the enable failed, or reached the page before its first document
+      // did): enable it again with the next probe; until then the page is asked at every action.
+      // (No other part of the daemon uses this session: none turns Runtime off here.)
       if (!watched) t.bound = false;
       t.viewport = { width, height, dpr, pageX, pageY, scale };
     } catch (err) {

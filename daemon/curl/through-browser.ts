@@ -15,6 +15,7 @@
 // cancelled (Fetch.failRequest: the page never sees it) and the tab closed. A navigation that fails
 // (DNS, refused, TLS, the proxy) ends in Page.navigate's errorText: fetch_failed with that net error.
 import type { Protocol } from 'devtools-protocol';
+import { openPage, type PageSession } from '../cdp/attach.js';
 import { CdpCallError, type CdpClient } from '../cdp/client.js';
 import type { Deadline } from '../core/deadline.js';
 import { BadRequestError, OperationFailedError, PayloadTooLargeError } from '../core/errors.js';
@@ -53,16 +54,12 @@ type Paused = Protocol.Fetch.RequestPausedEvent;
  * for the tab to close. `maxBytes` bounds the body (PayloadTooLargeError naming `limitName`).
  */
 export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest, deadline: Deadline, limits: { maxBytes: number; limitName: string }): Promise<BrowserAnswer> {
-  const { targetId } = await cdp.send('Target.createTarget', { url: 'about:blank', background: true, hidden: true }, { deadline });
-  let sessionId: string | undefined;
-  const close = (): void => {
-    void cdp.send('Target.closeTarget', { targetId }, { timeoutMs: 5000 }).catch(() => undefined);
-  };
+  const page = await openPage(cdp, { url: 'about:blank', background: true, hidden: true }, { deadline });
+  const close = (): void => void page.close();
   const queue: Paused[] = [];
   let wake: (() => void) | null = null;
   let navigationError: string | null = null;
-  const off = cdp.on('Fetch.requestPaused', (p, sid) => {
-    if (sid !== sessionId) return;
+  const off = page.on('Fetch.requestPaused', (p) => {
     queue.push(p);
     wake?.();
   });
@@ -76,10 +73,9 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
     }
   };
   try {
-    ({ sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline }));
-    const opts = { sessionId, deadline };
-    await cdp.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] }, opts);
-    cdp.send('Page.navigate', { url: req.url }, opts).then(
+    const opts = { deadline };
+    await page.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] }, opts);
+    page.send('Page.navigate', { url: req.url }, opts).then(
       (r) => {
         if (r.errorText !== undefined && r.errorText !== '' && r.errorText !== 'net::ERR_ABORTED') navigationError = r.errorText;
         wake?.();
@@ -95,17 +91,17 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
       const p = await next();
       if (documentId !== null && p.networkId !== documentId && p.responseStatusCode === undefined && p.resourceType !== 'Document') {
         // Anything else the tab asks for (none is expected of about:blank): not ours, refused.
-        await cdp.send('Fetch.failRequest', { requestId: p.requestId, errorReason: 'BlockedByClient' }, opts).catch(() => undefined);
+        await page.send('Fetch.failRequest', { requestId: p.requestId, errorReason: 'BlockedByClient' }, opts).catch(() => undefined);
         continue;
       }
       if (p.responseStatusCode === undefined && p.responseErrorReason === undefined) {
         // The request stage: the first hop gets the caller's method, headers and body; a redirect's hop goes on as Chromium made it.
         if (documentId === null) {
           documentId = p.networkId ?? p.requestId;
-          await continueAs(cdp, p, req, opts);
+          await continueAs(page, p, req, opts);
         } else {
           if (++hops > MAX_REDIRECTS) throw fetchFailed(req.url, 'net::ERR_TOO_MANY_REDIRECTS');
-          await cdp.send('Fetch.continueRequest', { requestId: p.requestId, interceptResponse: true }, opts);
+          await page.send('Fetch.continueRequest', { requestId: p.requestId, interceptResponse: true }, opts);
         }
         continue;
       }
@@ -114,22 +110,22 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
       const headers = p.responseHeaders ?? [];
       if (status >= 300 && status < 400 && headers.some((h) => h.name.toLowerCase() === 'location')) {
         // A redirect: followed (its next hop is paused at the request stage again).
-        await cdp.send('Fetch.continueRequest', { requestId: p.requestId }, opts);
+        await page.send('Fetch.continueRequest', { requestId: p.requestId }, opts);
         continue;
       }
       if (headers.some((h) => h.name.toLowerCase() === FORWARDER_HEADER)) {
         // The browser's forwarding proxy answered for a target it could not reach (or refused): no answer of the target.
-        const text = Buffer.from((await cdp.send('Fetch.getResponseBody', { requestId: p.requestId }, opts)).body, 'base64').toString('utf8').trim().slice(0, 500);
+        const text = Buffer.from((await page.send('Fetch.getResponseBody', { requestId: p.requestId }, opts)).body, 'base64').toString('utf8').trim().slice(0, 500);
         throw new OperationFailedError('fetch_failed', `the browser got no answer from ${new URL(p.request.url).host}: its proxy answered ${status}: ${text}`, {
           code: status === 403 ? 'refused_by_proxy' : 'proxy_error',
           message: text,
         });
       }
       const noBody = req.method === 'HEAD' || status === 204 || status === 304;
-      const handle = noBody ? null : (await cdp.send('Fetch.takeResponseBodyAsStream', { requestId: p.requestId }, opts)).stream;
-      const body = readBody(cdp, handle, { sessionId, deadline }, limits, async () => {
+      const handle = noBody ? null : (await page.send('Fetch.takeResponseBodyAsStream', { requestId: p.requestId }, opts)).stream;
+      const body = readBody(page, handle, deadline, limits, async () => {
         off();
-        await cdp.send('Fetch.failRequest', { requestId: p.requestId, errorReason: 'Aborted' }, { sessionId, timeoutMs: 5000 }).catch(() => undefined);
+        await page.send('Fetch.failRequest', { requestId: p.requestId, errorReason: 'Aborted' }, { timeoutMs: 5000 }).catch(() => undefined);
         close();
       });
       return { status, statusText: p.responseStatusText ?? '', headers, url: p.request.url, body };
@@ -141,12 +137,12 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
   }
 }
 
-async function continueAs(cdp: CdpClient, p: Paused, req: BrowserRequest, opts: { sessionId: string; deadline: Deadline }): Promise<void> {
+async function continueAs(page: PageSession, p: Paused, req: BrowserRequest, opts: { deadline: Deadline }): Promise<void> {
   const merged = new Map<string, { name: string; value: string }>();
   for (const [name, value] of Object.entries(p.request.headers)) merged.set(name.toLowerCase(), { name, value });
   for (const [name, value] of Object.entries(req.headers)) merged.set(name.toLowerCase(), { name, value });
   try {
-    await cdp.send(
+    await page.send(
       'Fetch.continueRequest',
       {
         requestId: p.requestId,
@@ -164,9 +160,9 @@ async function continueAs(cdp: CdpClient, p: Paused, req: BrowserRequest, opts: 
 }
 
 async function* readBody(
-  cdp: CdpClient,
+  page: PageSession,
   handle: string | null,
-  opts: { sessionId: string; deadline: Deadline },
+  deadline: Deadline,
   limits: { maxBytes: number; limitName: string },
   end: () => Promise<void>,
 ): AsyncGenerator<Buffer, void, void> {
@@ -174,14 +170,14 @@ async function* readBody(
     if (handle === null) return;
     let total = 0;
     for (;;) {
-      const r = await cdp.send('IO.read', { handle, size: READ_CHUNK }, opts);
+      const r = await page.send('IO.read', { handle, size: READ_CHUNK }, { deadline });
       const chunk = Buffer.from(r.data, r.base64Encoded === true ? 'base64' : 'utf8');
       total += chunk.length;
       if (total > limits.maxBytes) throw new PayloadTooLargeError('the answer', limits.maxBytes, limits.limitName);
       if (chunk.length > 0) yield chunk;
       if (r.eof) break;
     }
-    await cdp.send('IO.close', { handle }, opts).catch(() => undefined);
+    await page.send('IO.close', { handle }, { deadline }).catch(() => undefined);
   } finally {
     await end();
   }

@@ -86,7 +86,7 @@ export function createDownloads(ctx: ModuleContext, deps: DownloadsDeps): Downlo
   browser.use({
     name: 'downloads',
     cdpPolicy,
-    // At every launch, on the daemon's own session (the setting and the events last the run's life).
+    // At every launch, on the downloads' own session (the setting and the events last the run's life).
     onLaunch: async (cdp) => {
       tracker.interrupted();
       behaviors.reset();

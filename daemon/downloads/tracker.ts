@@ -1,4 +1,4 @@
-// The downloads of the browser, as the daemon's own session sees them (Browser.downloadWillBegin
+// The downloads of the browser, as the downloads module's own session sees them (Browser.downloadWillBegin
 // and Browser.downloadProgress, which Chromium sends to every browser session that asked for
 // events, whoever set the behaviour): what a client asked for (URL, suggested file name) beside
 // where the file is (`allowAndName` names files by their GUID). Kept in memory, newest last, for

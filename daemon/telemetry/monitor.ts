@@ -1,12 +1,15 @@
-// The DevTools monitor: on the daemon's own browser-level session of each Chromium run (given at
-// every launch, so it is set up again after every restart), it follows targets
+// The DevTools monitor: on a browser-level session of its own in each Chromium run (opened for it
+// at every launch, so it is set up again after every restart; no other part of the daemon uses it),
+// it follows targets
 // (Target.setDiscoverTargets: crashes; Target.setAutoAttach, flat, on the browser and on each page:
-// pages, frames, workers) and turns what it sees into the SDK's event types: console_log /
+// pages, frames, workers: one session of the monitor per target) and turns what it sees into the SDK's event types: console_log /
 // console_error (Runtime), network_request / network_response / network_loading_failed (Network;
 // headers redacted, never bodies), page_navigation / page_dom_content_loaded / page_load (Page),
 // page_tab_opened and browserd's page_tab_closed (targets), and browserd's page_crashed
 // (Target.targetCrashed). Only the domains of the categories switched on are enabled, and with no
-// CDP category on nothing is attached at all.
+// CDP category on nothing is attached at all. The sessions the daemon's other parts open on the same
+// pages (the computer controls, /curl) are on their own browser-level sessions: Chromium reports
+// none of them here, and what the monitor enables or disables on its sessions touches none of theirs.
 import type { Protocol } from 'devtools-protocol';
 import type { CdpClient, EventParams } from '../cdp/client.js';
 import type { Logger } from '../core/log.js';
@@ -23,11 +26,13 @@ interface Session {
   /** A page, frame or worker (the SDK's target_type says `other` for the last two). */
   rawType: string;
   url: string;
-  /** Attached on the daemon's browser-level session (not a child of another session). */
-  top: boolean;
   frameId?: string;
   loaderId?: string;
   navSeq: number;
+  /** Runtime on this session: never enabled, enabled, or disabled after it was (the console category switched off). */
+  runtime: 'never' | 'on' | 'off';
+  /** A Runtime.enable after a disable is in flight: the console calls and exceptions it replays are dropped. */
+  replaying: boolean;
 }
 
 interface Pending {
@@ -77,14 +82,18 @@ export class CdpMonitor {
     on('Target.attachedToTarget', (p, s) => this.onAttached(p, s));
     on('Target.detachedFromTarget', (p) => this.onDetached(p));
     on('Target.targetCrashed', (p) => this.onCrashed(p));
-    // A page's events only from the sessions the monitor follows: the daemon's client has others on
-    // the same pages (the computer controls enable Runtime on theirs).
+    // A page's events only from the sessions the monitor follows (not one it let go of meanwhile).
     const ours = <E extends Parameters<CdpClient['on']>[0]>(event: E, fn: (p: EventParams<E>, s: string | undefined) => void): void =>
       on(event, (p, s) => {
         if (s !== undefined && this.sessions.has(s)) fn(p, s);
       });
-    ours('Runtime.consoleAPICalled', (p, s) => this.onConsole(p, s));
-    ours('Runtime.exceptionThrown', (p, s) => this.onException(p, s));
+    // Not what a Runtime.enable after a disable sends again (see enableRuntime).
+    const live = <E extends 'Runtime.consoleAPICalled' | 'Runtime.exceptionThrown'>(event: E, fn: (p: EventParams<E>, s: string) => void): void =>
+      ours(event, (p, s) => {
+        if (this.sessions.get(s as string)?.replaying !== true) fn(p, s as string);
+      });
+    live('Runtime.consoleAPICalled', (p, s) => this.onConsole(p, s));
+    live('Runtime.exceptionThrown', (p, s) => this.onException(p, s));
     ours('Network.requestWillBeSent', (p, s) => this.onRequest(p, s));
     ours('Network.responseReceived', (p, s) => this.onResponse(p, s));
     ours('Network.loadingFinished', (p, s) => this.onFinished(p, s));
@@ -138,11 +147,28 @@ export class CdpMonitor {
     if (cdp === null) return;
     const opts = { sessionId: sess.sessionId, timeoutMs: 10_000 };
     const isPage = sess.rawType === 'page' || sess.rawType === 'iframe';
-    const calls: Promise<unknown>[] = [cdp.send(s.console ? 'Runtime.enable' : 'Runtime.disable', {}, opts)];
+    const calls: Promise<unknown>[] = [s.console ? this.enableRuntime(cdp, sess, opts) : cdp.send('Runtime.disable', {}, opts)];
+    if (!s.console && sess.runtime === 'on') sess.runtime = 'off';
     // No bodies are read: Chromium need not keep any for this session, nor post data.
     calls.push(s.network ? cdp.send('Network.enable', { maxTotalBufferSize: 0, maxResourceBufferSize: 0, maxPostDataSize: 0 }, opts) : cdp.send('Network.disable', {}, opts));
     if (isPage) calls.push(cdp.send(s.page ? 'Page.enable' : 'Page.disable', {}, opts));
     await Promise.allSettled(calls);
+  }
+
+  /**
+   * Runtime.enable on a session. Chromium answers it after it has sent again every console message
+   * and exception the page still keeps: at the first enable those are the page's calls before the
+   * monitor followed it (reported), after a disable they were reported before or made while the
+   * console category was off (dropped until the answer comes).
+   */
+  private enableRuntime(cdp: CdpClient, sess: Session, opts: { sessionId: string; timeoutMs: number }): Promise<unknown> {
+    const again = sess.runtime === 'off';
+    sess.runtime = 'on';
+    if (!again) return cdp.send('Runtime.enable', {}, opts);
+    sess.replaying = true;
+    return cdp.send('Runtime.enable', {}, opts).finally(() => {
+      sess.replaying = false;
+    });
   }
 
   private onAttached(p: Protocol.Target.AttachedToTargetEvent, parent: string | undefined): void {
@@ -150,11 +176,7 @@ export class CdpMonitor {
     if (cdp === null) return;
     const info = p.targetInfo;
     if (!ATTACH_TYPES.has(info.type)) return;
-    // One session per target: the daemon's client also attaches to pages of its own accord (the
-    // computer controls, /curl), and Chromium reports those sessions here too. Following a second one
-    // would make Chromium send every event of the page twice and the stream carry it twice.
-    if (parent === undefined && [...this.sessions.values()].some((o) => o.top && o.targetId === info.targetId)) return;
-    const sess: Session = { sessionId: p.sessionId, targetId: info.targetId, targetType: targetTypeOf(info.type), rawType: info.type, url: info.url, navSeq: 0, top: parent === undefined };
+    const sess: Session = { sessionId: p.sessionId, targetId: info.targetId, targetType: targetTypeOf(info.type), rawType: info.type, url: info.url, navSeq: 0, runtime: 'never', replaying: false };
     this.sessions.set(p.sessionId, sess);
     if (info.type === 'page' && parent === undefined) {
       const cut: Cut = { truncated: false };

@@ -21,7 +21,7 @@ export interface ConfiguratorDeps {
   log: Logger;
   withLock<T>(name: string, fn: () => Promise<T>, opts?: { wait?: boolean; signal?: AbortSignal }): Promise<T>;
   restartLocked(reason: string): Promise<RestartResult>;
-  /** The daemon's own session of the ready run; null when not ready. */
+  /** The browser module's own session of the ready run; null when not ready. */
   runCdp(): CdpClient | null;
   /** The current Chromium's pid (null while none runs). */
   pid(): number | null;

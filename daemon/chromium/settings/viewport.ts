@@ -103,7 +103,7 @@ export async function applyViewport(cdp: CdpClient, v: Viewport, headless: boole
 }
 
 /**
- * Every window opened later gets the viewport: on the daemon's own session of a run (kept for the
+ * Every window opened later gets the viewport: on the browser module's own session of a run (kept for the
  * run's life), each new page target's window is fitted when the target appears.
  */
 export async function fitNewWindows(cdp: CdpClient, viewport: () => Viewport, headless: boolean, log: Logger): Promise<void> {

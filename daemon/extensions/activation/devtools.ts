@@ -1,9 +1,10 @@
-// What activation asks Chromium, over the daemon's one CDP client: the Extensions domain (on a
-// browser-level session), service worker targets seen as events (an MV3 worker starts ~10 ms after
+// What activation asks Chromium, on a browser-level session of its own (Browser.withCdp): the
+// Extensions domain, service worker targets seen as events (an MV3 worker starts ~10 ms after
 // Extensions.loadUnpacked and may stop again after ~30 s idle, so a sighting is remembered; each is
-// auto-attached for the verification to ask), and
-// chrome://extensions for policy installs, which Extensions.getExtensions does not list.
+// auto-attached for the verification to ask), and chrome://extensions (a tab of its own,
+// cdp/attach.ts) for policy installs, which Extensions.getExtensions does not list.
 import type { Protocol } from 'devtools-protocol';
+import { openPage } from '../../cdp/attach.js';
 import type { CdpClient } from '../../cdp/client.js';
 import { CdpCallError } from '../../cdp/client.js';
 import type { Deadline } from '../../core/deadline.js';
@@ -127,12 +128,11 @@ export interface ExtensionsPage {
  * there; close() ends it.
  */
 export async function openExtensionsPage(cdp: CdpClient, deadline: Deadline): Promise<ExtensionsPage> {
-  const { targetId } = await cdp.send('Target.createTarget', { url: 'chrome://extensions', background: true }, { deadline });
-  const close = (): Promise<void> => cdp.send('Target.closeTarget', { targetId }, { timeoutMs: 5000 }).then(() => undefined, () => undefined);
+  const page = await openPage(cdp, { url: 'chrome://extensions', background: true }, { deadline });
+  const close = (): Promise<void> => page.close();
   try {
-    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline });
     const evaluate = async <T>(expression: string, d: Deadline): Promise<T> => {
-      const r = await cdp.send('Runtime.evaluate', { expression, awaitPromise: true, returnByValue: true }, { sessionId, deadline: d });
+      const r = await page.send('Runtime.evaluate', { expression, awaitPromise: true, returnByValue: true }, { deadline: d });
       if (r.exceptionDetails) throw new CdpCallError('Runtime.evaluate', r.exceptionDetails.text, true);
       return r.result.value as T;
     };

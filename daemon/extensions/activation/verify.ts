@@ -3,6 +3,7 @@
 // which getExtensions does not list, is read from chrome://extensions (enabled, with its version);
 // an extension of the current request that has a service worker must also have shown its worker
 // target and run its script. Presence is polled (from 5 ms, backing off); the worker is waited for as an event.
+import { attachPage } from '../../cdp/attach.js';
 import type { CdpClient } from '../../cdp/client.js';
 import type { Deadline } from '../../core/deadline.js';
 import { listExtensions, openExtensionsPage, targets, type ExtensionsPage, type WorkerWatch } from './devtools.js';
@@ -169,13 +170,13 @@ async function sessionState(cdp: CdpClient, sessionId: string, deadline: Deadlin
 async function workerState(cdp: CdpClient, targetId: string, deadline: Deadline): Promise<WorkerState | string> {
   const probe = deadline.child(PROBE_MS, 'service worker probe');
   try {
-    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline: probe });
+    const worker = await attachPage(cdp, targetId, { deadline: probe });
     try {
       // Not awaiting a change: this attach may hold a starting worker back until it detaches.
-      return await evaluateState(cdp, sessionId, STATE_NOW, probe);
+      return await evaluateState(cdp, worker.sessionId, STATE_NOW, probe);
     } finally {
       // Not awaited: a worker that did not answer the probe may not answer this either.
-      cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
+      worker.detach();
     }
   } catch (err) {
     if (deadline.expired) throw err;

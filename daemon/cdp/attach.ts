@@ -1,0 +1,97 @@
+// The one way a part of the daemon attaches to a target (a page, a worker): a flat session opened
+// by that part's own browser-level client (Browser.onLaunch, Browser.withCdp), so that the domains
+// it enables there, its bindings and its isolated worlds are its alone, as a CDP client's are
+// behind the multiplexer. The session's commands carry its id; its events are those of that session
+// only; it ends when the part detaches it, when the target goes, or with the client.
+import type { Protocol } from 'devtools-protocol';
+import type { Deadline } from '../core/deadline.js';
+import type { CdpClient, CommandName, EventName, EventParams, Params, Result } from './client.js';
+
+/** The deadline of a command (else `timeoutMs`, else the client's default). */
+export interface CallOptions {
+  deadline?: Deadline;
+  timeoutMs?: number;
+}
+
+/** Commands sent after the session ended (detach, closing the target) wait at most this long. */
+const END_TIMEOUT_MS = 5000;
+
+export class PageSession {
+  private ended = false;
+  private readonly offs: (() => void)[] = [];
+  private readonly endListeners: (() => void)[] = [];
+
+  constructor(
+    readonly cdp: CdpClient,
+    readonly targetId: string,
+    readonly sessionId: string,
+  ) {
+    this.offs.push(
+      cdp.on('Target.detachedFromTarget', (p, parent) => {
+        if (parent === undefined && p.sessionId === sessionId) this.end();
+      }),
+    );
+  }
+
+  /** The session ended (detached by the part, the target gone, the client closed). */
+  get isDetached(): boolean {
+    return this.ended || this.cdp.isClosed;
+  }
+
+  send<M extends CommandName>(method: M, params: Params<M>, opts: CallOptions = {}): Promise<Result<M>> {
+    return this.cdp.send(method, params, { ...opts, sessionId: this.sessionId });
+  }
+
+  /** Every `event` of this session; returns the unsubscribe function (all are dropped when the session ends). */
+  on<E extends EventName>(event: E, listener: (params: EventParams<E>) => void): () => void {
+    const off = this.cdp.on(event, (p, s) => {
+      if (s === this.sessionId) listener(p);
+    });
+    this.offs.push(off);
+    return off;
+  }
+
+  /** Called once when the session is detached or its target goes (at once when it has already; not when the client closes: its owner knows). */
+  onDetached(listener: () => void): void {
+    if (this.isDetached) listener();
+    else this.endListeners.push(listener);
+  }
+
+  /** Detaches the session (not awaited: a target that hangs may never answer). Idempotent. */
+  detach(): void {
+    if (this.isDetached) return;
+    this.cdp.send('Target.detachFromTarget', { sessionId: this.sessionId }, { timeoutMs: END_TIMEOUT_MS }).catch(() => undefined);
+    this.end();
+  }
+
+  /** Closes the target itself (a tab the part opened); the session ends with it. Resolves once Chromium answered, never rejects. */
+  async close(): Promise<void> {
+    this.end();
+    if (this.cdp.isClosed) return;
+    await this.cdp.send('Target.closeTarget', { targetId: this.targetId }, { timeoutMs: END_TIMEOUT_MS }).catch(() => undefined);
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const off of this.offs.splice(0)) off();
+    for (const l of this.endListeners.splice(0)) l();
+  }
+}
+
+/** A flat session on `targetId` over the part's browser-level client `cdp`. */
+export async function attachPage(cdp: CdpClient, targetId: string, opts: CallOptions = {}): Promise<PageSession> {
+  const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, opts);
+  return new PageSession(cdp, targetId, sessionId);
+}
+
+/** A new tab (Target.createTarget with `params`) and a session on it; the tab is closed again when the attach fails. */
+export async function openPage(cdp: CdpClient, params: Protocol.Target.CreateTargetRequest, opts: CallOptions = {}): Promise<PageSession> {
+  const { targetId } = await cdp.send('Target.createTarget', params, opts);
+  try {
+    return await attachPage(cdp, targetId, opts);
+  } catch (err) {
+    void cdp.send('Target.closeTarget', { targetId }, { timeoutMs: END_TIMEOUT_MS }).catch(() => undefined);
+    throw err;
+  }
+}

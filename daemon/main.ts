@@ -172,7 +172,7 @@ async function main(): Promise<void> {
   readable = (file) => files.resolveReadable(file);
   // The browser's downloads: the daemon owns the download behaviour, whichever CDP client sets it.
   const downloads = createDownloads({ config, log, browser, downloadsDir: files.downloadsDir, onChange: (event, d) => telemetry.download(event, d) });
-  const playwright = createPlaywright({ config, log, metrics, keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
+  const playwright = createPlaywright({ config, log, metrics, keyring, browser, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   // Requests through the browser never target the daemon's own ports (its API: known once it listens).
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
   const curl = createCurl({ config, log, browser, ownPorts: () => [apiPort, proxies.forwarderPort()].filter((p): p is number => p !== null) });

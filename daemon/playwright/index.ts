@@ -11,6 +11,12 @@ import type { KeyRing } from '../http/auth.js';
 import type { Route } from '../http/router.js';
 import { childEnv, resolveCwd, resolveUser } from '../processes/index.js';
 import { RunnerPool } from './pool.js';
+import { Executors } from './executors.js';
+import type { Browser } from '../chromium/types.js';
+import { Deadline } from '../core/deadline.js';
+
+/** How long closing a deleted executor's tab may take. */
+const CLOSE_TAB_TIMEOUT_MS = 10_000;
 import { playwrightRoutes } from './routes.js';
 
 interface PlaywrightDeps {
@@ -23,6 +29,8 @@ interface PlaywrightDeps {
   runnerScript: string;
   /** The real path of the downloads folder. */
   downloadsDir: string;
+  /** Closes a deleted executor's tab, on a CDP session of the daemon's own. */
+  browser: Pick<Browser, 'withCdp'>;
 }
 
 export interface Playwright {
@@ -77,8 +85,17 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
     log,
     metrics,
   });
+  const executors = new Executors({
+    pool,
+    max: config.playwright.executors,
+    closeTab: (targetId) =>
+      deps.browser.withCdp(async (cdp) => {
+        // A tab already gone (closed by the code, or by a Chromium restart) is fine.
+        await cdp.send('Target.closeTarget', { targetId }).catch(() => undefined);
+      }, Deadline.in(CLOSE_TAB_TIMEOUT_MS, 'closing the executor\'s tab')),
+  });
   return {
-    routes: playwrightRoutes({ pool, metrics }),
+    routes: playwrightRoutes({ executors, metrics }),
     setListenAddress: (host, port) => {
       address = { host, port };
     },

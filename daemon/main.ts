@@ -20,6 +20,7 @@ import { createComputer } from './computer/index.js';
 import { createReplays } from './replays/index.js';
 import { createLive } from './live/index.js';
 import { createPlaywright } from './playwright/index.js';
+import { createWebMcp } from './webmcp/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
@@ -198,6 +199,7 @@ async function main(): Promise<void> {
     ...processes.routes,
     ...computer.routes,
     ...playwright.routes,
+    ...createWebMcp({ browser, onInvoked: (data) => telemetry.emit('webmcp', 'control', { kind: 'kernel_api', event: 'webmcp_invoke' }, data) }).routes,
     ...logs.routes,
     ...files.routes,
     ...downloads.routes,

@@ -118,11 +118,12 @@ test('a timeout replaces only its own runner; the new runner takes over the tab'
 test('DELETE with close_tab=false leaves the tab open; by default it is closed; default restarts', async () => {
   const b = (await listing()).executors.find((e) => e.name === 'b');
   const c = (await listing()).executors.find((e) => e.name === 'c');
-  assert.ok(b?.target_id && c?.target_id);
+  const cTab = c?.target_id;
+  assert.ok(b?.target_id && cTab);
   assert.deepEqual(await d.call('/browsers/local/playwright/executors/b?close_tab=false', { method: 'DELETE' }), { name: 'b', closed_tab: false });
   assert.ok((await pageIds()).includes(b.target_id), 'its tab stays');
   assert.deepEqual(await d.call('/browsers/local/playwright/executors/c', { method: 'DELETE' }), { name: 'c', closed_tab: true });
-  await until('the tab of c to close', async () => !(await pageIds()).includes(c.target_id));
+  await until('the tab of c to close', async () => !(await pageIds()).includes(cTab));
   assert.deepEqual((await listing()).executors.map((e) => e.name), ['default', 'a']);
   await expectError(await d.fetch('/browsers/local/playwright/executors/c', { method: 'DELETE' }), 404, 'not_found');
   // Room again for a new one.

@@ -21,6 +21,7 @@ import { createReplays } from './replays/index.js';
 import { createLive } from './live/index.js';
 import { createPlaywright } from './playwright/index.js';
 import { createWebMcp } from './webmcp/index.js';
+import { createRepl } from './repl/index.js';
 import { createLogs, type Logs } from './logs/index.js';
 import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
@@ -199,6 +200,7 @@ async function main(): Promise<void> {
     ...processes.routes,
     ...computer.routes,
     ...playwright.routes,
+    ...createRepl({ playwright, script: fileURLToPath(new URL('./repl/worker/main.js', import.meta.url)) }).routes,
     ...createWebMcp({ browser, onInvoked: (data) => telemetry.emit('webmcp', 'control', { kind: 'kernel_api', event: 'webmcp_invoke' }, data) }).routes,
     ...logs.routes,
     ...files.routes,

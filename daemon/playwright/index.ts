@@ -10,7 +10,7 @@ import type { Metrics } from '../core/metrics.js';
 import type { KeyRing } from '../http/auth.js';
 import type { Route } from '../http/router.js';
 import { childEnv, resolveCwd, resolveUser } from '../processes/index.js';
-import { RunnerPool } from './pool.js';
+import { RunnerPool, type PoolDeps } from './pool.js';
 import { Executors } from './executors.js';
 import type { Browser } from '../chromium/types.js';
 import { Deadline } from '../core/deadline.js';
@@ -33,8 +33,22 @@ interface PlaywrightDeps {
   browser: Pick<Browser, 'withCdp'>;
 }
 
+/** A pool of runner processes of another program (the REPL's), started like Playwright's: the agent user, a `cdp` token each, the daemon's CDP endpoint. */
+export interface RunnerPoolSpec {
+  kind: 'repl';
+  script: string;
+  maxHeapMb: number;
+  outputLimitBytes: number;
+  resultLimitBytes: number;
+}
+
+export type { RunnerPool } from './pool.js';
+export type { RunnerProcess, Execution } from './runner-process.js';
+
 export interface Playwright {
   readonly routes: Route[];
+  /** A pool of runners of another program (one at most; ended with this module's close and destroy). */
+  runnerPool(spec: RunnerPoolSpec): RunnerPool;
   /** The address the HTTP server listens on: the runners connect to its CDP endpoint. */
   setListenAddress(host: string, port: number): void;
   close(): Promise<void>;
@@ -52,12 +66,8 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
   const { config, metrics } = deps;
   const log = deps.log.child({ module: 'playwright' });
   let address = { host: config.listen.host, port: config.listen.port };
-  const pool = new RunnerPool({
-    script: deps.runnerScript,
-    max: config.playwright.runners,
-    maxHeapMb: config.playwright.maxHeapMb,
-    outputLimitBytes: config.playwright.outputLimitBytes,
-    resultLimitBytes: config.playwright.resultLimitBytes,
+  const poolOf = (spec: Omit<PoolDeps, 'downloadsDir' | 'cdpUrl' | 'registerToken' | 'childSetup' | 'log' | 'metrics'>): RunnerPool => new RunnerPool({
+    ...spec,
     downloadsDir: deps.downloadsDir,
     cdpUrl: () => {
       const host = reachable(address.host);
@@ -85,6 +95,15 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
     log,
     metrics,
   });
+  const pool = poolOf({
+    script: deps.runnerScript,
+    max: config.playwright.runners,
+    maxHeapMb: config.playwright.maxHeapMb,
+    outputLimitBytes: config.playwright.outputLimitBytes,
+    resultLimitBytes: config.playwright.resultLimitBytes,
+  });
+  /** The pools of other programs (runnerPool). */
+  const others: RunnerPool[] = [];
   const executors = new Executors({
     pool,
     max: config.playwright.executors,
@@ -96,10 +115,15 @@ export function createPlaywright(deps: PlaywrightDeps): Playwright {
   });
   return {
     routes: playwrightRoutes({ executors, metrics }),
+    runnerPool: (spec) => {
+      const other = poolOf({ ...spec, max: 1 });
+      others.push(other);
+      return other;
+    },
     setListenAddress: (host, port) => {
       address = { host, port };
     },
-    close: () => pool.close(),
-    destroy: () => pool.destroy(),
+    close: async () => void (await Promise.all([pool, ...others].map((p) => p.close()))),
+    destroy: () => [pool, ...others].forEach((p) => p.destroy()),
   };
 }

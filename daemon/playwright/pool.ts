@@ -16,9 +16,11 @@ import { RunnerProcess, type Execution } from './runner-process.js';
 /** At shutdown, how long runners get after SIGTERM before SIGKILL. */
 const RUNNER_STOP_GRACE_MS = 1000;
 
-interface PoolDeps {
+export interface PoolDeps {
   /** The runner program. */
   script: string;
+  /** Whose runners these are (key ids `<kind>-runner-N`, the logs); only Playwright's count in browserd_playwright_runners. Default playwright. */
+  kind?: 'playwright' | 'repl';
   max: number;
   maxHeapMb: number;
   outputLimitBytes: number;
@@ -117,7 +119,7 @@ export class RunnerPool {
     }
   }
 
-  /** A runner of a named executor (a tab of its own), ended with the pool. */
+  /** A runner of its own (a named executor's: a tab of its own; the REPL's), outside the shared ones, ended with the pool. */
   async startNamed(): Promise<RunnerProcess> {
     if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
     return this.start(true);
@@ -127,7 +129,11 @@ export class RunnerPool {
     const { log, metrics } = this.deps;
     const set = ownTab ? this.named : this.all;
     const n = ++this.startedCount;
-    const keyId = `playwright-runner-${n}`;
+    const kind = this.deps.kind ?? 'playwright';
+    const keyId = `${kind}-runner-${n}`;
+    const count = (): void => {
+      if (kind === 'playwright') metrics.playwrightRunners.set(this.all.size + this.named.size);
+    };
     const token = randomBytes(32).toString('base64url');
     const revoke = this.deps.registerToken(keyId, token);
     const hello: HelloMessage = {
@@ -148,16 +154,16 @@ export class RunnerPool {
       throw err;
     }
     set.add(runner);
-    metrics.playwrightRunners.set(this.all.size + this.named.size);
-    log.info({ event: 'playwright_runner_started', child_pid: runner.pid, key_id: keyId, ms: Math.round(performance.now() - t0) }, 'Playwright runner started');
+    count();
+    log.info({ event: 'playwright_runner_started', kind, child_pid: runner.pid, key_id: keyId, ms: Math.round(performance.now() - t0) }, 'Playwright runner started');
     const started = runner;
     void started.ended.then(async (exit) => {
       revoke();
       set.delete(started);
       const i = this.idle.indexOf(started);
       if (i >= 0) this.idle.splice(i, 1);
-      metrics.playwrightRunners.set(this.all.size + this.named.size);
-      log.info({ event: 'playwright_runner_exited', child_pid: started.pid, code: exit.code, signal: exit.signal }, 'Playwright runner exited');
+      count();
+      log.info({ event: 'playwright_runner_exited', kind, child_pid: started.pid, code: exit.code, signal: exit.signal }, 'Playwright runner exited');
       // Whatever the runner left in its group (the code's children) goes with it.
       await endGroups([started.pid], 0, 2000).catch(() => {});
     });

@@ -64,7 +64,9 @@ async function execute(msg: ExecuteMessage): Promise<void> {
   const answer: ResultMessage & { stack?: string } = { type: 'result', id, success: true, stdout_truncated_bytes: 0, stderr_truncated_bytes: 0 };
   try {
     const value = await runCell(msg.code);
-    if (value !== undefined) here.text('result', inspect(value, { depth: 4, maxArrayLength: 200, maxStringLength: 100_000, breakLength: 120 }));
+    // A string as it is (an outline, a page's text); anything else as Node's REPL prints it.
+    if (typeof value === 'string') here.text('result', value);
+    else if (value !== undefined) here.text('result', inspect(value, { depth: 4, maxArrayLength: 200, maxStringLength: 100_000, breakLength: 120 }));
   } catch (err) {
     answer.success = false;
     answer.error = err instanceof CellSyntaxError ? `SyntaxError: ${err.message}` : describe(err);

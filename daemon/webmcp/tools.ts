@@ -62,13 +62,19 @@ export async function listTools(cdp: CdpClient, deadline: Deadline): Promise<Lis
       withPage(cdp, page.targetId, deadline, async (sessionId) => {
         const tools = await toolsOf(cdp, sessionId, deadline);
         if (tools.length === 0) return [];
-        const frames = framesOf((await cdp.send('Page.getFrameTree', {}, { sessionId, deadline })).frameTree);
+        // The page's own title and URL: the target's lag behind a page that is still loading.
+        const [tree, here] = await Promise.all([
+          cdp.send('Page.getFrameTree', {}, { sessionId, deadline }),
+          cdp.send('Runtime.evaluate', { expression: '[document.title, location.href]', returnByValue: true }, { sessionId, deadline }).catch(() => null),
+        ]);
+        const frames = framesOf(tree.frameTree);
+        const [title, url] = Array.isArray(here?.result.value) ? (here.result.value as [string, string]) : [page.title, page.url];
         return tools.map((t): ListedTool => {
           const { name, description, inputSchema, outputSchema, annotations } = t;
           return {
             tool_ref: encodeToolRef({ targetId: page.targetId, frameId: t.frameId, name }),
             tool: { name, description, ...(inputSchema === undefined ? {} : { inputSchema }), ...(outputSchema === undefined ? {} : { outputSchema }), ...(annotations === undefined ? {} : { annotations }) },
-            source: { target_id: page.targetId, page_url: page.url, page_title: page.title, frame: { frame_id: t.frameId, url: frames.get(t.frameId) ?? '', main: t.frameId === page.targetId } },
+            source: { target_id: page.targetId, page_url: url, page_title: title, frame: { frame_id: t.frameId, url: frames.get(t.frameId) ?? '', main: t.frameId === page.targetId } },
           };
         });
       }).catch(async (err: unknown) => {

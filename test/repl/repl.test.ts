@@ -27,6 +27,10 @@ const FORM = `<!doctype html><title>Sign in</title><form onsubmit="event.prevent
 <label for="email">Email address</label><input id="email" type="email">
 <label>Password <input type="password" name="pw"></label>
 <button type="submit">Sign in</button></form>`;
+const TOOLS = `<!doctype html><title>Tools</title><script>
+document.modelContext.registerTool({ name: 'echo', description: 'Echoes', inputSchema: { type: 'object', properties: { text: { type: 'string' } } },
+  execute: async ({ text }) => 'echo ' + text });
+</script>`;
 const NO_SCOPE = 'repl-no-scope-0123456789abcdef';
 
 let d: Daemon;
@@ -37,7 +41,7 @@ const repl = (code: string, extra: Record<string, unknown> = {}): Promise<Answer
 const texts = (a: Answer, channel: string): string => a.content.filter((c): c is Extract<Item, { type: 'text' }> => c.type === 'text' && c.channel === channel).map((c) => c.text).join('');
 
 before(async () => {
-  site = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(FORM));
+  site = createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(req.url === '/tools' ? TOOLS : FORM));
   await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
   siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
   d = await startDaemon({ autostart: true, env: { BROWSERD_KEYS_FILE: keysFile([{ id: 'cdp-only', token: NO_SCOPE, scopes: ['cdp'] }]) } });
@@ -81,6 +85,16 @@ test('an accessibility snapshot of a loopback form names its fields; fillInput a
   const sent = await repl(`await fillInput('#email', 'a@example.test'); await pressKey('Enter'); (await pageInfo()).title`);
   assert.equal(sent.success, true, sent.error);
   assert.equal(texts(sent, 'result'), 'sent a@example.test');
+});
+
+test('webmcp.listTools and webmcp.invoke reach the tools of a loopback page', async () => {
+  const r = await repl(`await gotoUrl(${JSON.stringify(`${siteUrl}/tools`)});
+const listed = await webmcp.listTools();
+const echo = listed.find((t) => t.tool.name === 'echo');
+const answer = await webmcp.invoke(echo.tool_ref, { text: 'hi' });
+[answer.status, answer.output]`);
+  assert.equal(r.success, true, r.error);
+  assert.equal(texts(r, 'result'), "[ 'completed', 'echo hi' ]");
 });
 
 test('repl.emitImage of a screenshot answers a PNG; repl.write picks its channel', async () => {

@@ -18,6 +18,7 @@ import { fsBench } from './cases/fs.js';
 import { jwtBench } from './cases/jwt.js';
 import { guard, progress, type Bench, type Row } from './lib.js';
 import { playwrightBench } from './cases/playwright.js';
+import { toolsBench } from './cases/tools.js';
 import { proxyBench } from './cases/proxy-check.js';
 import { ptyBench } from './cases/pty.js';
 import { describeMachine, markdown, table } from './report.js';
@@ -30,7 +31,7 @@ import { profilesBench } from './cases/profiles.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench, jwtBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, toolsBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench, jwtBench,
 ];
 
 function usage(): string {

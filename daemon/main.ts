@@ -16,6 +16,8 @@ import { createComputer } from './computer/index.js';
 import { createReplays } from './replays/index.js';
 import { createLive } from './live/index.js';
 import { createPlaywright } from './playwright/index.js';
+import { createWebMcp } from './webmcp/index.js';
+import { createRepl } from './repl/index.js';
 import { createLogRings, createLogs, type LogRings } from './logs/index.js';
 import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
@@ -108,6 +110,7 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
   const processes = createProcesses(ctx, { telemetry });
   const computer = createComputer(ctx, { browser });
   const files = createFs(ctx);
+  const playwright = createPlaywright(ctx, { keyring, browser, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
   const modules: Module[] = [
     telemetry,
     profiles, // before the browser: it stops after it (the browser's stop work saves the profile into its store)
@@ -120,7 +123,9 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
     computer,
     createReplays(ctx, { computer, browser }),
     createLive(ctx, { computer }),
-    createPlaywright(ctx, { keyring, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) }),
+    playwright,
+    createRepl({ playwright, script: fileURLToPath(new URL('./repl/worker/main.js', import.meta.url)) }),
+    createWebMcp({ browser, onInvoked: (data) => telemetry.emit('webmcp', 'control', { kind: 'kernel_api', event: 'webmcp_invoke' }, data) }),
     createCurl(ctx, { browser, proxies }),
     createLogs(ctx, { rings, files }),
   ];

@@ -44,6 +44,10 @@ export function chromiumFlags(i: FlagInputs): string[] {
     '--password-store=basic',
     // These VMs have no GPU; software compositing avoids GPU-process start-up failures.
     '--disable-gpu',
+    // WebMCP (Chromium 156): pages' document.modelContext tools and the CDP WebMCP domain the
+    // webmcp module lists and invokes them with (docs/webmcp.md). An operator's or the API's own
+    // --enable-features comes later and replaces this one (the last of a switch wins).
+    '--enable-features=WebMCPTesting,DevToolsWebMCPSupport',
   ];
   if (!i.extras.allowBackgroundNetworking) {
     flags.push(

@@ -160,6 +160,8 @@ export interface Config {
   playwright: {
     /** Runner processes at most (one execution at a time each). */
     runners: number;
+    /** Named executors at most, beyond `default` (one runner and one tab each). */
+    executors: number;
     /** stdout and stderr kept per execution, each. */
     outputLimitBytes: number;
     /** The JSON of an execution's result, at most. */
@@ -357,6 +359,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     },
     playwright: {
       runners: int('BROWSERD_PLAYWRIGHT_RUNNERS', 2, 1, 32),
+      executors: int('BROWSERD_PLAYWRIGHT_EXECUTORS', 8, 0, 64),
       outputLimitBytes: int('BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES', 1 * MiB, 1024, 64 * MiB),
       resultLimitBytes: int('BROWSERD_PLAYWRIGHT_RESULT_LIMIT_BYTES', 16 * MiB, 1024, 256 * MiB),
       maxHeapMb: int('BROWSERD_PLAYWRIGHT_MAX_HEAP_MB', 1024, 64, 65_536),

@@ -38,6 +38,7 @@ export const ERROR_CODES = [
   'already_exists',
   'directory_not_empty',
   'no_page',
+  'executor_limit',
   'clipboard_unavailable',
   'replay_stopped',
   'payload_too_large',
@@ -147,7 +148,7 @@ export class NotFoundError extends BrowserdError {
   }
 }
 
-export type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page' | 'clipboard_unavailable' | 'replay_stopped';
+export type ConflictCode = 'process_exited' | 'stdin_closed' | 'busy' | 'proxy_in_use' | 'not_a_tty' | 'not_a_directory' | 'is_a_directory' | 'already_exists' | 'directory_not_empty' | 'no_page' | 'executor_limit' | 'clipboard_unavailable' | 'replay_stopped';
 
 /** The resource is in a state that does not allow the operation; `busy` may be retried. */
 export class ConflictError extends BrowserdError {

@@ -29,6 +29,8 @@ const SCOPES = [
   'profiles:write',
   'cdp',
   'computer',
+  /** List and invoke the tools pages register (WebMCP: docs/webmcp.md); the page's own code runs, nothing of the agent's. */
+  'webmcp',
   'playwright:execute',
   'logs:read',
   'fs:read',

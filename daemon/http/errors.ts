@@ -27,6 +27,7 @@ const HTTP_BY_CODE: Readonly<Record<ErrorCode, CodeFacts>> = {
   already_exists: { status: 409, retry: false },
   directory_not_empty: { status: 409, retry: false },
   no_page: { status: 409, retry: false },
+  executor_limit: { status: 409, retry: false },
   clipboard_unavailable: { status: 409, retry: false },
   replay_stopped: { status: 409, retry: false },
   payload_too_large: { status: 413, retry: false },

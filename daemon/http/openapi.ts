@@ -9,7 +9,7 @@ const ERROR_TEXT: Record<number, string> = {
   403: 'forbidden: the token lacks the scope named in details; path_forbidden: a path the files API never touches (inner_error.code names the rule)',
   404: 'not_found: unknown route, session, process, proxy, extension, watch, or a missing path',
   405: 'method_not_allowed: known path, other method',
-  409: 'the resource is in a state that does not allow it; the code says which (process_exited, stdin_closed, busy, proxy_in_use, not_a_tty, no_page, clipboard_unavailable, not_a_directory, is_a_directory, already_exists, directory_not_empty)',
+  409: 'the resource is in a state that does not allow it; the code says which (process_exited, stdin_closed, busy, proxy_in_use, not_a_tty, no_page, executor_limit, clipboard_unavailable, not_a_directory, is_a_directory, already_exists, directory_not_empty)',
   413: 'payload_too_large: the limit is in the message',
   416: 'range_not_satisfiable: the Range starts past the end of the file (Content-Range: bytes */size)',
   422: 'proxy_check_failed / extension_rejected / activation_failed / archive_rejected / unsupported_field / setting_refused / idempotency_key_reused / fetch_failed (a request through the browser got no answer: inner_error.code is Chromium\'s net error, e.g. net::ERR_CONNECTION_REFUSED); inner_error carries the cause (setting_refused: details name each refused setting)',

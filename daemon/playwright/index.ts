@@ -8,8 +8,14 @@ import type { Module, ModuleContext } from '../module.js';
 import type { KeyRing } from '../http/auth.js';
 import type { Route } from '../http/router.js';
 import { childEnv, resolveCwd, resolveUser } from '../processes/index.js';
-import { RunnerPool } from './pool.js';
+import { RunnerPool, type PoolDeps } from './pool.js';
+import { Executors } from './executors.js';
+import type { Browser } from '../chromium/types.js';
+import { Deadline } from '../core/deadline.js';
 import { playwrightRoutes } from './routes.js';
+
+/** How long closing a deleted executor's tab may take. */
+const CLOSE_TAB_TIMEOUT_MS = 10_000;
 
 interface PlaywrightDeps {
   /** Where each runner's token (scope `cdp` only) is registered and revoked. */
@@ -18,10 +24,26 @@ interface PlaywrightDeps {
   runnerScript: string;
   /** The real path of the downloads folder (the files module's). */
   downloadsDir: string;
+  /** Closes a deleted executor's tab, on a CDP session of the daemon's own. */
+  browser: Pick<Browser, 'withCdp'>;
 }
+
+/** A pool of runner processes of another program (the REPL's), started like Playwright's: the agent user, a `cdp` token each, the daemon's CDP endpoint. */
+export interface RunnerPoolSpec {
+  kind: 'repl';
+  script: string;
+  maxHeapMb: number;
+  outputLimitBytes: number;
+  resultLimitBytes: number;
+}
+
+export type { RunnerPool } from './pool.js';
+export type { RunnerProcess, Execution } from './runner-process.js';
 
 export interface Playwright extends Module {
   readonly routes: Route[];
+  /** A pool of runners of another program (one at most; ended with this module's close and destroy). */
+  runnerPool(spec: RunnerPoolSpec): RunnerPool;
   close(): Promise<void>;
   destroy(): void;
 }
@@ -36,12 +58,8 @@ function reachable(host: string): string {
 export function createPlaywright(ctx: ModuleContext, deps: PlaywrightDeps): Playwright {
   const { config, metrics, api } = ctx;
   const log = ctx.log.child({ module: 'playwright' });
-  const pool = new RunnerPool({
-    script: deps.runnerScript,
-    max: config.playwright.runners,
-    maxHeapMb: config.playwright.maxHeapMb,
-    outputLimitBytes: config.playwright.outputLimitBytes,
-    resultLimitBytes: config.playwright.resultLimitBytes,
+  const poolOf = (spec: Omit<PoolDeps, 'downloadsDir' | 'cdpUrl' | 'registerToken' | 'childSetup' | 'log' | 'metrics'>): RunnerPool => new RunnerPool({
+    ...spec,
     downloadsDir: deps.downloadsDir,
     cdpUrl: () => {
       // The address the HTTP server listens on: the runners connect to its CDP endpoint.
@@ -70,10 +88,33 @@ export function createPlaywright(ctx: ModuleContext, deps: PlaywrightDeps): Play
     log,
     metrics,
   });
+  const pool = poolOf({
+    script: deps.runnerScript,
+    max: config.playwright.runners,
+    maxHeapMb: config.playwright.maxHeapMb,
+    outputLimitBytes: config.playwright.outputLimitBytes,
+    resultLimitBytes: config.playwright.resultLimitBytes,
+  });
+  /** The pools of other programs (runnerPool). */
+  const others: RunnerPool[] = [];
+  const executors = new Executors({
+    pool,
+    max: config.playwright.executors,
+    closeTab: (targetId) =>
+      deps.browser.withCdp(async (cdp) => {
+        // A tab already gone (closed by the code, or by a Chromium restart) is fine.
+        await cdp.send('Target.closeTarget', { targetId }).catch(() => undefined);
+      }, Deadline.in(CLOSE_TAB_TIMEOUT_MS, 'closing the executor\'s tab')),
+  });
   return {
     name: 'playwright',
-    routes: playwrightRoutes({ pool, metrics }),
-    close: () => pool.close(),
-    destroy: () => pool.destroy(),
+    routes: playwrightRoutes({ executors, metrics }),
+    runnerPool: (spec) => {
+      const other = poolOf({ ...spec, max: 1 });
+      others.push(other);
+      return other;
+    },
+    close: async () => void (await Promise.all([pool, ...others].map((p) => p.close()))),
+    destroy: () => [pool, ...others].forEach((p) => p.destroy()),
   };
 }

@@ -16,9 +16,11 @@ import { RunnerProcess, type Execution } from './runner-process.js';
 /** At shutdown, how long runners get after SIGTERM before SIGKILL. */
 const RUNNER_STOP_GRACE_MS = 1000;
 
-interface PoolDeps {
+export interface PoolDeps {
   /** The runner program. */
   script: string;
+  /** Whose runners these are (key ids `<kind>-runner-N`, the logs); only Playwright's count in browserd_playwright_runners. Default playwright. */
+  kind?: 'playwright' | 'repl';
   max: number;
   maxHeapMb: number;
   outputLimitBytes: number;
@@ -43,7 +45,10 @@ export interface PoolExecution extends Execution {
 
 export class RunnerPool {
   private readonly idle: RunnerProcess[] = [];
+  /** The shared runners (the `default` executor). */
   private readonly all = new Set<RunnerProcess>();
+  /** The named executors' runners (executors.ts): ended with the pool's. */
+  private readonly named = new Set<RunnerProcess>();
   /** Executions under way (a runner starting for one counts). */
   private busy = 0;
   private startedCount = 0;
@@ -53,6 +58,21 @@ export class RunnerPool {
 
   get size(): number {
     return this.all.size;
+  }
+
+  /** Executions of the shared runners under way. */
+  get running(): number {
+    return this.busy;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Restarts the shared runners: SIGKILL to each (an execution under way ends `abandoned`); new ones start at the next execution. */
+  restart(): void {
+    this.idle.length = 0;
+    for (const r of this.all) r.kill();
   }
 
   async run(code: string, timeoutMs: number, abandon: AbortSignal): Promise<PoolExecution> {
@@ -82,14 +102,14 @@ export class RunnerPool {
   async close(): Promise<void> {
     this.closed = true;
     this.idle.length = 0;
-    await Promise.all([...this.all].map((r) => r.stop(RUNNER_STOP_GRACE_MS)));
+    await Promise.all([...this.all, ...this.named].map((r) => r.stop(RUNNER_STOP_GRACE_MS)));
   }
 
   /** SIGKILL to every runner now. Idempotent. */
   destroy(): void {
     this.closed = true;
     this.idle.length = 0;
-    for (const r of this.all) r.kill();
+    for (const r of [...this.all, ...this.named]) r.kill();
   }
 
   private takeIdle(): RunnerProcess | undefined {
@@ -99,10 +119,21 @@ export class RunnerPool {
     }
   }
 
-  private async start(): Promise<RunnerProcess> {
+  /** A runner of its own (a named executor's: a tab of its own; the REPL's), outside the shared ones, ended with the pool. */
+  async startNamed(): Promise<RunnerProcess> {
+    if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
+    return this.start(true);
+  }
+
+  private async start(ownTab = false): Promise<RunnerProcess> {
     const { log, metrics } = this.deps;
+    const set = ownTab ? this.named : this.all;
     const n = ++this.startedCount;
-    const keyId = `playwright-runner-${n}`;
+    const kind = this.deps.kind ?? 'playwright';
+    const keyId = `${kind}-runner-${n}`;
+    const count = (): void => {
+      if (kind === 'playwright') metrics.playwrightRunners.set(this.all.size + this.named.size);
+    };
     const token = randomBytes(32).toString('base64url');
     const revoke = this.deps.registerToken(keyId, token);
     const hello: HelloMessage = {
@@ -112,6 +143,7 @@ export class RunnerPool {
       downloads_dir: this.deps.downloadsDir,
       output_limit_bytes: this.deps.outputLimitBytes,
       result_limit_bytes: this.deps.resultLimitBytes,
+      own_tab: ownTab,
     };
     const t0 = performance.now();
     let runner: RunnerProcess;
@@ -121,17 +153,17 @@ export class RunnerPool {
       revoke();
       throw err;
     }
-    this.all.add(runner);
-    metrics.playwrightRunners.set(this.all.size);
-    log.info({ event: 'playwright_runner_started', child_pid: runner.pid, key_id: keyId, ms: Math.round(performance.now() - t0) }, 'Playwright runner started');
+    set.add(runner);
+    count();
+    log.info({ event: 'playwright_runner_started', kind, child_pid: runner.pid, key_id: keyId, ms: Math.round(performance.now() - t0) }, 'Playwright runner started');
     const started = runner;
     void started.ended.then(async (exit) => {
       revoke();
-      this.all.delete(started);
+      set.delete(started);
       const i = this.idle.indexOf(started);
       if (i >= 0) this.idle.splice(i, 1);
-      metrics.playwrightRunners.set(this.all.size);
-      log.info({ event: 'playwright_runner_exited', child_pid: started.pid, code: exit.code, signal: exit.signal }, 'Playwright runner exited');
+      count();
+      log.info({ event: 'playwright_runner_exited', kind, child_pid: started.pid, code: exit.code, signal: exit.signal }, 'Playwright runner exited');
       // Whatever the runner left in its group (the code's children) goes with it.
       await endGroups([started.pid], 0, 2000).catch(() => {});
     });

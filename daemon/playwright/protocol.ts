@@ -20,12 +20,24 @@ export interface HelloMessage {
   output_limit_bytes: number;
   /** The JSON of a result, at most. */
   result_limit_bytes: number;
+  /** A named executor's runner: its code runs in a tab of its own (else the first open page, shared). */
+  own_tab: boolean;
 }
 
 export interface ExecuteMessage {
   type: 'execute';
   id: number;
   code: string;
+  /** The tab the executor had (a runner that replaces a dead one takes it over while it is open). */
+  target_id?: string;
+}
+
+/** The tab an execution ran in. */
+export interface TabInfo {
+  target_id: string;
+  url: string;
+  /** The runner opened it for this execution (the executor's first, or its tab was gone). */
+  created: boolean;
 }
 
 export type ToRunner = HelloMessage | ExecuteMessage;
@@ -49,6 +61,8 @@ export interface ResultMessage {
   /** Bytes written past the output limit, counted but not forwarded. */
   stdout_truncated_bytes: number;
   stderr_truncated_bytes: number;
+  /** The tab the code ran in (absent when the code did not get one). */
+  tab?: TabInfo;
 }
 
 export type FromRunner = OutputMessage | ResultMessage;

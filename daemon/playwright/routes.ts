@@ -3,11 +3,13 @@
 import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
 import { lazy } from '../core/lazy.js';
-import { BrowserUnavailableError, LimitExceededError } from '../core/errors.js';
+import { BrowserUnavailableError, LimitExceededError, NotFoundError } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Route } from '../http/router.js';
 import { routesIn } from '../http/route.js';
-import type { RunnerPool, PoolExecution } from './pool.js';
+import type { PoolExecution } from './pool.js';
+import { DEFAULT_EXECUTOR, type ExecutorExecution, type Executors } from './executors.js';
+import { qBool } from '../http/query.js';
 
 const route = routesIn('daemon/playwright/routes.ts');
 
@@ -28,7 +30,29 @@ const executeBody = lazy(() => z.strictObject({
     .max(EXECUTE_MAX_TIMEOUT_SEC)
     .optional()
     .describe(`Seconds (fractions allowed; default ${EXECUTE_DEFAULT_TIMEOUT_SEC}, at most ${EXECUTE_MAX_TIMEOUT_SEC}). At the deadline the runner's whole process group gets SIGKILL and the answer is success: false.`),
+  executor: executorName()
+    .optional()
+    .describe(
+      'The executor to run in (default `default`: the shared runners and the first open page). A named executor is made at its first execution: ' +
+        'one long-lived runner with a tab of its own and its globals kept between executions, one execution at a time (later ones wait their turn); ' +
+        'different executors run at once. At most BROWSERD_PLAYWRIGHT_EXECUTORS named ones (409 executor_limit past it).',
+    ),
 }));
+
+const EXECUTOR_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const executorName = (): z.ZodString => z.string().regex(EXECUTOR_NAME, 'must be 1 to 64 of A-Z a-z 0-9 _ -');
+
+const executorInfo = lazy(() => z.object({
+  name: z.string(),
+  busy: z.boolean().describe('An execution runs in it now'),
+  created_at: z.string().describe('When it was made (ISO time; `default`: when the daemon started)'),
+  last_used_at: z.string().nullable().describe('When its last execution started, null before the first'),
+  target_id: z.string().nullable().describe('The CDP target id of the tab its last execution ran in, null before the first'),
+  url: z.string().nullable().describe("That tab's URL when that execution ended"),
+}));
+const executorsResult = lazy(() => z.object({ executors: z.array(executorInfo()).describe('`default` first, then the named ones in the order they were made') }));
+const deleteQuery = lazy(() => z.strictObject({ close_tab: qBool('Close the executor\'s tab too (default true; `default` owns no tab: never closed)') }));
+const deleteResult = lazy(() => z.object({ name: z.string(), closed_tab: z.boolean().describe('Its tab was closed') }));
 
 const executeResult = lazy(() => z.object({
   success: z.boolean().describe('The code ran to its end and its value is JSON'),
@@ -38,11 +62,16 @@ const executeResult = lazy(() => z.object({
   stderr: z.string().describe('What it wrote to stderr (console.error, console.warn, console.trace), and the stack of an error it threw'),
   stdout_truncated_bytes: z.number().int().min(0).describe('Bytes of stdout past BROWSERD_PLAYWRIGHT_OUTPUT_LIMIT_BYTES, counted but not kept'),
   stderr_truncated_bytes: z.number().int().min(0).describe('Bytes of stderr past the limit, counted but not kept'),
+  executor: z.string().describe('The executor that ran it'),
+  tab: z
+    .object({ target_id: z.string().describe('CDP target id'), created: z.boolean().describe('Opened for this execution (the executor\'s first, or its tab had been closed)') })
+    .nullable()
+    .describe('The tab the code ran in (null when it did not get one: Chromium unreachable, or the runner died first)'),
 }));
 type ExecuteResult = z.infer<ReturnType<typeof executeResult>>;
 
 export interface RouteDeps {
-  pool: RunnerPool;
+  executors: Executors;
   metrics: Metrics;
 }
 
@@ -56,7 +85,7 @@ function exitText(e: Extract<PoolExecution['outcome'], { kind: 'exited' }>): str
 }
 
 export function playwrightRoutes(deps: RouteDeps): Route[] {
-  const { pool, metrics } = deps;
+  const { executors, metrics } = deps;
   return [
     route({
       method: 'POST',
@@ -87,7 +116,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
           'the code does not run: 503 browser_unavailable.',
         body: executeBody(),
         responses: { 200: { description: 'the code ran (whether it succeeded is `success`)', schema: executeResult() } },
-        errors: [429, 503],
+        errors: [409, 429, 503],
       }),
       handler: async (ctx) => {
         const body = await ctx.json(executeBody());
@@ -98,9 +127,10 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
           if (!ctx.res.writableFinished) abandon.abort();
         };
         ctx.res.once('close', onClose);
-        let execution: PoolExecution;
+        const executor = body.executor ?? DEFAULT_EXECUTOR;
+        let execution: ExecutorExecution;
         try {
-          execution = await pool.run(body.code, timeoutSec * 1000, abandon.signal);
+          execution = await executors.run(executor, body.code, timeoutSec * 1000, abandon.signal);
         } catch (err) {
           if (err instanceof LimitExceededError) metrics.playwrightExecutions.inc({ outcome: 'limit' });
           throw err;
@@ -145,6 +175,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
           {
             event: 'playwright_executed',
             outcome: label,
+            executor,
             child_pid: execution.runnerPid,
             started_runner: execution.startedRunner,
             code_bytes: Buffer.byteLength(body.code),
@@ -161,8 +192,42 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
           stderr: execution.stderr,
           stdout_truncated_bytes: execution.stdoutTruncated,
           stderr_truncated_bytes: execution.stderrTruncated,
+          executor,
+          tab: execution.tab,
         };
         return { status: 200, body: reply };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/browsers/{id}/playwright/executors',
+      scope: 'playwright:execute',
+      doc: () => ({
+        summary: 'The Playwright executors',
+        description: '`default` first (the shared runners: `busy` while any execution runs there), then the named ones with their tab.',
+        responses: { 200: { description: 'the executors', schema: executorsResult() } },
+      }),
+      handler: () => Promise.resolve({ status: 200, body: { executors: executors.list() } }),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/browsers/{id}/playwright/executors/{name}',
+      scope: 'playwright:execute',
+      doc: () => ({
+        summary: 'Remove a Playwright executor (restart `default`)',
+        description:
+          'Its runner gets SIGKILL (an execution under way answers success: false, those waiting for it 404) and, unless close_tab=false, its tab is closed. ' +
+          '`default` is restarted instead: its runners are killed and new ones start at the next execution; its page stays. An unknown name: 404.',
+        query: deleteQuery(),
+        responses: { 200: { description: 'removed', schema: deleteResult() } },
+        errors: [404],
+      }),
+      handler: async (ctx) => {
+        const name = ctx.params.name ?? '';
+        if (!EXECUTOR_NAME.test(name)) throw new NotFoundError(`no Playwright executor named ${JSON.stringify(name)} (a name is 1 to 64 of A-Z a-z 0-9 _ -)`);
+        const r = await executors.remove(name, ctx.query.close_tab !== false);
+        ctx.log.info({ event: 'playwright_executor_removed', executor: name, closed_tab: r.closed_tab }, 'Playwright executor removed');
+        return { status: 200, body: { name, ...r } };
       },
     }),
   ];

@@ -153,7 +153,7 @@ export class RunnerProcess {
    * Runs `code` (one at a time: the pool guarantees it). Ends with the answer, or the timeout (the
    * group is killed), or the runner's exit, or `abandon` (the group is killed).
    */
-  execute(code: string, timeoutMs: number, abandon: AbortSignal): Promise<Execution> {
+  execute(code: string, timeoutMs: number, abandon: AbortSignal, targetId?: string): Promise<Execution> {
     const id = ++this.seq;
     const output = new Output(this.spec.hello.output_limit_bytes);
     return new Promise<Execution>((resolve) => {
@@ -188,7 +188,7 @@ export class RunnerProcess {
       if (this.endedWith !== null) return this.onEnded(this.endedWith);
       if (abandon.aborted) return onAbandon();
       abandon.addEventListener('abort', onAbandon, { once: true });
-      this.write({ type: 'execute', id, code });
+      this.write({ type: 'execute', id, code, ...(targetId === undefined ? {} : { target_id: targetId }) });
     });
   }
 

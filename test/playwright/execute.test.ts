@@ -63,7 +63,9 @@ after(async () => {
 
 test('execute: page.goto of a loopback page and `return await page.title()`', async () => {
   const r = await execute(`await page.goto('${siteUrl}/one'); return await page.title();`);
-  assert.deepEqual(r, { success: true, result: 'Hello browserd /one', stdout: '', stderr: '', stdout_truncated_bytes: 0, stderr_truncated_bytes: 0 });
+  const { tab, ...rest } = r as typeof r & { tab: { target_id: string; created: boolean } | null };
+  assert.deepEqual(rest, { success: true, result: 'Hello browserd /one', stdout: '', stderr: '', stdout_truncated_bytes: 0, stderr_truncated_bytes: 0, executor: 'default' });
+  assert.match(tab?.target_id ?? '', /^[0-9A-F]{32}$/, 'the tab it ran in');
   // The same page stays: the next execution sees where the last one went.
   const again = await execute('return [page.url(), context.pages().length > 0, browser.isConnected()]');
   assert.deepEqual(again.result, [`${siteUrl}/one`, true, true]);

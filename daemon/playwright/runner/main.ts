@@ -7,6 +7,7 @@
 import { SerialQueue } from '../../core/serial-queue.js';
 import { writeFileSync } from 'node:fs';
 import net from 'node:net';
+import type { Page } from 'playwright-core';
 import { ANSWER_FD, type ExecuteMessage, type HelloMessage, type OutputMessage, type ResultMessage, type ToRunner } from '../protocol.js';
 import { Capture, ResultError, resultJson, routeProcessOutput } from './capture.js';
 import { CompileError, compile } from './compile.js';
@@ -70,9 +71,12 @@ async function execute(msg: ExecuteMessage, h: HelloMessage, conn: Connection): 
   currentId = id;
   const answer: ResultMessage = { type: 'result', id, success: true, stdout_truncated_bytes: 0, stderr_truncated_bytes: 0 };
   let raw: string | undefined;
+  let ran: Page | undefined;
   try {
     const fn = compile(msg.code);
-    const { page, context, browser } = await conn.session();
+    const { page, context, browser, targetId, created } = await conn.session(msg.target_id);
+    ran = page;
+    answer.tab = { target_id: targetId, url: page.url(), created };
     raw = resultJson(await fn(page, context, browser), h.result_limit_bytes);
   } catch (err) {
     answer.success = false;
@@ -86,6 +90,8 @@ async function execute(msg: ExecuteMessage, h: HelloMessage, conn: Connection): 
   } finally {
     if (currentId === id) current = null;
   }
+  // Where the code left its tab.
+  if (answer.tab !== undefined && ran !== undefined && !ran.isClosed()) answer.tab.url = ran.url();
   answer.stdout_truncated_bytes = capture.truncated.stdout;
   answer.stderr_truncated_bytes = capture.truncated.stderr;
   send(answer, answer.success ? raw : undefined);
@@ -98,7 +104,7 @@ function onMessage(msg: ToRunner): void {
   if (msg.type === 'hello') {
     if (hello !== null) return;
     hello = msg;
-    connection = new Connection(msg.cdp_url, msg.token, msg.downloads_dir);
+    connection = new Connection(msg.cdp_url, msg.token, msg.downloads_dir, msg.own_tab);
     connection.prime();
     return;
   }

@@ -8,6 +8,30 @@ export interface Session {
   browser: Browser;
   context: BrowserContext;
   page: Page;
+  /** The page's CDP target id. */
+  targetId: string;
+  /** The page was opened for this session. */
+  created: boolean;
+}
+
+/** A page's CDP target id (it stays the page's for its life: asked once). */
+const targetIds = new WeakMap<Page, Promise<string>>();
+export function targetIdOf(page: Page): Promise<string> {
+  let id = targetIds.get(page);
+  if (id === undefined) {
+    id = (async () => {
+      const s = await page.context().newCDPSession(page);
+      try {
+        const { targetInfo } = await s.send('Target.getTargetInfo');
+        return targetInfo.targetId;
+      } finally {
+        await s.detach().catch(() => {});
+      }
+    })();
+    id.catch(() => targetIds.delete(page));
+    targetIds.set(page, id);
+  }
+  return id;
 }
 
 /** Chromium could not be reached; the code did not run. */
@@ -23,12 +47,16 @@ const CONNECT_TIMEOUT_MS = 30_000;
 
 export class Connection {
   private current: Promise<Browser> | null = null;
+  /** A named executor's own tab (ownTab), once opened or taken over. */
+  private own: Page | null = null;
 
   constructor(
     private readonly url: string,
     private readonly token: string,
     /** Playwright's artifacts folder: the daemon's downloads folder (never cleaned up by Playwright). */
     private readonly downloadsDir: string,
+    /** A named executor's runner: a tab of its own, not the first open page. */
+    private readonly ownTab: boolean,
   ) {}
 
   /** Opens the connection now (its failure is kept for nobody: the next session() tries again). */
@@ -36,8 +64,12 @@ export class Connection {
     this.browser().catch(() => {});
   }
 
-  /** The default context and its first open page (a new one when it has none). */
-  async session(): Promise<Session> {
+  /**
+   * The default context and the page to run in: a named executor's own tab (the one it had,
+   * `targetId`, while that is open; else a new one), or else the first open page (a new one when
+   * there is none).
+   */
+  async session(targetId?: string): Promise<Session> {
     let browser = await this.browser();
     if (!browser.isConnected()) {
       this.current = null;
@@ -45,8 +77,21 @@ export class Connection {
     }
     const context = browser.contexts()[0];
     if (context === undefined) throw new UnavailableError('the browser has no default context');
-    const page = context.pages().find((p) => !p.isClosed()) ?? (await context.newPage());
-    return { browser, context, page };
+    if (this.ownTab) {
+      if (this.own === null || this.own.isClosed() || this.own.context() !== context) {
+        this.own = null;
+        if (targetId !== undefined) {
+          for (const p of context.pages()) if (!p.isClosed() && (await targetIdOf(p).catch(() => '')) === targetId) this.own = p;
+        }
+      }
+      const created = this.own === null;
+      const page = (this.own ??= await context.newPage());
+      return { browser, context, page, targetId: await targetIdOf(page), created };
+    }
+    let page = context.pages().find((p) => !p.isClosed());
+    const created = page === undefined;
+    page ??= await context.newPage();
+    return { browser, context, page, targetId: await targetIdOf(page), created };
   }
 
   private browser(): Promise<Browser> {

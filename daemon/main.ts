@@ -25,6 +25,7 @@ import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
 import { createCurl } from './curl/index.js';
 import { createTelemetry } from './telemetry/index.js';
+import { createWebDriver } from './webdriver/index.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -176,10 +177,11 @@ async function main(): Promise<void> {
   // Requests through the browser never target the daemon's own ports (its API: known once it listens).
   let apiPort: number | null = config.listen.port === 0 ? null : config.listen.port;
   const curl = createCurl({ config, log, browser, ownPorts: () => [apiPort, proxies.forwarderPort()].filter((p): p is number => p !== null) });
+  const webdriver = createWebDriver({ config, log, browser, issueToken: (identity, scopes) => keyring.issueFor(identity, scopes), relayScript: fileURLToPath(new URL('./webdriver/relay.js', import.meta.url)) });
   const held = config.testHooks.holdReady; // a test hook: the last ready hook, once every other is added
   if (held !== undefined) browser.onLaunch((_cdp, pid) => held(pid, log));
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [profiles, browser, proxies, extensions, processes, files, computer, replays, live, playwright];
+  const modules: Closable[] = [profiles, browser, proxies, extensions, processes, files, computer, replays, live, playwright, webdriver];
 
   // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
   // that neither the start nor an idle daemon pays for.
@@ -205,6 +207,7 @@ async function main(): Promise<void> {
     ...curl.routes,
     ...telemetry.routes,
     ...live.routes,
+    ...webdriver.routes,
   ];
   const server = new HttpServer({ config, log, metrics, keyring, routes, onRequestDone: (r) => telemetry.requestDone(r) });
 
@@ -217,6 +220,7 @@ async function main(): Promise<void> {
       processes.destroy();
       proxies.destroy();
       playwright.destroy();
+      webdriver.destroy();
       files.destroy();
       process.exit(1);
     }

@@ -48,6 +48,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
   const createdAt = new Date().toISOString();
   let publicAddress = hostPort(config.listen.host, config.listen.port);
   const snapshotFields: (() => Record<string, unknown>)[] = [];
+  const linkFields: ((link: { wsBase: string; cdpToken: string }) => Record<string, string>)[] = [];
   let shutdownAt: number | null = null;
 
   const sup = new Supervisor({
@@ -156,6 +157,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
           base_url: baseUrl,
           cdp_ws_url: `${wsUrl}?jwt=${cdpToken}`,
           browser_live_view_url: `${baseUrl}/browsers/${encodeURIComponent(sessionId)}/live?jwt=${liveToken}`,
+          ...Object.assign({}, ...linkFields.map((f) => f({ wsBase: wsUrl.slice(0, -'/cdp'.length), cdpToken }))),
         };
       },
       restart: ({ wait, signal }) =>
@@ -209,6 +211,8 @@ export function createBrowser(deps: BrowserDeps): Browser {
     },
     addConfigurePart: (part) => void configureParts.push(part),
     addSnapshotFields: (provider) => void snapshotFields.push(provider),
+    addLinkFields: (provider) => void linkFields.push(provider),
+    cdpAccess: { bridge, waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }) },
     onStateChange: (listener) => {
       sup.onState((state) => listener(state, snapshot()));
     },

@@ -2,6 +2,7 @@
 // integration may use. Everything else in daemon/chromium/ is private to it.
 import type { CdpClient } from '../cdp/client.js';
 import type { CommandPolicy } from '../cdp/mux.js';
+import type { CdpBridge, ReadyMux } from '../cdp/bridge.js';
 import type { Deadline } from '../core/deadline.js';
 import type { ZodType } from 'zod';
 import type { Scope } from '../http/auth.js';
@@ -126,6 +127,13 @@ export interface Browser {
   addConfigurePart(part: ConfigurePart): void;
   /** Adds fields to GET /browsers/{id} (extensions, the active proxy, the downloads folder). */
   addSnapshotFields(provider: () => Record<string, unknown>): void;
+  /**
+   * Adds URL fields to GET /browsers/{id} beside cdp_ws_url (the WebDriver module: webdriver_ws_url):
+   * `wsBase` is ws://<host>/browsers/{id}, `cdpToken` the token cdp_ws_url carries.
+   */
+  addLinkFields(provider: (link: { wsBase: string; cdpToken: string }) => Record<string, string>): void;
+  /** The CDP endpoint's bridge and the ready multiplexer, for another DevTools endpoint of the daemon (the WebDriver module's, for ChromeDriver). */
+  readonly cdpAccess: { bridge: CdpBridge; waitMux(deadline: Deadline): Promise<ReadyMux> };
   /** Every state change (for sd_notify STATUS= and READY=1). */
   onStateChange(listener: (state: BrowserState, snapshot: BrowserSnapshot) => void): void;
   /**

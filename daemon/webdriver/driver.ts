@@ -157,7 +157,7 @@ export class ChromeDriver {
     for (const stream of [child.stdout, child.stderr]) {
       createInterface({ input: stream }).on('line', (line) => log.debug({ event: 'chromedriver_line', line: line.slice(0, 2000) }, 'chromedriver'));
     }
-    log.info({ event: 'chromedriver_started', pid: child.pid, chromedriver, uid: who.uid }, 'ChromeDriver started in its own network namespace');
+    log.info({ event: 'chromedriver_started', pid: child.pid, chromedriver, uid: who.uid, dir }, 'ChromeDriver started in its own network namespace');
     void child.exit.then((exit) => {
       if (this.child === child) this.child = null;
       log.info({ event: 'chromedriver_exited', pid: child.pid, code: exit.code, signal: exit.signal }, 'ChromeDriver exited');

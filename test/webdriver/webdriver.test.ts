@@ -8,11 +8,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Builder, By, until as seleniumUntil } from 'selenium-webdriver';
 import { Driver as ChromeDriverClient, Options as ChromeOptions } from 'selenium-webdriver/chrome.js';
-import { Executor, HttpClient } from 'selenium-webdriver/http/index.js';
+import type * as SeleniumHttp from 'selenium-webdriver/http.js';
 import WebDriver from 'webdriver';
 import puppeteer from 'puppeteer-core';
 import { daemonCdp, waitBrowser } from '../kit/browser.js';
@@ -43,10 +44,13 @@ after(async () => {
 
 const serverUrl = (): string => `${d.url}/browsers/local/webdriver`;
 
+// selenium-webdriver's http module is a folder of CommonJS (its index.js): required, with its types.
+const { Executor, HttpClient } = createRequire(import.meta.url)('selenium-webdriver/http') as typeof SeleniumHttp;
+
 /** selenium-webdriver's HTTP client with the bearer token on every command. */
 class BearerClient extends HttpClient {
-  override send(req: Parameters<HttpClient['send']>[0]): ReturnType<HttpClient['send']> {
-    req.headers.set('Authorization', `Bearer ${TEST_TOKEN}`);
+  override send(req: SeleniumHttp.Request): Promise<SeleniumHttp.Response> {
+    (req as unknown as { headers: Map<string, string> }).headers.set('Authorization', `Bearer ${TEST_TOKEN}`);
     return super.send(req);
   }
 }
@@ -124,7 +128,13 @@ test('capabilities that launch another binary or add --no-sandbox are refused wi
   await assert.rejects(Promise.resolve(ChromeDriverClient.createSession(opts, new Executor(new BearerClient(serverUrl())))).then((dr) => dr.getSession()));
 });
 
+/** Waits until the page targets are those of `before` again (a session leaves no tab of its own: not even ChromeDriver's BiDi mapper). */
+async function noTabLeft(before: Set<string>): Promise<void> {
+  await until('no tab of the ended session left', async () => ((await pageTargets()).every((t) => before.has(t)) ? true : undefined));
+}
+
 test('webdriver (BiDi over the session\'s webSocketUrl): log.entryAdded sees a console.log, script.evaluate answers', async () => {
+  const before = new Set(await pageTargets());
   const url = new URL(serverUrl());
   const client = await WebDriver.newSession({
     protocol: 'http',
@@ -150,11 +160,13 @@ test('webdriver (BiDi over the session\'s webSocketUrl): log.entryAdded sees a c
   } finally {
     await client.deleteSession();
   }
+  await noTabLeft(before);
 });
 
 test('puppeteer-core over webdriver_ws_url (WebDriver BiDi, session.new over the socket)', async () => {
   const snap = (await (await d.fetch('/browsers/local')).json()) as { webdriver_ws_url: string };
   assert.match(snap.webdriver_ws_url, /^ws:\/\/.+\/browsers\/local\/webdriver\/session\?jwt=/);
+  const before = new Set(await pageTargets());
   const browser = await puppeteer.connect({ browserWSEndpoint: snap.webdriver_ws_url, protocol: 'webDriverBiDi' });
   try {
     const tab = await browser.newPage();
@@ -165,6 +177,7 @@ test('puppeteer-core over webdriver_ws_url (WebDriver BiDi, session.new over the
   } finally {
     await browser.disconnect();
   }
+  await noTabLeft(before);
 });
 
 test('the agent user reaches neither ChromeDriver nor its DevTools endpoint', async () => {

@@ -16,7 +16,7 @@ const ALLOWED_CHROME_OPTIONS = new Set(['mobileEmulation', 'perfLoggingPrefs', '
 /** Why a refused goog:chromeOptions key is refused (others: not an option of an attached session). */
 const REFUSED_WHY: Record<string, string> = {
   binary: 'the browser is the daemon\'s Chromium: a session cannot choose its binary',
-  args: 'the browser is already running: its flags are the daemon\'s (PUT /browsers/{id}/chromium/flags)',
+  args: 'the browser is already running: its flags are the daemon\'s (PATCH /browsers/{id}/chromium/flags)',
   extensions: 'extensions are installed through POST /browsers/{id}/extensions',
   debuggerAddress: 'the daemon sets the debugger address: a session attaches to the daemon\'s Chromium only',
   excludeSwitches: 'the browser is already running: its flags are the daemon\'s',

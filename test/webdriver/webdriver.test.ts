@@ -16,6 +16,7 @@ import { Driver as ChromeDriverClient, Options as ChromeOptions } from 'selenium
 import type * as SeleniumHttp from 'selenium-webdriver/http.js';
 import WebDriver from 'webdriver';
 import puppeteer from 'puppeteer-core';
+import WebSocket from 'ws';
 import { daemonCdp, waitBrowser } from '../kit/browser.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { AGENT_USER } from '../kit/agent.js';
@@ -110,6 +111,27 @@ test('a session closed by its client closes the tabs it opened, and only those',
   }
 });
 
+test('a WebDriver session coexists with a CDP client and the computer controls', async () => {
+  const driver = await selenium();
+  const cdp = await puppeteer.connect({ browserURL: `${d.url}/browsers/local/cdp`, headers: auth });
+  try {
+    await driver.get(`${page}/form`);
+    const tab = await cdp.newPage();
+    await tab.goto(`${page}/cdp-side`);
+    const shot = await d.fetch('/browsers/local/computer/screenshot', { method: 'POST', json: {} });
+    assert.equal(shot.status, 200);
+    assert.equal(Buffer.from(await shot.arrayBuffer()).subarray(1, 4).toString(), 'PNG');
+    await driver.findElement(By.id('name')).sendKeys('both');
+    await driver.findElement(By.id('go')).click();
+    await driver.wait(async () => (await driver.findElement(By.id('out')).getText()) === 'hello both', 10_000);
+    assert.equal(await tab.title(), 'page /cdp-side');
+    await tab.close();
+  } finally {
+    await cdp.disconnect();
+    await driver.quit();
+  }
+});
+
 test('capabilities that launch another binary or add --no-sandbox are refused with 400 bad_request', async () => {
   const cases: [string, Record<string, unknown>, RegExp][] = [
     ['binary', { alwaysMatch: { 'goog:chromeOptions': { binary: '/bin/sh' } } }, /alwaysMatch\.goog:chromeOptions\.binary/],
@@ -123,6 +145,17 @@ test('capabilities that launch another binary or add --no-sandbox are refused wi
     assert.equal(body.code, 'bad_request', what);
     assert.match(body.details[0]?.message ?? '', detail, what);
   }
+  // Over BiDi: session.new is answered with BiDi's error, the daemon's message and details in it.
+  const snap = (await (await d.fetch('/browsers/local')).json()) as { webdriver_ws_url: string };
+  const ws = new WebSocket(snap.webdriver_ws_url);
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  const answer = new Promise<Record<string, unknown>>((resolve) => ws.once('message', (data: Buffer) => resolve(JSON.parse(data.toString()) as Record<string, unknown>)));
+  ws.send(JSON.stringify({ id: 1, method: 'session.new', params: { capabilities: { alwaysMatch: { 'goog:chromeOptions': { args: ['--no-sandbox'] } } } } }));
+  const refused = await answer;
+  ws.close();
+  assert.equal(refused.type, 'error');
+  assert.equal(refused.error, 'invalid argument');
+  assert.match(String(refused.message), /^bad_request: .*goog:chromeOptions\.args/);
   // Through selenium too: its session is refused, nothing runs.
   const opts = new ChromeOptions().addArguments('--no-sandbox');
   await assert.rejects(Promise.resolve(ChromeDriverClient.createSession(opts, new Executor(new BearerClient(serverUrl())))).then((dr) => dr.getSession()));

@@ -160,6 +160,7 @@ export class ChromeDriver {
     log.info({ event: 'chromedriver_started', pid: child.pid, chromedriver, uid: who.uid, dir }, 'ChromeDriver started in its own network namespace');
     void child.exit.then((exit) => {
       if (this.child === child) this.child = null;
+      void endGroups([child.pgid], 0); // what the relay leaves behind (ChromeDriver, if the relay died alone)
       log.info({ event: 'chromedriver_exited', pid: child.pid, code: exit.code, signal: exit.signal }, 'ChromeDriver exited');
       this.opts.onExit();
     });

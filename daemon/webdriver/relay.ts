@@ -33,7 +33,7 @@ function main(): void {
     process.exit(2);
   }
   execFileSync(ip, ['link', 'set', 'lo', 'up'], { stdio: 'inherit' });
-  const driver = spawn(chromedriver, [`--port=${DRIVER_PORT}`, '--allowed-ips=', '--log-level=WARNING'], {
+  const driver = spawn(chromedriver, [`--port=${DRIVER_PORT}`, '--log-level=WARNING'], {
     stdio: ['ignore', 'inherit', 'inherit'],
     env: { ...process.env, HOME: dir, TMPDIR: dir },
   });

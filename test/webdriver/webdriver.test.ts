@@ -251,6 +251,17 @@ test('the agent user reaches neither ChromeDriver nor its DevTools endpoint', as
   }
 });
 
+test('a ChromeDriver that dies is started again on the next request', async () => {
+  const first = await until('ChromeDriver started', async () => d.logs.findLast((l) => l.event === 'chromedriver_started'));
+  process.kill(-(first.pid as number), 'SIGKILL');
+  await d.waitLog((l) => l.event === 'chromedriver_exited' && l.pid === first.pid, 30_000);
+  const res = await d.fetch('/browsers/local/webdriver/status');
+  assert.equal(res.status, 200);
+  assert.equal(((await res.json()) as { value: { ready: boolean } }).value.ready, true);
+  const again = d.logs.findLast((l) => l.event === 'chromedriver_started');
+  assert.notEqual(again?.pid, first.pid);
+});
+
 test('a Chromium restart during a session answers its client within seconds (an error, not a hang), and a new session works', async () => {
   const driver = await selenium();
   await driver.get(`${page}/before-restart`);

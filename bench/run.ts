@@ -28,10 +28,11 @@ import { stdinBench } from './cases/stdin.js';
 import { telemetryBench } from './cases/telemetry.js';
 import { unzipBench } from './cases/unzip.js';
 import { profilesBench } from './cases/profiles.js';
+import { webdriverBench } from './cases/webdriver.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, toolsBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench, jwtBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, toolsBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench, jwtBench, webdriverBench,
 ];
 
 function usage(): string {

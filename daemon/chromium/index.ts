@@ -168,6 +168,7 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
           base_url: baseUrl,
           cdp_ws_url: `${wsUrl}?jwt=${cdpToken}`,
           browser_live_view_url: `${baseUrl}/browsers/${encodeURIComponent(sessionId)}/live?jwt=${liveToken}`,
+          ...Object.assign({}, ...plugs.links.map((f) => f({ wsBase: wsUrl.slice(0, -'/cdp'.length), cdpToken }))),
         };
       },
       restart: ({ wait, signal }) =>
@@ -202,6 +203,7 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     },
     withLock,
     restartLocked: (reason) => sup.restartLocked(reason),
+    cdpAccess: { bridge, waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }) },
     use: (plug) => {
       plugs.use(plug);
       if (plug.update) updateParts.splice(updateParts.length - 1, 0, plug.update);

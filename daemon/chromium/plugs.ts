@@ -37,6 +37,11 @@ export interface BrowserPlug {
   cdpClients?: CdpClientEvents;
   /** Fields added to GET /browsers/{id}. */
   snapshot?: () => Record<string, unknown>;
+  /**
+   * URL fields added to GET /browsers/{id} beside cdp_ws_url (the WebDriver module: webdriver_ws_url):
+   * `wsBase` is ws://<host>/browsers/{id}, `cdpToken` the token cdp_ws_url carries.
+   */
+  links?: (link: { wsBase: string; cdpToken: string }) => Record<string, string>;
   /** Fields of PATCH /browsers/{id} (kept by the browser module's route): they apply before the browser's own (viewport), in the order of use(). */
   update?: BrowserUpdatePart;
   /** A field of POST /browsers/{id}/configure: checked with every other part, applied at its one restart. */
@@ -66,6 +71,7 @@ export class BrowserPlugs {
   readonly onState: NonNullable<BrowserPlug['onState']>[] = [];
   readonly cdpClients: CdpClientEvents[] = [];
   readonly snapshot: NonNullable<BrowserPlug['snapshot']>[] = [];
+  readonly links: NonNullable<BrowserPlug['links']>[] = [];
   readonly configure: ConfigurePart[] = [];
 
   /** Adds a module's plugs; a slot already held throws SlotTakenError and nothing of this plug is added. */
@@ -83,6 +89,7 @@ export class BrowserPlugs {
     if (plug.onState) this.onState.push(plug.onState);
     if (plug.cdpClients) this.cdpClients.push(plug.cdpClients);
     if (plug.snapshot) this.snapshot.push(plug.snapshot);
+    if (plug.links) this.links.push(plug.links);
     if (plug.configure) this.configure.push(plug.configure);
   }
 

@@ -44,7 +44,7 @@ export const snapshotSchema = lazy(() => z.looseObject({
     .string()
     .optional()
     .describe("the daemon's URL as callers reach it: BROWSERD_BASE_URL, else http://<the request's Host>. The SDK sends /curl, /curl/raw and /telemetry/stream there (GET /browsers/{id} only)"),
-  webdriver_ws_url: z.string().describe('always "": WebDriver BiDi is not served'),
+  webdriver_ws_url: z.string().describe('in GET /browsers/{id}: WebDriver BiDi, ws://<host>/browsers/{id}/webdriver/session?jwt=<the token of cdp_ws_url> (session.new over the socket; docs/webdriver.md); "" in other answers'),
   created_at: z.string().describe('when this daemon started serving the session (ISO time)'),
   headless: z.boolean(),
   stealth: z.boolean().describe('always false'),

@@ -1,6 +1,7 @@
 // The public face of the Chromium module: what main, the other modules and the systemd
 // integration may use. Everything else in daemon/chromium/ is private to it.
 import type { CdpClient } from '../cdp/client.js';
+import type { CdpBridge, ReadyMux } from '../cdp/bridge.js';
 import type { Deadline } from '../core/deadline.js';
 import type { ZodType } from 'zod';
 import type { Scope } from '../http/auth.js';
@@ -108,6 +109,8 @@ export interface Browser extends Module {
    * modules are made, before the daemon starts.
    */
   use(plug: BrowserPlug): void;
+  /** The CDP endpoint's bridge and the ready multiplexer, for another DevTools endpoint of the daemon (the WebDriver module's, for ChromeDriver). */
+  readonly cdpAccess: { bridge: CdpBridge; waitMux(deadline: Deadline): Promise<ReadyMux> };
   /**
    * Module start: ends the Chromium processes an earlier run left on the profile (whatever
    * BROWSERD_BROWSER_AUTOSTART says) and restores the daemon's policy file. Never rejects.

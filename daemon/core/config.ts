@@ -189,6 +189,13 @@ export interface Config {
     /** Telemetry streams open at once. */
     maxStreams: number;
   };
+  /** WebDriver (docs/webdriver.md): ChromeDriver, run by the daemon on first use. */
+  webdriver: {
+    /** BROWSERD_CHROMEDRIVER: its binary (default chromedriver on PATH); null: not installed (the routes answer 503 dependency_missing). */
+    chromedriver: string | null;
+    /** BROWSERD_WEBDRIVER_USER (default browserd-webdriver): the user ChromeDriver runs as, neither root nor the agent user. */
+    user: string;
+  };
   /** BROWSERD_TEST_HOOKS: only the test build has them (test-hooks.ts); the production build refuses the setting. */
   testHooks: TestHooks;
 }
@@ -376,6 +383,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       eventMaxBytes: int('BROWSERD_TELEMETRY_EVENT_MAX_BYTES', 64 * 1024, 4096, 16 * MiB),
       maxStreams: int('BROWSERD_TELEMETRY_MAX_STREAMS', 32, 1, 10_000),
     },
+    webdriver: { chromedriver: resolveExecutable('BROWSERD_CHROMEDRIVER', get('BROWSERD_CHROMEDRIVER') ?? 'chromedriver', env, get('BROWSERD_CHROMEDRIVER') !== undefined), user: get('BROWSERD_WEBDRIVER_USER') ?? 'browserd-webdriver' },
     testHooks: parseTestHooks(get('BROWSERD_TEST_HOOKS')),
   };
 }
@@ -436,6 +444,14 @@ function viewportSetting(raw: string | undefined): Viewport {
   } catch (err) {
     throw new ConfigError('BROWSERD_VIEWPORT', (err as Error).message);
   }
+}
+
+/** An executable by path or PATH name; one that is missing is null, or a ConfigError when the setting named it. */
+function resolveExecutable(setting: string, raw: string, env: Env, named: boolean): string | null {
+  const file = raw.includes('/') ? path.resolve(raw) : findOnPath(raw, env.PATH ?? '') ?? findOnPath(raw, '/usr/bin:/usr/lib/chromium');
+  if (file !== null && isExecutable(file)) return file;
+  if (named) throw new ConfigError(setting, `"${raw}" is not an executable file`);
+  return null;
 }
 
 function resolveChromium(raw: string | undefined, env: Env): string | null {

@@ -112,6 +112,15 @@ const CONTRACT_ROUTES = [
   ]),
   'GET /browsers/{id}/live',
   'GET /browsers/{id}/live/ws',
+  // WebDriver (docs/webdriver.md): classic commands to ChromeDriver, the BiDi sockets.
+  'GET /browsers/{id}/webdriver/status',
+  'POST /browsers/{id}/webdriver/session',
+  'GET /browsers/{id}/webdriver/session',
+  'GET /browsers/{id}/webdriver/session/{session_id}',
+  'DELETE /browsers/{id}/webdriver/session/{session_id}',
+  ...['{command}', '{command}/{a}', '{command}/{a}/{b}', '{command}/{a}/{b}/{c}'].flatMap((tail) =>
+    ['GET', 'POST', 'DELETE'].map((m) => `${m} /browsers/{id}/webdriver/session/{session_id}/${tail}`),
+  ),
 ].sort();
 
 let d: Daemon;

@@ -118,7 +118,7 @@ async function main(): Promise<number> {
 }
 
 process.on('SIGINT', interrupt);
-main()
+void main()
   .catch((err: unknown) => {
     process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
     return 1;

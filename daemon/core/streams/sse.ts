@@ -20,8 +20,15 @@ export function openEventStream(res: ServerResponse): boolean {
   return true;
 }
 
-/** One event: its `event:` and `id:` lines when given, then the data as one line of JSON. */
+/** An event name: one word (a name with a line break would forge fields). */
+const EVENT_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * One event: its `event:` and `id:` lines when given, then the data as one line of JSON (JSON
+ * escapes CR and LF, so no text in the data can end the line or forge a field).
+ */
 export function sseEvent(data: unknown, head: { event?: string; id?: number } = {}): string {
+  if (head.event !== undefined && !EVENT_NAME.test(head.event)) throw new TypeError(`an SSE event name must be one word, got ${JSON.stringify(head.event.slice(0, 40))}`);
   const event = head.event === undefined ? '' : `event: ${head.event}\n`;
   const id = head.id === undefined ? '' : `id: ${head.id}\n`;
   return `${event}${id}data: ${JSON.stringify(data)}\n\n`;

@@ -235,7 +235,7 @@ function running(c: Child): boolean {
  * a NUL would end the value, a CR would end the line.
  */
 export function chaptersFile(markers: readonly Marker[], endMs: number): string {
-  const esc = (s: string): string => s.replace(/[\u0000-\u001f\u007f]/g, '').replace(/([=;#\\])/g, '\\$1');
+  const esc = (s: string): string => s.replace(/\p{Cc}/gu, '').replace(/([=;#\\])/g, '\\$1');
   const lines = [';FFMETADATA1'];
   markers.forEach((m, i) => {
     const end = Math.max(m.at_ms + 1, i + 1 < markers.length ? (markers[i + 1] as Marker).at_ms : endMs);

@@ -52,7 +52,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
   }));
   const markerBody = lazy(() => z.strictObject({
     // One line of text: a control character (NUL, CR, LF, ...) would cut or forge a chapter of the MP4's metadata (recording.ts escapes = ; # \\ and newline by ffmetadata's grammar).
-    label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters').regex(/^[^\u0000-\u001f\u007f]*$/, 'must not hold control characters (NUL, CR, LF, tab, ...)'),
+    label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters').regex(/^\P{Cc}*$/u, 'must not hold control characters (NUL, CR, LF, tab, ...)'),
   }));
   const limitsText =
     `Limits: ${c.maxActive} recordings at once (BROWSERD_REPLAY_MAX_ACTIVE; 429 past it), ${c.maxDurationSec} s each (BROWSERD_REPLAY_MAX_DURATION_SEC), ` +

@@ -44,6 +44,36 @@ export function endStream(res: ServerResponse): void {
   if (!res.destroyed && !res.writableEnded) res.end();
 }
 
+/** Bytes one write of a stream may hold at most (a batch stops before it; one event past it at most). */
+export const SSE_BATCH_BYTES = 256 * 1024;
+/** A reader whose socket takes none of a write for this long is told and dropped. */
+export const SSE_STALL_MS = 30_000;
+
+/**
+ * Writes `text` (at most about SSE_BATCH_BYTES: the caller's batch) and waits for the socket to take
+ * it, so a reader costs at most one batch in the daemon's memory. True: go on. False: the reader
+ * took none of it for `stallMs`; `farewell` (one frame naming why) is written, the response ended,
+ * and the socket destroyed after another `stallMs` if it still reads nothing.
+ */
+export async function writeOrDrop(res: ServerResponse, text: string, signal: AbortSignal, farewell: () => string, stallMs = SSE_STALL_MS): Promise<boolean> {
+  if (res.write(text)) return true;
+  const stall = new AbortController();
+  const timer = setTimeout(() => stall.abort(), stallMs);
+  const either = AbortSignal.any([signal, stall.signal]);
+  try {
+    await waitDrain(res, either);
+  } finally {
+    clearTimeout(timer);
+  }
+  if (!stall.signal.aborted || signal.aborted || res.destroyed) return true;
+  if (res.writableNeedDrain) {
+    res.end(farewell());
+    setTimeout(() => res.destroy(), stallMs).unref();
+    return false;
+  }
+  return true;
+}
+
 /** Resolves when the full socket drains, the response closes, or `signal` aborts. */
 export function waitDrain(res: ServerResponse, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

@@ -33,7 +33,12 @@ export function splitFlags(raw: string): string[] {
   return out;
 }
 
-/** Flags the daemon owns (the profile, DevTools, extension loading, headless mode): BROWSERD_CHROMIUM_FLAGS may not set them. */
+/**
+ * Flags the daemon owns (the profile, DevTools, extension loading, headless mode): BROWSERD_CHROMIUM_FLAGS
+ * may not set them, so the daemon keeps working. That is the only check of the operator's flags: the
+ * operator's environment is trusted (whoever sets it already runs the daemon, as root), unlike a client
+ * of the API, whose flags must be on the allowlist (chromium/settings/flag-allowlist.ts).
+ */
 export const OWNED_FLAGS: readonly string[] = ['--user-data-dir', '--remote-debugging-', '--disable-extensions', '--load-extension', '--headless'];
 
 /** The longest flag accepted (name and value). */

@@ -94,10 +94,25 @@ async function readValue(req: IncomingMessage, opts: JsonOptions, base64Field: s
     throw new InvalidRequestError(`the body is not valid UTF-8 (at or before byte ${firstInvalidUtf8(raw)})`);
   }
   try {
-    return { value: JSON.parse(text), decoded: null };
+    return { value: parseJsonBody(text), decoded: null };
   } catch (err) {
+    if (err instanceof BadRequestError) throw err;
     throw new InvalidRequestError(`the body is not JSON: ${(err as Error).message}`);
   }
+}
+
+/**
+ * JSON.parse, refusing a key named `__proto__` anywhere: JSON.parse keeps it as a plain key, but a
+ * schema's record (zod's z.record) drops it without a word, so `{"policies": {"__proto__": …}}`
+ * would be answered 200 with nothing done. The reviver runs only when the text may hold such a key
+ * (the name itself, or a \u escape that could spell it).
+ */
+function parseJsonBody(text: string): unknown {
+  if (!text.includes('__proto__') && !text.includes('\\u')) return JSON.parse(text);
+  return JSON.parse(text, (key, value: unknown) => {
+    if (key === '__proto__') throw new BadRequestError(['(body): a key named __proto__ is refused (it names nothing here)']);
+    return value;
+  });
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
@@ -226,9 +241,9 @@ export function parseWithBigField(raw: Buffer, field: string, decodeRest: (bytes
   if (rest.includes(BACKSLASH) || rest.indexOf(name) !== rest.lastIndexOf(name)) return null;
   let parsed: unknown;
   try {
-    parsed = JSON.parse(decodeRest(rest));
+    parsed = parseJsonBody(decodeRest(rest));
   } catch {
-    return null;
+    return null; // the full path says why
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return null;
   const value = parsed as Record<string, unknown>;

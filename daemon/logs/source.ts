@@ -1,6 +1,7 @@
 // What a log stream reads from: the lines of a ring (the daemon's own log, Chromium's output) or of
 // a file (file-tail.ts), as the SDK's LogEvent, in batches. A source that follows waits for new
 // lines; one that does not ends (null) once it has given what was there when it opened.
+import { SSE_BATCH_BYTES } from '../core/streams/sse.js';
 import type { LogRing } from './ring.js';
 
 /** The SDK's LogEvent (resources/shared.d.ts). */
@@ -47,8 +48,11 @@ export class RingSource implements LogSource {
       if (this.stopAt !== null && this.pos >= this.stopAt) return null;
       const max = this.stopAt === null ? RING_BATCH : Math.min(RING_BATCH, this.stopAt - this.pos);
       const r = this.ring.read(this.pos, max);
-      this.pos = r.next;
-      if (r.lines.length > 0 || r.lost > 0) return { events: r.lines.map((l) => ({ event: 'log', message: l.message, timestamp: l.timestamp })), lost: r.lost };
+      // At most SSE_BATCH_BYTES of text per batch (one line past it at most): a stream's one write.
+      let keep = 0;
+      for (let chars = 0; keep < r.lines.length && chars < SSE_BATCH_BYTES; keep++) chars += (r.lines[keep] as { message: string }).message.length + 64;
+      this.pos = r.next - (r.lines.length - keep);
+      if (keep > 0 || r.lost > 0) return { events: r.lines.slice(0, keep).map((l) => ({ event: 'log', message: l.message, timestamp: l.timestamp })), lost: r.lost };
       if (signal.aborted) return EMPTY;
       await this.ring.wait(this.pos, signal);
       if (signal.aborted) return EMPTY;

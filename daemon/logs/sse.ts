@@ -1,9 +1,11 @@
 // One log stream as Server-Sent Events: every line as `data: {"event":"log","message","timestamp"}`
 // (the SDK's LogEvent), `event: lost` with `{"event":"lost","count":N,"timestamp"}` when the reader
 // fell behind a ring, a comment line every 15 s of silence (proxies keep the stream open), and the
-// end of the response when the source ends (follow=false) or the client or the daemon goes away.
+// end of the response when the source ends (follow=false) or the client or the daemon goes away. A
+// reader that takes none of a batch for SSE_STALL_MS gets `event: dropped` with `{event, reason,
+// timestamp}` and is dropped (core/streams/sse.ts writeOrDrop).
 import type { ServerResponse } from 'node:http';
-import { endStream, openEventStream, SSE_HEARTBEAT_MS, SSE_KEEPALIVE, sseEvent, streamGone, waitAtMost, waitDrain } from '../core/streams/sse.js';
+import { endStream, openEventStream, SSE_HEARTBEAT_MS, SSE_KEEPALIVE, SSE_STALL_MS, sseEvent, streamGone, waitAtMost, writeOrDrop } from '../core/streams/sse.js';
 import type { LogSource } from './source.js';
 
 export async function streamLogs(res: ServerResponse, source: LogSource, opts: { signal: AbortSignal; heartbeatMs?: number }): Promise<void> {
@@ -23,7 +25,8 @@ export async function streamLogs(res: ServerResponse, source: LogSource, opts: {
         continue;
       }
       if (gone()) break;
-      if (!res.write(text)) await waitDrain(res, signal);
+      const farewell = (): string => sseEvent({ event: 'dropped', reason: `the reader took none of ${text.length} bytes for ${SSE_STALL_MS / 1000} s`, timestamp: new Date().toISOString() }, { event: 'dropped' });
+      if (!(await writeOrDrop(res, text, signal, farewell))) return;
     }
   } finally {
     source.close();

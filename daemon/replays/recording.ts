@@ -228,9 +228,14 @@ function running(c: Child): boolean {
   return c.exitInfo === null;
 }
 
-/** ffmpeg's metadata file: the markers as chapters, each until the next (the last until `endMs`). */
+/**
+ * ffmpeg's metadata file: the markers as chapters, each until the next (the last until `endMs`).
+ * A label is escaped by the format's grammar (a backslash before = ; # \\ and newline); the route
+ * refuses control characters, and any that reached here (a record of an older daemon) are dropped:
+ * a NUL would end the value, a CR would end the line.
+ */
 export function chaptersFile(markers: readonly Marker[], endMs: number): string {
-  const esc = (s: string): string => s.replace(/([=;#\\\n])/g, '\\$1');
+  const esc = (s: string): string => s.replace(/\p{Cc}/gu, '').replace(/([=;#\\])/g, '\\$1');
   const lines = [';FFMETADATA1'];
   markers.forEach((m, i) => {
     const end = Math.max(m.at_ms + 1, i + 1 < markers.length ? (markers[i + 1] as Marker).at_ms : endMs);

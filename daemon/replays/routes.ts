@@ -50,7 +50,10 @@ export function replayRoutes(deps: RouteDeps): Route[] {
     max_duration_in_seconds: z.number({ error: 'must be a number' }).int('must be a whole number').min(1, 'must be at least 1').optional(),
     record_audio: z.boolean({ error: 'must be a boolean' }).optional(),
   }));
-  const markerBody = lazy(() => z.strictObject({ label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters') }));
+  const markerBody = lazy(() => z.strictObject({
+    // One line of text: a control character (NUL, CR, LF, ...) would cut or forge a chapter of the MP4's metadata (recording.ts escapes = ; # \\ and newline by ffmetadata's grammar).
+    label: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(200, 'must be at most 200 characters').regex(/^\P{Cc}*$/u, 'must not hold control characters (NUL, CR, LF, tab, ...)'),
+  }));
   const limitsText =
     `Limits: ${c.maxActive} recordings at once (BROWSERD_REPLAY_MAX_ACTIVE; 429 past it), ${c.maxDurationSec} s each (BROWSERD_REPLAY_MAX_DURATION_SEC), ` +
     `${c.maxBytes} bytes each (BROWSERD_REPLAY_MAX_BYTES), framerate 1–${c.maxFramerate} (default ${c.defaultFramerate}), ${c.maxKept} kept ` +

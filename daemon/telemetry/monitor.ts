@@ -15,7 +15,7 @@ import type { CdpClient, EventParams } from '../cdp/client.js';
 import type { Logger } from '../core/log.js';
 import type { CategorySwitches, TelemetryBus } from './bus.js';
 import type { EventCategory } from './event.js';
-import { cutString, MAX_ARGS, redactHeaders, redactUrl, type Cut } from './redact.js';
+import { cutString, MAX_ARGS, redactHeaders, redactText, redactUrl, type Cut } from './redact.js';
 
 type TargetType = 'page' | 'background_page' | 'service_worker' | 'shared_worker' | 'other';
 
@@ -180,7 +180,7 @@ export class CdpMonitor {
     this.sessions.set(p.sessionId, sess);
     if (info.type === 'page' && parent === undefined) {
       const cut: Cut = { truncated: false };
-      const data: Record<string, unknown> = { target_id: info.targetId, target_type: 'page', url: redactUrl(info.url, cut), title: cutString(info.title, cut, 512) };
+      const data: Record<string, unknown> = { target_id: info.targetId, target_type: 'page', url: redactUrl(info.url, cut), title: redactText(info.title, cut, 512) };
       if (info.openerId !== undefined) data.opener_id = info.openerId;
       this.emit('page_tab_opened', 'page', 'Target.attachedToTarget', data, cut);
     }
@@ -223,7 +223,7 @@ export class CdpMonitor {
     if (!this.bus.enabled('console')) return;
     const cut: Cut = { truncated: false };
     if (p.args.length > MAX_ARGS) cut.truncated = true;
-    const args = p.args.slice(0, MAX_ARGS).map((a) => cutString(remoteText(a), cut));
+    const args = p.args.slice(0, MAX_ARGS).map((a) => redactText(remoteText(a), cut));
     const data: Record<string, unknown> = { ...this.context(s, cut), level: p.type, args, text: args[0] ?? '' };
     const stack = stackOf(p.stackTrace, cut);
     if (stack !== undefined) data.stack_trace = stack;
@@ -236,7 +236,7 @@ export class CdpMonitor {
     const d = p.exceptionDetails;
     const description = d.exception?.description?.split('\n')[0];
     const text = description !== undefined ? `${d.text} ${description}` : d.text;
-    const data: Record<string, unknown> = { ...this.context(s, cut), text: cutString(text, cut), line: d.lineNumber, column: d.columnNumber };
+    const data: Record<string, unknown> = { ...this.context(s, cut), text: redactText(text, cut), line: d.lineNumber, column: d.columnNumber };
     if (d.url !== undefined) data.source_url = redactUrl(d.url, cut);
     const stack = stackOf(d.stackTrace, cut);
     if (stack !== undefined) data.stack_trace = stack;
@@ -308,7 +308,7 @@ export class CdpMonitor {
     pending.delete(p.requestId);
     if (!this.bus.enabled('network')) return;
     const cut: Cut = { truncated: false };
-    const data: Record<string, unknown> = { ...this.context(s, cut), request_id: p.requestId, error_text: cutString(p.errorText, cut, 512), resource_type: p.type };
+    const data: Record<string, unknown> = { ...this.context(s, cut), request_id: p.requestId, error_text: redactText(p.errorText, cut, 512), resource_type: p.type };
     if (entry !== undefined) data.url = redactUrl(entry.url, cut);
     if (p.canceled !== undefined) data.canceled = p.canceled;
     this.emit('network_loading_failed', 'network', 'Network.loadingFailed', data, cut);

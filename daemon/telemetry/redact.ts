@@ -1,7 +1,15 @@
-// What never leaves the daemon in an event, and how big one may be. Header maps lose every
-// credential-bearing header (cookies, authorization, proxy credentials, API keys, tokens); URLs lose
-// their user info and the values of secret-looking query parameters; strings past a limit are cut,
-// and the event says `truncated: true`. Bodies are never taken in the first place.
+// What never leaves the daemon in an event, and how big one may be. Redaction goes by what a value
+// is, wherever it appears (a header, a redirect target, console text, a stack frame, a title):
+//   - a header that carries a credential by its name (cookies, authorization, proxy credentials,
+//     API keys, tokens) loses its value whole;
+//   - a URL (absolute, or the query and fragment of a relative one, as in Location or Referer)
+//     loses its user info and the values of secret-looking parameters, in the query and in the
+//     fragment (#access_token=…);
+//   - name=value pairs in any text (a cookie string, a form body logged to the console) lose the
+//     values of secret-looking names;
+//   - an authorization value (`Bearer …`, `Basic …`) and a JWT (`eyJ….….…`) anywhere in text lose
+//     their credential.
+// Strings past a limit are cut, and the event says `truncated: true`. Bodies are never taken.
 
 /** A header whose value is replaced by "[redacted]". */
 const SECRET_HEADER = /^(cookie|set-cookie|set-cookie2|authorization|proxy-authorization|proxy-authenticate|www-authenticate|x-api-key|api-key|x-auth-token|x-access-token|x-csrf-token|x-xsrf-token|x-amz-security-token)$|token|secret|password|session/i;
@@ -57,6 +65,7 @@ function redactUrlOnce(raw: string, cut: Cut): string {
       u.password = '';
     }
     for (const k of [...u.searchParams.keys()]) if (SECRET_PARAM.test(k)) u.searchParams.set(k, REDACTED);
+    if (u.hash.includes('=')) u.hash = redactPairs(u.hash);
     out = u.toString();
   } else if (/^data:/i.test(raw)) {
     out = raw.slice(0, raw.indexOf(',') + 1 || 64);
@@ -66,7 +75,39 @@ function redactUrlOnce(raw: string, cut: Cut): string {
   return cutString(out, cut);
 }
 
-/** A header map with every credential replaced; names kept as they came. */
+/** A URL anywhere in text: scheme://, up to a space, quote or angle bracket. */
+const URL_IN_TEXT = /\b(?:https?|wss?|ftp):\/\/[^\s"'<>`]+/gi;
+/** name=value where the name looks secret: in a query, a fragment, a cookie string, a form body. */
+const SECRET_PAIR = /(^|[?&#;,\s])([^=?&#;,\s]*?)=([^&#;,\s"'<>]*)/g;
+/** An authorization value: its scheme, then the credential. */
+const AUTH_VALUE = /\b(Bearer|Basic|Digest|Token|Negotiate)\s+[A-Za-z0-9._~+/=-]{6,}/gi;
+/** A JWT: three base64url parts, the first a JSON header. */
+const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;
+
+/** name=value pairs of `text` with the values of secret-looking names replaced. */
+function redactPairs(text: string): string {
+  return text.replace(SECRET_PAIR, (all, lead: string, name: string, value: string) => (value !== '' && SECRET_PARAM.test(name) ? `${lead}${name}=${REDACTED}` : all));
+}
+
+/**
+ * Any text (console output, a header value, a title, an error): every URL in it redacted as a URL,
+ * secret-looking name=value pairs, authorization values and JWTs replaced; then cut at `max`.
+ */
+export function redactText(text: string, cut: Cut, max = MAX_STRING_CHARS): string {
+  let out = text.length > max * 2 ? text.slice(0, max * 2) : text; // no regex over more than is kept
+  if (out.length < text.length) cut.truncated = true;
+  if (out.includes('://')) out = out.replace(URL_IN_TEXT, (u) => redactUrlOnce(u, { truncated: false }));
+  if (out.includes('=')) out = redactPairs(out);
+  if (/Bearer|Basic|Digest|Token|Negotiate/i.test(out)) out = out.replace(AUTH_VALUE, (_all, scheme: string) => `${scheme} ${REDACTED}`);
+  if (out.includes('eyJ')) out = out.replace(JWT, REDACTED);
+  return cutString(out, cut, max);
+}
+
+/**
+ * A header map with every credential replaced; names kept as they came. A header that carries a
+ * credential by its name loses its value; every other value is redacted as text (a Referer, a
+ * Location, a Link, a Refresh: the URLs in them, and any secret-looking pair).
+ */
 export function redactHeaders(headers: Record<string, unknown> | undefined, cut: Cut): Record<string, string> | undefined {
   if (headers === undefined) return undefined;
   const out: Record<string, string> = {};
@@ -76,7 +117,7 @@ export function redactHeaders(headers: Record<string, unknown> | undefined, cut:
       cut.truncated = true;
       break;
     }
-    out[name] = SECRET_HEADER.test(name) ? REDACTED : cutString(String(value), cut, 512);
+    out[name] = SECRET_HEADER.test(name) ? REDACTED : redactText(String(value), cut, 512);
   }
   return out;
 }

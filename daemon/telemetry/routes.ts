@@ -183,7 +183,10 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
           `A comment line every ${SSE_HEARTBEAT_MS / 1000} s of silence. New readers see only new events; \`replay=all\` starts with the oldest event kept; ` +
           'a `Last-Event-ID` header resumes right after that seq (and wins over replay). When events were lost (the reader fell behind the ring, ' +
           'or resumed from before its oldest event) one frame says so: type `events_dropped`, category `monitor`, data `{count, from_seq, to_seq}`, ' +
-          `id and seq the last seq lost; the stream goes on with the oldest event kept. At most BROWSERD_TELEMETRY_MAX_STREAMS streams at once (${maxStreams} here; 429 past it).`,
+          'id and seq the last seq lost; the stream goes on with the oldest event kept. A `Last-Event-ID` ahead of the newest event (the daemon restarted: seqs began again) gets one frame ' +
+          'of type `cursor_ahead` (data `{last_event_id, next_seq, reason}`), then the new events. A reader that takes none of a write (at most 256 KiB) for 30 s gets a last frame of type ' +
+          '`stream_dropped` (data `{reason, next_seq}`: resume with Last-Event-ID) and is dropped (docs/memory.md). ' +
+          `At most BROWSERD_TELEMETRY_MAX_STREAMS streams at once (${maxStreams} here; 429 past it).`,
         query: streamQuery(),
         responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } },
         errors: [400, 429],

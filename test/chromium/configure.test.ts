@@ -96,10 +96,10 @@ test('one bad part: nothing changes, every problem in details', async () => {
     method: 'POST',
     json: { start_url: `${site}/other`, flags: ['--no-sandbox', '--lang=de'], policies: { URLBlocklist: null, BookmarkBarEnabled: true }, viewport: { width: 800, height: 600 }, profile: { name: 'p' } },
   });
-  const err = await expectError(res, 422, 'setting_refused');
+  const err = await expectError(res, 400, 'bad_request');
   assert.deepEqual(
-    (err.details as { message: string }[]).map((x) => x.message.split(':')[0]),
-    ['--no-sandbox', 'profile'],
+    (err.details as { code: string; message: string }[]).map((x) => [x.code, x.message.split(':')[0]]),
+    [['invalid_input', 'flags[0]'], ['not_found', 'profile']],
   );
   assert.deepEqual(await settingsNow(), was);
   const invalid = await expectError(await d.fetch('/browsers/local/configure', { method: 'POST', json: { viewport: { width: 1, height: 600 }, policies: { Nope: 1 } } }), 400, 'bad_request');

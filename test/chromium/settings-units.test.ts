@@ -45,15 +45,16 @@ test('policies: names and JSON types checked, the ones the daemon relies on refu
   assert.deepEqual(checkPolicies({ toString: true, constructor: 1 }).invalid.length, 2, 'no inherited names pass');
 });
 
-test('flags: shape checked, owned ones refused (start and API), merged by name', () => {
-  assert.deepEqual(checkApiFlags(['--lang=de', '--force-dark-mode', '--host-resolver-rules=MAP * 127.0.0.1']), { refused: [], invalid: [] });
-  const f = checkApiFlags(['lang=de', '--Bad', '--x=a\nb', '--remote-debugging-port=9222', '--user-data-dir=/tmp/x', '--proxy-server=http://x', '--window-size=1,1']);
-  assert.equal(f.invalid.length, 3);
-  assert.match(f.invalid[0]!, /^flags\[0\]: "lang=de" is not a --flag/);
-  assert.deepEqual(
-    f.refused.map((r) => r.split(':')[0]),
-    ['--remote-debugging-port', '--user-data-dir', '--proxy-server', '--window-size'],
-  );
+test('flags: shape checked, then the allowlist with each value\'s grammar (400 for anything else), merged by name', () => {
+  assert.deepEqual(checkApiFlags(['--lang=de', '--force-dark-mode', '--user-agent=x/1.0', '--enable-features=A,B_c', '--autoplay-policy=no-user-gesture-required']), []);
+  const f = checkApiFlags(['lang=de', '--Bad', '--x=a\nb', '--remote-debugging-port=9222', '--user-data-dir=/tmp/x', '--proxy-server=http://x', '--window-size=1,1', '--lang=de;x', '--force-dark-mode=1', '--enable-features=A:p/v', '--autoplay-policy']);
+  assert.equal(f.length, 11);
+  assert.match(f[0]!, /^flags\[0\]: "lang=de" is not a --flag/);
+  assert.deepEqual(f.slice(3).map((r) => r.split(' ')[1]), ['--remote-debugging-port', '--user-data-dir', '--proxy-server', '--window-size', '--lang', '--force-dark-mode', '--enable-features', '--autoplay-policy']);
+  assert.match(f[5]!, /forwarding proxy/);
+  assert.match(f[7]!, /must be a BCP 47 language tag/);
+  assert.match(f[8]!, /takes no value/);
+  assert.deepEqual(checkApiFlags(['--__proto__', '--constructor', '--to-string']).length, 3, 'no inherited names pass');
   assert.deepEqual(mergeFlags(['--lang=de', '--a'], ['--lang=fr', '--b', '--b=2'], ['--a']), ['--lang=fr', '--b=2']);
 });
 

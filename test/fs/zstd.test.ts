@@ -76,4 +76,13 @@ test('upload_zstd: a path out of the root is 422 zip_slip and nothing is written
   const plain = await uploadZstd(dest, evil);
   assert.equal(((await plain.json()) as { inner_error?: { code: string } }).inner_error?.code, 'bad_zstd');
   assert.equal(existsSync(dest), false);
+  // An entry named like the zstd decoder's error texts is still the entry's problem (it was bad_zstd: the cause was read from a message).
+  const named = execFileSync('tar', ['-P', '-C', src, '--transform', 's,^ok.txt,../zstd,', '-cf', '-', 'ok.txt']);
+  const slip = await uploadZstd(dest, zlib.zstdCompressSync(named));
+  assert.equal(((await slip.json()) as { inner_error?: { code: string } }).inner_error?.code, 'zip_slip');
+  const linkDir = scratch();
+  symlinkSync('/etc', path.join(linkDir, 'zstd-error'));
+  const link = await uploadZstd(dest, zlib.zstdCompressSync(execFileSync('tar', ['-C', linkDir, '-cf', '-', 'zstd-error'])));
+  assert.equal(((await link.json()) as { inner_error?: { code: string } }).inner_error?.code, 'symlink');
+  assert.equal(existsSync(dest), false);
 });

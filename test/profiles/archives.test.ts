@@ -79,6 +79,11 @@ const hostile: [string, Buffer, string][] = [
   ['an entry shorter than its header says', zlib.zstdCompressSync(tar([{ name: 'a', body: Buffer.from('x'), size: 100_000 }]).subarray(0, 1024)), 'size_mismatch'],
   ['zstd data that is not a tar', zlib.zstdCompressSync(Buffer.alloc(2048, 7)), 'bad_tar'],
   ['a body that is not zstd', tar([{ name: 'a', body: Buffer.from('x') }]), 'bad_zstd'],
+  // Names made of the zstd decoder's error texts: the cause is the entry's, told by type, never by a message's words.
+  ['a path leaving the root named ../zstd', zlib.zstdCompressSync(tar([{ name: '../zstd', body: Buffer.from('x') }])), 'zip_slip'],
+  ['a symbolic link named zstd-error', zlib.zstdCompressSync(tar([{ name: 'zstd-error', type: '2', link: '/etc' }])), 'symlink'],
+  ['a fifo named Unknown frame descriptor', zlib.zstdCompressSync(tar([{ name: 'Unknown frame descriptor', type: '6' }])), 'special_file'],
+  ['a hard link named Data corruption detected', zlib.zstdCompressSync(tar([{ name: 'Data corruption detected', type: '1', link: 'x' }])), 'hardlink'],
 ];
 
 for (const [what, body, code] of hostile) {

@@ -127,6 +127,14 @@ test('start → 3 s of a page changing colour every second → stop → download
   await early.text();
   const marker = await d.fetch(`/browsers/local/replays/${started.replay_id}/markers`, { method: 'POST', json: { label: 'half way' } });
   assert.equal(marker.status, 201);
+  // A label is one line of text: control characters are refused (they would cut or forge chapters); ; # = \ are escaped.
+  for (const label of ['a\0b', 'a\rb', 'a\n[CHAPTER]']) {
+    const bad = await d.fetch(`/browsers/local/replays/${started.replay_id}/markers`, { method: 'POST', json: { label } });
+    assert.equal(bad.status, 400, JSON.stringify(label));
+    await bad.text();
+  }
+  const marked = await d.fetch(`/browsers/local/replays/${started.replay_id}/markers`, { method: 'POST', json: { label: 'x;y#z=w\\v' } });
+  assert.equal(marked.status, 201);
   await until('3 s of recording', () => Date.now() - t0 >= 3000, 5000, 50);
   // The wall time of the recording: from its start (started_at) to the stop, which the daemon takes
   // between the request and its answer.
@@ -148,7 +156,7 @@ test('start → 3 s of a page changing colour every second → stop → download
   const c = await colourAt(file, 2);
   assert.ok(near(c, COLOURS[1] as [number, number, number]), `the frame at 2 s is ${c}, the page showed ${COLOURS[1]} (its paints: ${JSON.stringify(shown.slice(-4))}, 2 s = ${at})`);
   const { stdout } = await run('ffprobe', ['-v', 'error', '-show_chapters', '-of', 'json', file]);
-  assert.equal((JSON.parse(stdout) as { chapters: { tags: { title: string } }[] }).chapters[0]?.tags.title, 'half way');
+  assert.deepEqual((JSON.parse(stdout) as { chapters: { tags: { title: string } }[] }).chapters.map((c) => c.tags.title), ['half way', 'x;y#z=w\\v']);
   const done = (await kernel.browsers.replays.list('local')).find((r) => r.replay_id === started.replay_id) as unknown as Record<string, unknown>;
   assert.equal(done.state, 'stopped');
   assert.equal(done.stop_reason, 'requested');

@@ -97,9 +97,7 @@ export class Configurator {
       next = { ...next, policies: merged };
     }
     if (change.flags !== undefined || change.removeFlags !== undefined) {
-      const f = checkApiFlags(change.flags ?? []);
-      invalid.push(...f.invalid);
-      refused.push(...f.refused);
+      invalid.push(...checkApiFlags(change.flags ?? []));
       const merged = mergeFlags(cur.flags, change.flags ?? [], change.removeFlags ?? []);
       if (merged.length > MAX_API_FLAGS) invalid.push(`flags: at most ${MAX_API_FLAGS} flags set through the API (this would make ${merged.length})`);
       next = { ...next, flags: merged };

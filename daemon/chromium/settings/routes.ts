@@ -26,7 +26,7 @@ const policiesMap = lazy(() => z.record(z.string().max(200, 'a policy name has a
 const flagList = lazy(() => z
   .array(z.string({ error: 'must be a string' }), { error: 'must be a list of strings' })
   .max(MAX_API_FLAGS, `at most ${MAX_API_FLAGS} flags`)
-  .meta({ description: '--name or --name=value; a flag replaces the one of the same name' }));
+  .meta({ description: '--name or --name=value, on the allowlist (docs/browser-configuration.md); a flag replaces the one of the same name' }));
 
 const policiesBody = lazy(() => z.strictObject({ policies: policiesMap() }));
 const policiesAnswer = lazy(() => z.object({
@@ -162,12 +162,12 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       doc: () => ({
         summary: 'Merge Chromium flags; Chromium restarts to apply them',
         description:
-          `Each flag must be --name or --name=value; a flag replaces the one of the same name, \`remove\` drops names. The flags the daemon owns are refused with 422 setting_refused naming each (the profile, DevTools, extension loading, headless mode, the proxy, the viewport, the sandbox). ` +
+          `Each flag must be --name or --name=value, on the daemon's allowlist with a value of its grammar (docs/browser-configuration.md: no flag that runs a command, loads code, takes a path, or takes over the profile, DevTools, the proxy, the viewport or the sandbox); anything else is 400 naming each. A flag replaces the one of the same name, \`remove\` drops names. ` +
           `At most ${MAX_API_FLAGS} flags. They come after BROWSERD_CHROMIUM_FLAGS (the last of a switch wins). Kept across daemon restarts. A change restarts Chromium once; a merge that changes nothing does not.`,
         query: waitQuery(),
         body: flagsBody(),
         responses: { 200: { description: 'the flags once Chromium is ready with them', schema: flagsAnswer() } },
-        errors: [400, 409, 422, 503],
+        errors: [400, 409, 503],
       }),
       handler: async (ctx) => {
         const body = await ctx.json(flagsBody());

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { lazy } from '../../core/lazy.js';
 import { writeFileAtomic } from '../../core/fs-atomic.js';
 import type { Logger } from '../../core/log.js';
+import { allowedFlags } from './api-flags.js';
 import type { Viewport } from './viewport.js';
 
 export const SETTINGS_FILE = 'browser-settings.json';
@@ -60,7 +61,11 @@ export class SettingsStore {
       })();
       if (parsed?.success === true) {
         const { version: _v, ...rest } = parsed.data;
-        initial = rest;
+        // Flags kept by an older daemon are held to today's allowlist (flag-allowlist.ts): the ones
+        // it no longer accepts are dropped here, the one way stored flags come back, and logged.
+        const { kept, dropped } = allowedFlags(rest.flags);
+        if (dropped.length > 0) log.warn({ event: 'browser_flags_dropped', flags: dropped }, 'stored flags not on the allowlist are dropped');
+        initial = { ...rest, flags: kept };
       } else {
         const aside = `${file}.broken-${Date.now()}`;
         renameSync(file, aside);

@@ -20,8 +20,15 @@ export function openEventStream(res: ServerResponse): boolean {
   return true;
 }
 
-/** One event: its `event:` and `id:` lines when given, then the data as one line of JSON. */
+/** An event name: one word (a name with a line break would forge fields). */
+const EVENT_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * One event: its `event:` and `id:` lines when given, then the data as one line of JSON (JSON
+ * escapes CR and LF, so no text in the data can end the line or forge a field).
+ */
 export function sseEvent(data: unknown, head: { event?: string; id?: number } = {}): string {
+  if (head.event !== undefined && !EVENT_NAME.test(head.event)) throw new TypeError(`an SSE event name must be one word, got ${JSON.stringify(head.event.slice(0, 40))}`);
   const event = head.event === undefined ? '' : `event: ${head.event}\n`;
   const id = head.id === undefined ? '' : `id: ${head.id}\n`;
   return `${event}${id}data: ${JSON.stringify(data)}\n\n`;
@@ -35,6 +42,36 @@ export function streamGone(res: ServerResponse, signal: AbortSignal): boolean {
 /** Ends the response unless it has ended or been destroyed already. */
 export function endStream(res: ServerResponse): void {
   if (!res.destroyed && !res.writableEnded) res.end();
+}
+
+/** Bytes one write of a stream may hold at most (a batch stops before it; one event past it at most). */
+export const SSE_BATCH_BYTES = 256 * 1024;
+/** A reader whose socket takes none of a write for this long is told and dropped. */
+export const SSE_STALL_MS = 30_000;
+
+/**
+ * Writes `text` (at most about SSE_BATCH_BYTES: the caller's batch) and waits for the socket to take
+ * it, so a reader costs at most one batch in the daemon's memory. True: go on. False: the reader
+ * took none of it for `stallMs`; `farewell` (one frame naming why) is written, the response ended,
+ * and the socket destroyed after another `stallMs` if it still reads nothing.
+ */
+export async function writeOrDrop(res: ServerResponse, text: string, signal: AbortSignal, farewell: () => string, stallMs = SSE_STALL_MS): Promise<boolean> {
+  if (res.write(text)) return true;
+  const stall = new AbortController();
+  const timer = setTimeout(() => stall.abort(), stallMs);
+  const either = AbortSignal.any([signal, stall.signal]);
+  try {
+    await waitDrain(res, either);
+  } finally {
+    clearTimeout(timer);
+  }
+  if (!stall.signal.aborted || signal.aborted || res.destroyed) return true;
+  if (res.writableNeedDrain) {
+    res.end(farewell());
+    setTimeout(() => res.destroy(), stallMs).unref();
+    return false;
+  }
+  return true;
 }
 
 /** Resolves when the full socket drains, the response closes, or `signal` aborts. */

@@ -304,19 +304,28 @@ export async function safeUntar(src: AsyncIterable<Buffer>, dest: string, limits
   return { entries: count, bytes };
 }
 
-/** safeUntar of the zstd-compressed tar `file`; data that is not zstd is ArchiveError `bad_zstd`. */
+/**
+ * safeUntar of the zstd-compressed tar `file`; data that is not zstd is ArchiveError `bad_zstd`.
+ * Classified at the source: only an error the decompressor itself emitted is `bad_zstd`, never one
+ * whose text mentions zstd (an entry named `../zstd` is `zip_slip`, as it would be uncompressed).
+ */
 export async function safeUntarZstd(file: string, dest: string, limits: UnzipLimits): Promise<UnzipResult> {
   const z = zlib.createZstdDecompress();
   const src = createReadStream(file);
-  src.on('error', (err) => z.destroy(err));
+  const failed: { read: unknown; zstd: unknown } = { read: null, zstd: null };
+  src.on('error', (err) => {
+    failed.read = err;
+    z.destroy(err);
+  });
+  z.once('error', (err) => {
+    if (err !== failed.read) failed.zstd = err;
+  });
   src.pipe(z);
   try {
     return await safeUntar(z, dest, limits);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if ((typeof code === 'string' && code.startsWith('ERR_ZSTD')) || /zstd|Unknown frame|Data corruption/i.test((err as Error).message)) {
-      throw new ArchiveError('bad_zstd', 'the archive is not valid zstd data');
-    }
+    if (err instanceof ArchiveError || err instanceof PayloadTooLargeError) throw err;
+    if (failed.zstd !== null && err === failed.zstd) throw new ArchiveError('bad_zstd', 'the archive is not valid zstd data');
     throw err;
   } finally {
     src.destroy();

@@ -106,29 +106,47 @@ function entryKind(entry: Entry, name: string): Kind {
   return type === S_IFDIR || name.endsWith('/') ? 'dir' : 'file';
 }
 
-/** Counts the real bytes of one entry (and of the whole archive) and computes its CRC-32. */
+/**
+ * Counts the real bytes of one entry (and of the whole archive) and computes its CRC-32; an entry
+ * with more or fewer bytes than it declares is `size_mismatch`, told here by the count (yauzl's own
+ * size checks are off: their errors could only be told apart by their text).
+ */
 class Meter extends Transform {
   crc = 0;
+  private bytes = 0;
   constructor(
     private readonly total: { bytes: number },
     private readonly limits: UnzipLimits,
+    private readonly declared: number,
+    private readonly name: string,
   ) {
     super();
   }
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.total.bytes += chunk.length;
+    this.bytes += chunk.length;
     if (this.total.bytes > this.limits.maxUnpackedBytes) {
       cb(tooLarge(this.limits));
+      return;
+    }
+    if (this.bytes > this.declared) {
+      cb(this.mismatch());
       return;
     }
     this.crc = crc32(chunk, this.crc);
     cb(null, chunk);
   }
+  override _flush(cb: TransformCallback): void {
+    cb(this.bytes === this.declared ? null : this.mismatch());
+  }
+  private mismatch(): ArchiveError {
+    return new ArchiveError('size_mismatch', `entry ${shortName(this.name)}: its real size differs from its declared ${this.declared} bytes`);
+  }
 }
 
 async function openZip(file: string): Promise<ZipFile> {
   try {
-    return await yauzl.openPromise(file, { lazyEntries: true, decodeStrings: false, validateEntrySizes: true, strictFileNames: true });
+    return await yauzl.openPromise(file, { lazyEntries: true, decodeStrings: false, validateEntrySizes: false, strictFileNames: true });
   } catch (err) {
     throw zipError(err);
   }
@@ -139,7 +157,8 @@ function tooLarge(limits: UnzipLimits): PayloadTooLargeError {
 }
 
 /**
- * yauzl's and the file system's errors as causes: size assertions are lies about the size, a path
+ * yauzl's and the file system's errors as causes, by type and code, never by their text (which may
+ * hold an entry's name): an entry's data stream is classified where it fails (extractFile); a path
  * the file system cannot take is a bad name, a failed write (ENOSPC, EACCES, ...) is the daemon's
  * problem (a plain Error: 500, the cause logged), the rest a broken archive. No message names a
  * path of this machine.
@@ -148,7 +167,6 @@ function zipError(err: unknown): Error {
   if (err instanceof ArchiveError || err instanceof PayloadTooLargeError) return err;
   const e = err as NodeJS.ErrnoException;
   const msg = e.message ?? String(err);
-  if (/bytes in the stream|size mismatch/i.test(msg)) return new ArchiveError('size_mismatch', "an entry's real size differs from its declared size");
   if (['ENOTDIR', 'EEXIST', 'EISDIR'].includes(e.code ?? '')) return new ArchiveError('bad_zip', 'the archive has a file and a folder at the same path');
   if (e.code === 'ENAMETOOLONG') return new ArchiveError('bad_entry_name', "an entry's path is too long for the file system");
   if (e.syscall !== undefined) return new Error(`unpacking failed: ${e.code ?? e.syscall}`, { cause: err });
@@ -193,7 +211,7 @@ export async function safeUnzip(zipPath: string, dest: string, limits: UnzipLimi
       declared += entry.uncompressedSize;
       if (declared > limits.maxUnpackedBytes) throw tooLarge(limits);
       await mkdirFixed(dest, segments.slice(0, -1));
-      await extractFile(zip, entry, target, new Meter(total, limits), name);
+      await extractFile(zip, entry, target, new Meter(total, limits, entry.uncompressedSize, name), name);
     }
     return { entries: count, bytes: total.bytes };
   } catch (err) {
@@ -204,8 +222,23 @@ export async function safeUnzip(zipPath: string, dest: string, limits: UnzipLimi
 }
 
 async function extractFile(zip: ZipFile, entry: Entry, target: string, meter: Meter, name: string): Promise<void> {
+  // A stored entry whose two sizes differ: yauzl refuses to open it; said here by the sizes themselves.
+  if (entry.compressionMethod === 0 && entry.compressedSize !== entry.uncompressedSize) {
+    throw new ArchiveError('size_mismatch', `entry ${shortName(name)} is stored, yet declares ${entry.compressedSize} bytes compressed and ${entry.uncompressedSize} unpacked`);
+  }
   const input = await zip.openReadStreamPromise(entry);
-  await pipeline(input, meter, createWriteStream(target, { flags: 'wx', mode: FILE_MODE }));
+  // The entry's data stream is classified at its source: its own errors (inflate's, a read past
+  // the archive) make the entry damaged; the sizes are the Meter's.
+  const failed: { input: unknown } = { input: null };
+  input.once('error', (err: Error) => {
+    failed.input = err;
+  });
+  try {
+    await pipeline(input, meter, createWriteStream(target, { flags: 'wx', mode: FILE_MODE }));
+  } catch (err) {
+    if (err !== failed.input || err instanceof ArchiveError || err instanceof PayloadTooLargeError) throw err;
+    throw new ArchiveError('bad_zip', `entry ${shortName(name)} has damaged compressed data`);
+  }
   await chmod(target, FILE_MODE);
   if ((meter.crc >>> 0) !== (entry.crc32 >>> 0)) throw new ArchiveError('bad_zip', `entry ${shortName(name)} fails its CRC check`);
 }

@@ -1,0 +1,105 @@
+// Stream memory is bounded: N telemetry readers that never read, while large events arrive, cost the
+// daemon at most their documented buffers (one write of SSE_BATCH_BYTES each, docs/memory.md; it was
+// one batch of 256 events, 3.6 MB of 14 KB events, each: 125 MiB for 24 readers), and once none of a
+// write is taken for SSE_STALL_MS each is told (a last `stream_dropped` frame) and dropped. A
+// Last-Event-ID ahead of the newest event says so (`cursor_ahead`) instead of a silent stream.
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { after, before, test } from 'node:test';
+import { SSE_BATCH_BYTES } from '../../daemon/core/streams/sse.js';
+import { rssOf } from '../kit/procs.js';
+import { startDaemon, TEST_TOKEN, type Daemon } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
+
+const READERS = 24;
+const EVENTS = 600;
+const MiB = 1024 * 1024;
+let d: Daemon;
+
+before(async () => {
+  d = await startDaemon({ env: { BROWSERD_TELEMETRY_MAX_STREAMS: String(READERS) } });
+});
+after(async () => {
+  await d.cleanup();
+});
+
+/** A reader that sends its request and never reads: the socket is paused from the start. */
+function stalledReader(): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(Number(new URL(d.url).port), '127.0.0.1', () => {
+      s.pause();
+      s.write(`GET /telemetry/stream HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${TEST_TOKEN}\r\naccept: text/event-stream\r\n\r\n`, () => resolve(s));
+    });
+    s.once('error', reject);
+  });
+}
+
+/** ~14 KB of data (7 strings of 2,000 characters: the custom events' string limit is 2,048). */
+const big = (i: number): Record<string, string> => Object.fromEntries(Array.from({ length: 7 }, (_, k) => [`k${k}`, `${i}-${k}-`.padEnd(2000, 'x')]));
+
+test('24 readers that never read cost at most their documented buffers, then are told and dropped', async (t) => {
+  const post = async (from: number): Promise<void> => {
+    for (let i = from; i < from + EVENTS; i++) {
+      const res = await d.fetch('/telemetry/events', { method: 'POST', json: { type: 'filler', data: big(i) } });
+      assert.equal(res.status, 201);
+    }
+  };
+  // First without readers: the ring (BROWSERD_TELEMETRY_RING, 1,024 events) and the heap reach their
+  // size under this load; what the readers add afterwards is theirs.
+  await post(0);
+  await post(EVENTS);
+  const readers = await Promise.all(Array.from({ length: READERS }, () => stalledReader()));
+  await until('every stream open (one more is 429)', async () => ((await d.fetch('/telemetry/stream')).status === 429 ? true : undefined));
+  const rss0 = rssOf(d.pid);
+  await post(2 * EVENTS);
+  const grown = (rssOf(d.pid) - rss0) / MiB;
+  // Each reader: one write of SSE_BATCH_BYTES (and one event past it) at most; 40 MiB of slack for the
+  // garbage of 600 requests not yet collected (RSS is what the kernel sees). Before the bound, one
+  // write was a batch of 256 events (3.6 MB each here: ~86 MiB for the readers alone).
+  const bound = (READERS * (SSE_BATCH_BYTES + 16 * 1024)) / MiB + 40;
+  t.diagnostic(`RSS grew ${grown.toFixed(1)} MiB with ${READERS} stalled readers and ${EVENTS} events of 14 KB (bound ${bound.toFixed(1)} MiB)`);
+  assert.ok(grown < bound, `RSS grew ${grown.toFixed(1)} MiB for ${READERS} stalled readers (bound ${bound.toFixed(1)} MiB)`);
+  // After SSE_STALL_MS without a byte taken, each is dropped: a new stream is allowed again.
+  await until('the stalled readers dropped (a new stream is no longer 429)', async () => {
+    const res = await d.fetch('/telemetry/stream', { signal: AbortSignal.timeout(2000) }).catch(() => null);
+    if (res === null) return undefined;
+    const ok = res.status === 200;
+    await res.body?.cancel();
+    return ok ? true : undefined;
+  }, 90_000, 1000);
+  // Reading one now: its last frame says why, and the stream ends.
+  const r = readers[0] as net.Socket;
+  const chunks: Buffer[] = [];
+  r.on('data', (c: Buffer) => chunks.push(c));
+  r.resume();
+  await new Promise<void>((resolve) => r.once('close', () => resolve()));
+  const text = Buffer.concat(chunks).toString();
+  const frames = text.split('\n\n').filter((f) => f.includes('data: '));
+  const last = frames.at(-1) ?? '';
+  assert.match(last, /"type":"stream_dropped"/);
+  assert.match(last, /"next_seq":\d+/);
+  for (const s of readers) s.destroy();
+});
+
+test('Last-Event-ID ahead of the newest event: one cursor_ahead frame says so, then new events', async () => {
+  const ctl = new AbortController();
+  const res = await d.fetch('/telemetry/stream', { headers: { 'last-event-id': '999999999' }, signal: ctl.signal });
+  assert.equal(res.status, 200);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let text = '';
+  const dec = new TextDecoder();
+  await until('the cursor_ahead frame', async () => {
+    const { value } = await reader.read();
+    text += dec.decode(value);
+    return text.includes('\n\n') ? true : undefined;
+  });
+  assert.match(text, /"type":"cursor_ahead"/);
+  assert.match(text, /"last_event_id":999999999/);
+  await d.fetch('/telemetry/events', { method: 'POST', json: { type: 'after.cursor' } });
+  await until('the next new event', async () => {
+    const { value } = await reader.read();
+    text += dec.decode(value);
+    return text.includes('after.cursor') ? true : undefined;
+  });
+  ctl.abort();
+});

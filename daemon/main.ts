@@ -29,6 +29,7 @@ import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
 import { systemRoutes } from './http/system-routes.js';
+import { tokenRoutes } from './http/jwt/routes.js';
 
 const EXIT_BAD_SETTING = 2;
 /** Restartable (the unit's RestartPreventExitStatus is 2): e.g. the port is still held by the previous instance. */
@@ -115,7 +116,7 @@ async function main(): Promise<void> {
       log,
       metrics,
       onChromiumLine: logs.chromiumLine,
-      issueToken: (identity, scopes) => keyring.issueFor(identity, scopes),
+      issueToken: (identity) => keyring.derive(identity),
       cdpClientEvents: { connected: (c) => telemetry.cdpConnected(c), closed: (c) => telemetry.cdpDisconnected(c) },
     });
   } catch (err) {
@@ -191,6 +192,7 @@ async function main(): Promise<void> {
     }));
   const routes = [
     ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }),
+    ...tokenRoutes(keyring),
     ...browser.routes,
     ...proxies.routes,
     ...profiles.routes,

@@ -13,6 +13,7 @@ import type { EventCategory, EventSource } from './event.js';
 import { CdpMonitor } from './monitor.js';
 import { redactUrl } from './redact.js';
 import { telemetryRoutes } from './routes.js';
+import { activeTelemetry, telemetryUpdatePart } from './update.js';
 
 export type { TelemetryBus } from './bus.js';
 
@@ -32,7 +33,7 @@ export type CdpCloseReason = 'client_close' | 'upstream_changed' | 'upstream_err
 export interface Telemetry {
   readonly routes: Route[];
   readonly bus: TelemetryBus;
-  /** Follows the browser: the monitor on every run, and its launches, exits and crashes. */
+  /** Follows the browser: the monitor on every run, its launches, exits and crashes; and the record's telemetry field (GET and PATCH /browsers/{id}). */
   watchBrowser(browser: Browser): void;
   requestDone(r: RequestDone): void;
   cdpConnected(c: { remote: string; target: string | undefined; pid: number }): void;
@@ -84,6 +85,9 @@ export function createTelemetry(deps: { config: Config; log: Logger }): Telemetr
     watchBrowser(browser) {
       browser.onLaunch((cdp) => monitor.attach(cdp));
       browser.onStateChange(onState);
+      // The SDK's telemetry field: PATCH /browsers/{id} sets the switches, the record shows them.
+      browser.addUpdateFields(telemetryUpdatePart(bus));
+      browser.addSnapshotFields(() => ({ telemetry: activeTelemetry(bus) }));
     },
     requestDone(r) {
       if (!bus.enabled('control')) return;

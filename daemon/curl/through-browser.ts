@@ -18,6 +18,7 @@ import type { Protocol } from 'devtools-protocol';
 import { CdpCallError, type CdpClient } from '../cdp/client.js';
 import type { Deadline } from '../core/deadline.js';
 import { BadRequestError, OperationFailedError, PayloadTooLargeError } from '../core/errors.js';
+import { SetCookieLines } from './set-cookie.js';
 
 export interface BrowserRequest {
   url: string;
@@ -61,11 +62,17 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
   const queue: Paused[] = [];
   let wake: (() => void) | null = null;
   let navigationError: string | null = null;
-  const off = cdp.on('Fetch.requestPaused', (p, sid) => {
+  const offPaused = cdp.on('Fetch.requestPaused', (p, sid) => {
     if (sid !== sessionId) return;
     queue.push(p);
     wake?.();
   });
+  // Fetch never shows Set-Cookie: the raw lines come from the Network domain (set-cookie.ts).
+  const cookies = new SetCookieLines(cdp, () => sessionId);
+  const off = (): void => {
+    offPaused();
+    cookies.close();
+  };
   const next = async (): Promise<Paused> => {
     for (;;) {
       const p = queue.shift();
@@ -78,6 +85,7 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
   try {
     ({ sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline }));
     const opts = { sessionId, deadline };
+    await cdp.send('Network.enable', {}, opts);
     await cdp.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] }, opts);
     cdp.send('Page.navigate', { url: req.url }, opts).then(
       (r) => {
@@ -111,7 +119,7 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
       }
       if (p.responseErrorReason !== undefined) throw fetchFailed(req.url, `net::ERR_${p.responseErrorReason.toUpperCase()}`);
       const status = p.responseStatusCode ?? 0;
-      const headers = p.responseHeaders ?? [];
+      let headers = p.responseHeaders ?? [];
       if (status >= 300 && status < 400 && headers.some((h) => h.name.toLowerCase() === 'location')) {
         // A redirect: followed (its next hop is paused at the request stage again).
         await cdp.send('Fetch.continueRequest', { requestId: p.requestId }, opts);
@@ -124,6 +132,10 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
           code: status === 403 ? 'refused_by_proxy' : 'proxy_error',
           message: text,
         });
+      }
+      if (!headers.some((h) => h.name.toLowerCase() === 'set-cookie')) {
+        const lines = await cookies.of(p.networkId ?? p.requestId, status, deadline);
+        headers = [...headers, ...lines.map((value) => ({ name: 'Set-Cookie', value }))];
       }
       const noBody = req.method === 'HEAD' || status === 204 || status === 304;
       const handle = noBody ? null : (await cdp.send('Fetch.takeResponseBodyAsStream', { requestId: p.requestId }, opts)).stream;

@@ -29,6 +29,7 @@ import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
 import { systemRoutes } from './http/system-routes.js';
+import { tokenRoutes } from './http/jwt/routes.js';
 
 async function main(): Promise<void> {
   const hardened = harden();
@@ -60,7 +61,7 @@ async function main(): Promise<void> {
   let openapi: Record<string, unknown> | null = null;
   const description = 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz, /openapi.json and /docs (this document as a page to read) takes a bearer token.';
   const openapiDoc = (): Record<string, unknown> => (openapi ??= buildOpenApi(server.router.routes, { version, description }));
-  const routes = [...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }), ...modules.flatMap((m) => m.routes ?? [])];
+  const routes = [...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }), ...tokenRoutes(keyring), ...modules.flatMap((m) => m.routes ?? [])];
   const server = new HttpServer({ config, log, metrics, keyring, routes, onRequestDone: (r) => telemetry.requestDone(r) });
 
   for (const m of modules) await m.start?.().catch((err: unknown) => exitAtStart(log, m.name, err));
@@ -129,7 +130,7 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
     createWebMcp({ browser, onInvoked: (data) => telemetry.emit('webmcp', 'control', { kind: 'kernel_api', event: 'webmcp_invoke' }, data) }),
     createCurl(ctx, { browser, proxies }),
     createLogs(ctx, { rings, files }),
-    createWebDriver(ctx, { browser, issueToken: (identity, scopes) => keyring.issueFor(identity, scopes), relayScript: fileURLToPath(new URL('./webdriver/relay.js', import.meta.url)) }),
+    createWebDriver(ctx, { browser, issueToken: (identity, scopes) => keyring.derive(identity, { scopes }), relayScript: fileURLToPath(new URL('./webdriver/relay.js', import.meta.url)) }),
   ];
   return { modules, browser, telemetry };
 }

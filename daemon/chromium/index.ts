@@ -9,7 +9,7 @@ import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
 import { removeStaleTemps } from '../core/fs-atomic.js';
 import { z } from 'zod';
-import { browserRoutes, browserUpdateRoute, snapshotSchema, unsupportedUpdatePart } from './routes.js';
+import { browserRoutes, browserUpdateRoute, snapshotSchema, unsupportedUpdatePart, type BrowserRecord } from './routes.js';
 import { Configurator } from './settings/configurator.js';
 import { POLICIES_FILE } from './settings/policies.js';
 import { settingsRoutes } from './settings/routes.js';
@@ -17,7 +17,7 @@ import { SettingsStore } from './settings/store.js';
 import { fitNewWindows, viewportSchema } from './settings/viewport.js';
 import { RESTART_OP, Supervisor } from './supervisor.js';
 import type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
-import type { KeyRing, Scope } from '../http/auth.js';
+import type { KeyRing } from '../http/auth.js';
 import type { ModuleContext } from '../module.js';
 import { BrowserPlugs } from './plugs.js';
 
@@ -27,14 +27,9 @@ export { SlotTakenError, type BrowserPlug } from './plugs.js';
 interface BrowserDeps {
   /** Every line Chromium writes (the log stream keeps recent ones). */
   onChromiumLine?(line: string): void;
-  /** Signs the session token of cdp_ws_url (the key ring): the caller's scopes among `narrowTo`. */
-  keyring: Pick<KeyRing, 'issueFor'>;
+  /** Signs the record's token for its reader (the key ring's derive: the reader's scopes, never past its expiry). */
+  keyring: Pick<KeyRing, 'derive'>;
 }
-
-/** The scopes a cdp_ws_url token carries at most: the CDP endpoint, and the SDK's direct /curl calls. */
-export const CDP_URL_SCOPES: readonly Scope[] = ['cdp', 'browser:fetch'];
-/** The scopes a browser_live_view_url token carries at most: the live view, to watch and to take over. */
-export const LIVE_URL_SCOPES: readonly Scope[] = ['live:view', 'live:control'];
 
 /** Opens `<stateDir>/browser-settings.json` synchronously; one that cannot be read or set aside is a ConfigError naming BROWSERD_STATE_DIR. */
 export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
@@ -156,21 +151,23 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
   };
 
   const hostOf = (host: unknown): string => (typeof host === 'string' && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress());
+  // The record as its reader gets it: base_url, and one token of the reader's own scopes (the SDK's route cache, the CDP and live view links).
+  const record: BrowserRecord = async (ctx, snap) => {
+    const baseUrl = config.baseUrl ?? `http://${hostOf(ctx.req.headers.host)}`;
+    const wsUrl = `${baseUrl.replace(/^http/, 'ws')}/browsers/${encodeURIComponent(sessionId)}/cdp`;
+    const jwt = ctx.identity === null ? '' : (await deps.keyring.derive(ctx.identity)).token;
+    return {
+      ...(snap ?? snapshot()),
+      base_url: baseUrl,
+      jwt,
+      cdp_ws_url: `${wsUrl}?jwt=${jwt}`,
+      browser_live_view_url: `${baseUrl}/browsers/${encodeURIComponent(sessionId)}/live?jwt=${jwt}`,
+      ...Object.assign({}, ...plugs.links.map((f) => f({ wsBase: wsUrl.slice(0, -'/cdp'.length), cdpToken: jwt }))),
+    };
+  };
   const routes = [
     ...browserRoutes({
-      snapshot,
-      async direct(ctx) {
-        const baseUrl = config.baseUrl ?? `http://${hostOf(ctx.req.headers.host)}`;
-        const wsUrl = `${baseUrl.replace(/^http/, 'ws')}/browsers/${encodeURIComponent(sessionId)}/cdp`;
-        const sign = async (scopes: readonly Scope[]): Promise<string> => (ctx.identity === null ? '' : (await deps.keyring.issueFor(ctx.identity, scopes)).token);
-        const [cdpToken, liveToken] = await Promise.all([sign(CDP_URL_SCOPES), sign(LIVE_URL_SCOPES)]);
-        return {
-          base_url: baseUrl,
-          cdp_ws_url: `${wsUrl}?jwt=${cdpToken}`,
-          browser_live_view_url: `${baseUrl}/browsers/${encodeURIComponent(sessionId)}/live?jwt=${liveToken}`,
-          ...Object.assign({}, ...plugs.links.map((f) => f({ wsBase: wsUrl.slice(0, -'/cdp'.length), cdpToken }))),
-        };
-      },
+      record,
       restart: ({ wait, signal }) =>
         withLock(
           RESTART_OP,
@@ -181,7 +178,7 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
           { wait, signal },
         ),
     }),
-    browserUpdateRoute(updateParts, snapshot, snapshotSchema),
+    browserUpdateRoute(updateParts, record, snapshotSchema),
     ...settingsRoutes({ configurator, operatorFlags: config.chromium.extraFlags, configureParts: plugs.configure }),
     ...cdpRoutes({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason(), wsBase }, bridge),
   ];

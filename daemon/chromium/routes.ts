@@ -37,14 +37,19 @@ export const snapshotSchema = lazy(() => z.looseObject({
   cdp_ws_url: z
     .string()
     .describe(
-      'cdp_url under base_url, with `?jwt=` a session token this daemon signed (scopes: those of the caller among cdp and browser:fetch; life BROWSERD_JWT_TTL_SEC): ' +
-        "for clients that cannot send headers, and the SDK's direct calls (its route cache reads the token from here). In other answers than GET /browsers/{id}: cdp_url",
+      'cdp_url under base_url, with `?jwt=` the record\'s `jwt`: for clients that cannot send headers, and the SDK\'s direct calls (its route cache reads the token from `jwt`, else from here).',
+    ),
+  jwt: z
+    .string()
+    .describe(
+      'a session token this daemon signed for the caller who read the record: the caller\'s scopes, never more; its project; it expires after BROWSERD_JWT_TTL_SEC, ' +
+        'and never later than the caller\'s own token (docs/tokens.md). The same token is in cdp_ws_url and browser_live_view_url. POST /browsers/{id}/tokens mints a narrower one.',
     ),
   base_url: z
     .string()
-    .optional()
-    .describe("the daemon's URL as callers reach it: BROWSERD_BASE_URL, else http://<the request's Host>. The SDK sends /curl, /curl/raw and /telemetry/stream there (GET /browsers/{id} only)"),
-  webdriver_ws_url: z.string().describe('in GET /browsers/{id}: WebDriver BiDi, ws://<host>/browsers/{id}/webdriver/session?jwt=<the token of cdp_ws_url> (session.new over the socket; docs/webdriver.md); "" in other answers'),
+    .describe("the daemon's URL as callers reach it: BROWSERD_BASE_URL, else http://<the request's Host>. The SDK sends its direct calls there (KERNEL_BROWSER_ROUTING_SUBRESOURCES)"),
+  browser_live_view_url: z.string().describe('the live view page, with `?jwt=` the record\'s `jwt` (docs/live-view.md)'),
+  webdriver_ws_url: z.string().describe('in GET /browsers/{id}: WebDriver BiDi, ws://<host>/browsers/{id}/webdriver/session?jwt=<the record\'s jwt> (session.new over the socket; docs/webdriver.md); "" in other answers'),
   created_at: z.string().describe('when this daemon started serving the session (ISO time)'),
   headless: z.boolean(),
   stealth: z.boolean().describe('always false'),
@@ -56,18 +61,21 @@ export const snapshotSchema = lazy(() => z.looseObject({
   chrome_policy: z.record(z.string(), z.unknown()).describe("the SDK's name for the daemon's own policies (GET /browsers/{id}/chromium/policies)"),
 }));
 
-/** What GET /browsers/{id} adds for the SDK's direct calls (its BrowserRouteCache). */
+/** What the record adds for its reader: the SDK's direct calls (its BrowserRouteCache) and the live view link. */
 export interface DirectFields {
   base_url: string;
+  /** A token of the reader's scopes, never past the reader's own expiry (KeyRing.derive). */
+  jwt: string;
   cdp_ws_url: string;
-  /** The live view page with a short-lived token of the caller's live scopes: the link to hand a person. */
+  /** The live view page with the same token: the link to hand a person. */
   browser_live_view_url: string;
 }
 
+/** The browser record as its reader gets it (GET, PATCH and restart answer it): the snapshot and the reader's direct fields. */
+export type BrowserRecord = (ctx: RequestContext, snapshot?: BrowserSnapshot) => Promise<BrowserSnapshot & DirectFields>;
+
 export interface BrowserRouteDeps {
-  snapshot(): BrowserSnapshot;
-  /** base_url and a cdp_ws_url with `?jwt=` for the caller of this request. */
-  direct(ctx: RequestContext): Promise<DirectFields>;
+  record: BrowserRecord;
   /** Restart under the lifecycle lock (queued, or 409 busy with wait false); the snapshot is taken under the lock. */
   restart(opts: { wait: boolean; signal: AbortSignal }): Promise<{ result: RestartResult; snapshot: BrowserSnapshot }>;
 }
@@ -83,10 +91,11 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
         description:
           "A superset of the SDK's BrowserRetrieveResponse: its names (session_id, cdp_ws_url, created_at, headless, stealth, timeout_seconds, " +
           'webdriver_ws_url, base_url) beside the daemon\'s own (id, state, chromium, cdp_url, extensions, and the fields other modules add: proxy_id and proxy, downloads_dir, browser_live_view_url — the live view page to hand a person). ' +
-          "session_id, base_url and the `?jwt=` of cdp_ws_url fill the SDK's route cache: after `browsers.retrieve(id)` its `browsers.curl` and `browsers.fetch` go to base_url with that token.",
+          "session_id, base_url and jwt fill the SDK's route cache: after `browsers.retrieve(id)` its direct calls (curl, telemetry/stream, and every subresource named in KERNEL_BROWSER_ROUTING_SUBRESOURCES) go to base_url with that token, " +
+          'which carries the reader\'s scopes and expires no later than the reader\'s own token.',
         responses: { 200: { description: 'the browser', schema: snapshotSchema() } },
       }),
-      handler: async (ctx) => ({ status: 200, body: { ...deps.snapshot(), ...(await deps.direct(ctx)) } }),
+      handler: async (ctx) => ({ status: 200, body: await deps.record(ctx) }),
     }),
     route({
       method: 'POST',
@@ -106,7 +115,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
       }),
       handler: async (ctx) => {
         const { snapshot } = await deps.restart({ wait: ctx.query.wait !== false, signal: ctx.signal });
-        return { status: 200, body: snapshot };
+        return { status: 200, body: await deps.record(ctx, snapshot) };
       },
     }),
   ];
@@ -114,7 +123,7 @@ export function browserRoutes(deps: BrowserRouteDeps): Route[] {
 
 export const UPDATE_DOC = [
   "The SDK's browsers.update. Each field is owned by one module of the daemon: `proxy_id` (and `disable_default_proxy`) sets the browser's proxy, live (see the proxies docs); `viewport` {width, height, refresh_rate?} changes the size every tab renders at, live, without a restart (same Chromium pid, open tabs included), and is kept across Chromium and daemon restarts (scope browser:configure besides browser:write). Headless: the virtual screen and every window are the viewport. Headful (BROWSERD_HEADLESS=false): every window's outer size (toolbar included) is the viewport; the X display is the operator's and is not resized (docs/browser-configuration.md).",
-  'The whole body is checked before anything changes (unknown fields: 400). `profile` {id | name, save_changes} restarts Chromium on a stored profile (open tabs are lost; docs/profiles.md; scope profiles:read besides browser:write). Fields this daemon cannot honour are 422 unsupported_field naming the field: `name`, `tags`, `telemetry` other than null or {}. An empty body changes nothing and returns the browser.',
+  'The whole body is checked before anything changes (unknown fields: 400). `profile` {id | name, save_changes} restarts Chromium on a stored profile (open tabs are lost; docs/profiles.md; scope profiles:read besides browser:write). `telemetry` {enabled?, browser?} sets the telemetry category switches as the SDK describes (omitted, null or {}: unchanged; enabled true: the default set plus the named categories; enabled false: capture stops; categories alone merge onto the current selection; scope telemetry:write; docs/telemetry.md). Fields this daemon cannot honour are 422 unsupported_field naming the field: `name`, `tags`. An empty body changes nothing and returns the browser.',
 ].join('\n\n');
 
 /** The fields of BrowserUpdateParams this daemon cannot honour (422 unsupported_field). */
@@ -122,21 +131,16 @@ export const unsupportedUpdatePart: BrowserUpdatePart = {
   fields: lazy(() => ({
     name: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
     tags: z.unknown().optional().meta({ description: 'Not supported: 422 unsupported_field' }),
-    telemetry: z.unknown().optional().meta({ description: 'null or {} (unchanged) accepted; anything else 422 unsupported_field' }),
   })),
   check(body) {
     for (const field of ['name', 'tags'] as const) {
       if (body[field] !== undefined) throw new UnsupportedFieldError(field, 'is not supported by this daemon');
     }
-    const t = body.telemetry;
-    if (t !== undefined && t !== null && !(typeof t === 'object' && !Array.isArray(t) && Object.keys(t).length === 0)) {
-      throw new UnsupportedFieldError('telemetry', 'is not supported by this daemon (null or {} leave it unchanged)');
-    }
   },
   apply: async () => {},
 };
 
-export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot: () => BrowserSnapshot, responseSchema: () => ZodType): Route {
+export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], record: BrowserRecord, responseSchema: () => ZodType): Route {
   let schema: ZodType | null = null;
   let built = 0;
   const bodySchema = (): ZodType => {
@@ -170,7 +174,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], snapshot
       }
       for (const p of parts) p.check?.(body, ctx);
       for (const p of parts) if (present(p)) await p.apply(body, ctx);
-      return { status: 200, body: snapshot() };
+      return { status: 200, body: await record(ctx) };
     },
   });
 }

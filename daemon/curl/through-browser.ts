@@ -19,6 +19,7 @@ import { openPage, type PageSession } from '../cdp/attach.js';
 import { CdpCallError, type CdpClient } from '../cdp/client.js';
 import type { Deadline } from '../core/deadline.js';
 import { BadRequestError, OperationFailedError, PayloadTooLargeError } from '../core/errors.js';
+import { SetCookieLines } from './set-cookie.js';
 
 export interface BrowserRequest {
   url: string;
@@ -59,10 +60,16 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
   const queue: Paused[] = [];
   let wake: (() => void) | null = null;
   let navigationError: string | null = null;
-  const off = page.on('Fetch.requestPaused', (p) => {
+  const offPaused = page.on('Fetch.requestPaused', (p) => {
     queue.push(p);
     wake?.();
   });
+  // Fetch never shows Set-Cookie: the raw lines come from the Network domain (set-cookie.ts).
+  const cookies = new SetCookieLines(cdp, () => page.sessionId);
+  const off = (): void => {
+    offPaused();
+    cookies.close();
+  };
   const next = async (): Promise<Paused> => {
     for (;;) {
       const p = queue.shift();
@@ -74,6 +81,7 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
   };
   try {
     const opts = { deadline };
+    await page.send('Network.enable', {}, opts);
     await page.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] }, opts);
     page.send('Page.navigate', { url: req.url }, opts).then(
       (r) => {
@@ -107,7 +115,7 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
       }
       if (p.responseErrorReason !== undefined) throw fetchFailed(req.url, `net::ERR_${p.responseErrorReason.toUpperCase()}`);
       const status = p.responseStatusCode ?? 0;
-      const headers = p.responseHeaders ?? [];
+      let headers = p.responseHeaders ?? [];
       if (status >= 300 && status < 400 && headers.some((h) => h.name.toLowerCase() === 'location')) {
         // A redirect: followed (its next hop is paused at the request stage again).
         await page.send('Fetch.continueRequest', { requestId: p.requestId }, opts);
@@ -120,6 +128,10 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
           code: status === 403 ? 'refused_by_proxy' : 'proxy_error',
           message: text,
         });
+      }
+      if (!headers.some((h) => h.name.toLowerCase() === 'set-cookie')) {
+        const lines = await cookies.of(p.networkId ?? p.requestId, status, deadline);
+        headers = [...headers, ...lines.map((value) => ({ name: 'Set-Cookie', value }))];
       }
       const noBody = req.method === 'HEAD' || status === 204 || status === 304;
       const handle = noBody ? null : (await page.send('Fetch.takeResponseBodyAsStream', { requestId: p.requestId }, opts)).stream;

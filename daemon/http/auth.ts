@@ -44,11 +44,24 @@ const SCOPES = [
   'live:control',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
+/** Every scope, in the order tokens list them. */
+export const ALL_SCOPES: readonly Scope[] = SCOPES;
 
 export interface Identity {
   keyId: string;
   scopes: ReadonlySet<Scope>;
   project: string | null;
+  /** When the credential stops being valid (epoch seconds): a session token's exp; null for a key (no expiry). */
+  expiresAt: number | null;
+}
+
+/** A token the daemon signed for a caller (derive()): what it grants and until when. */
+export interface DerivedToken {
+  token: string;
+  scopes: Scope[];
+  project: string | null;
+  /** epoch seconds */
+  expiresAt: number;
 }
 
 interface Key extends Identity {
@@ -78,7 +91,7 @@ export function sha256(token: string): Buffer {
 }
 
 function keyFromToken(id: string, token: string): Key {
-  return { keyId: id, scopes: new Set(SCOPES), project: null, digest: sha256(token) };
+  return { keyId: id, scopes: new Set(SCOPES), project: null, expiresAt: null, digest: sha256(token) };
 }
 
 /** Reads and validates a keys file; throws Error with a message naming the entry and field. */
@@ -98,6 +111,7 @@ function readKeysFile(file: string): Key[] {
     keyId: k.id,
     scopes: new Set(k.scopes),
     project: k.project ?? null,
+    expiresAt: null,
     digest: Buffer.from(k.sha256, 'hex'),
   }));
 }
@@ -169,7 +183,7 @@ export class KeyRing {
    */
   addEphemeral(id: string, token: string, scopes: readonly Scope[]): () => void {
     if (this.ephemeral.has(id)) throw new Error(`an ephemeral key ${id} exists already`);
-    const key: Key = { keyId: id, scopes: new Set(scopes), project: null, digest: sha256(token) };
+    const key: Key = { keyId: id, scopes: new Set(scopes), project: null, expiresAt: null, digest: sha256(token) };
     this.ephemeral.set(id, key);
     return () => {
       if (this.ephemeral.get(id) === key) this.ephemeral.delete(id);
@@ -204,7 +218,7 @@ export class KeyRing {
     // No early exit: every key costs the same comparison.
     for (const key of this.keys) if (timingSafeEqual(digest, key.digest) && found === null) found = key;
     for (const key of this.ephemeral.values()) if (timingSafeEqual(digest, key.digest) && found === null) found = key;
-    return found === null ? null : { keyId: found.keyId, scopes: found.scopes, project: found.project };
+    return found === null ? null : { keyId: found.keyId, scopes: found.scopes, project: found.project, expiresAt: null };
   }
 
   /** A token verified before (and still in its time window) answers at once, else after its verification. */
@@ -215,11 +229,17 @@ export class KeyRing {
   }
 
   /**
-   * A session token signed by this daemon for a URL it hands out: the scopes of `identity` among
-   * `narrowTo` (never more than the caller holds), its project, the configured life.
+   * The one rule of every token this daemon signs for a caller (the record's `jwt`, cdp_ws_url and
+   * browser_live_view_url; POST /browsers/{id}/tokens): it never out-scopes and never outlives the
+   * credential that asked for it. Its scopes are the caller's, or those of `scopes` the caller holds;
+   * its project the caller's; its expiry the earliest of now + `ttlSec`, now + BROWSERD_JWT_TTL_SEC
+   * and the caller's own expiry (a session token's exp; a key has none).
    */
-  issueFor(identity: Identity, narrowTo: readonly Scope[]): Promise<{ token: string; expiresAt: number }> {
-    return this.sessionTokens.issue(narrowTo.filter((s) => identity.scopes.has(s)), identity.project);
+  derive(identity: Identity, want: { scopes?: readonly Scope[]; ttlSec?: number } = {}): Promise<DerivedToken> {
+    const scopes = SCOPES.filter((s) => identity.scopes.has(s) && (want.scopes === undefined || want.scopes.includes(s)));
+    return this.sessionTokens
+      .issue(scopes, identity.project, { ttlSec: want.ttlSec, notAfter: identity.expiresAt })
+      .then(({ token, expiresAt }) => ({ token, scopes, project: identity.project, expiresAt }));
   }
 }
 
@@ -228,7 +248,7 @@ const KNOWN_SCOPES: ReadonlySet<string> = new Set(SCOPES);
 function identityOf(grant: TokenGrant): Identity {
   // Scopes this daemon does not know grant nothing (a control plane may name newer ones).
   const scopes = new Set(grant.scopes.filter((s): s is Scope => KNOWN_SCOPES.has(s)));
-  return { keyId: grant.keyId, scopes, project: grant.project };
+  return { keyId: grant.keyId, scopes, project: grant.project, expiresAt: grant.expiresAt };
 }
 
 function bearerOf(header: string | undefined): string {

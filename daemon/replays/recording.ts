@@ -228,8 +228,14 @@ function running(c: Child): boolean {
   return c.exitInfo === null;
 }
 
+/** The title of the chapter from the start of a video to its first marker. */
+export const LEAD_CHAPTER_TITLE = 'start';
+
 /**
  * ffmpeg's metadata file: the markers as chapters, each until the next (the last until `endMs`).
+ * An MP4 chapter track holds its chapters back to back from 0 (each sample's time is the sum of the
+ * durations before it), so a first chapter that starts later would be read as starting at 0: a
+ * chapter titled LEAD_CHAPTER_TITLE fills the time before the first marker.
  * A label is escaped by the format's grammar (a backslash before = ; # \\ and newline); the route
  * refuses control characters, and any that reached here (a record of an older daemon) are dropped:
  * a NUL would end the value, a CR would end the line.
@@ -237,6 +243,8 @@ function running(c: Child): boolean {
 export function chaptersFile(markers: readonly Marker[], endMs: number): string {
   const esc = (s: string): string => s.replace(/\p{Cc}/gu, '').replace(/([=;#\\])/g, '\\$1');
   const lines = [';FFMETADATA1'];
+  const first = markers[0];
+  if (first !== undefined && first.at_ms > 0) lines.push('[CHAPTER]', 'TIMEBASE=1/1000', 'START=0', `END=${first.at_ms}`, `title=${LEAD_CHAPTER_TITLE}`);
   markers.forEach((m, i) => {
     const end = Math.max(m.at_ms + 1, i + 1 < markers.length ? (markers[i + 1] as Marker).at_ms : endMs);
     lines.push('[CHAPTER]', 'TIMEBASE=1/1000', `START=${m.at_ms}`, `END=${end}`, `title=${esc(m.label)}`);

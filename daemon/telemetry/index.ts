@@ -12,6 +12,7 @@ import type { EventCategory, EventSource } from './event.js';
 import { CdpMonitor } from './monitor.js';
 import { redactUrl } from './redact.js';
 import { telemetryRoutes } from './routes.js';
+import { activeTelemetry, telemetryUpdatePart } from './update.js';
 
 export type { TelemetryBus } from './bus.js';
 
@@ -81,6 +82,9 @@ export function createTelemetry(ctx: ModuleContext, deps: { browser: Browser }):
     name: 'telemetry',
     onLaunch: (cdp) => monitor.attach(cdp),
     onState,
+    // The SDK's telemetry field: PATCH /browsers/{id} sets the switches, the record shows them.
+    update: telemetryUpdatePart(bus),
+    snapshot: () => ({ telemetry: activeTelemetry(bus) }),
     cdpClients: {
       connected(c) {
         const metadata: Record<string, string> = { remote_address: c.remote, chromium_pid: String(c.pid) };

@@ -141,6 +141,21 @@ test('an unknown extension or profile: nothing changes, each listed in details',
   assert.deepEqual(await state(), was);
 });
 
+test('every problem is listed even beside an unknown field; a missing viewport.height says it is required', async () => {
+  const was = await state();
+  const invalid = await expectError(
+    await d.fetch('/browsers/local/configure', { method: 'POST', json: { startUrl: 'about:blank', flags: ['nodash'], viewport: { width: 800 }, profile: { save_changes: true } } }),
+    400,
+    'bad_request',
+  );
+  const messages = (invalid.details as { message: string }[]).map((x) => x.message);
+  assert.ok(messages.some((m) => /^startUrl: unknown field \(configure takes .*start_url/.test(m)), JSON.stringify(messages));
+  assert.ok(messages.some((m) => m.startsWith('flags')), JSON.stringify(messages));
+  assert.ok(messages.some((m) => m.startsWith('profile')), JSON.stringify(messages));
+  assert.ok(messages.includes('viewport.height: height is required (a whole number of CSS pixels)'), JSON.stringify(messages));
+  assert.deepEqual(await state(), was);
+});
+
 test('a part not in effect after the restart: everything is put back, the previous profile folder included', async () => {
   const was = await state();
   const res = await d.fetch('/browsers/local/configure', {

@@ -51,6 +51,10 @@ const origin = http.createServer((req, res) => {
     } else if (path === '/echo') {
       res.writeHead(201, [['content-type', 'application/json'], ['x-origin', 'yes'], ['x-multi', 'one'], ['x-multi', 'two']]);
       res.end(JSON.stringify({ method: s.method, ua: req.headers['user-agent'], cookie: req.headers.cookie ?? null, via: req.headers.via ?? null, body_b64: s.body.toString('base64'), x_test: req.headers['x-test'] ?? null }));
+    } else if (path === '/two-cookies') {
+      res.writeHead(200, [['content-type', 'text/plain'], ['set-cookie', 'first=1; Path=/'], ['set-cookie', 'second=2; Path=/; HttpOnly']]).end('cookies');
+    } else if (path === '/cookie-redirect') {
+      res.writeHead(302, [['location', '/two-cookies'], ['set-cookie', 'hop=1; Path=/']]).end();
     } else if (path === '/redirect') {
       res.writeHead(302, { location: '/echo?from=redirect' }).end();
     } else if (path === '/bin') {
@@ -229,6 +233,22 @@ test('errors: scheme, the daemon\'s own port, a refused connection, timeout_ms, 
   const fresh = new Kernel({ apiKey: TEST_TOKEN, baseURL: d.url, maxRetries: 0 });
   await assert.rejects(fresh.browsers.fetch('local', `${base}/echo`), /route cache/);
   await assert.rejects(fresh.browsers.curl('other', { url: `${base}/echo` }), (err: unknown) => err instanceof APIError && err.status === 404);
+});
+
+test("/curl and /curl/raw return the target's Set-Cookie lines, each one, of the answer that ended a redirect chain", async () => {
+  const want = ['first=1; Path=/', 'second=2; Path=/; HttpOnly'];
+  for (const start of ['/two-cookies', '/cookie-redirect']) {
+    const r = await sdk.browsers.curl('local', { url: `${base}${start}` });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.headers['set-cookie'], want, `${start}: /curl`);
+    const raw = await d.fetch(`/curl/raw?url=${encodeURIComponent(`${base}${start}`)}`);
+    assert.equal(raw.status, 200);
+    assert.deepEqual(raw.headers.getSetCookie(), want, `${start}: /curl/raw`);
+    await raw.text();
+  }
+  // The browser kept them too, as for any navigation.
+  const { cookies } = await cdp.send('Storage.getCookies', {});
+  assert.ok(['first', 'second', 'hop'].every((n) => cookies.some((c) => c.name === n)));
 });
 
 test('no session token in the log, a target URL that carries one included', async () => {

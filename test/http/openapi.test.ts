@@ -17,6 +17,7 @@ const CONTRACT_ROUTES = [
   'GET /browsers/{id}',
   'PATCH /browsers/{id}',
   'POST /browsers/{id}/restart',
+  'POST /browsers/{id}/tokens',
   'GET /browsers/{id}/chromium/policies',
   'PATCH /browsers/{id}/chromium/policies',
   'GET /browsers/{id}/chromium/flags',

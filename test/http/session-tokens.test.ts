@@ -103,7 +103,7 @@ test('each bad token is 401 and its message names the fault', async () => {
   await expectError(await fetch(`${d.url}/whoami?jwt=a&jwt=b`), 401, 'unauthorized');
 });
 
-test("the daemon's own token: in cdp_ws_url, the caller's scopes among cdp and browser:fetch, short-lived; the key file is 0600", async () => {
+test("the daemon's own token: in cdp_ws_url, the caller's scopes, short-lived; the key file is 0600", async () => {
   const b = (await d.call<{ cdp_ws_url: string; base_url: string; session_id: string }>('/browsers/local'));
   assert.equal(b.base_url, d.url);
   assert.equal(b.session_id, 'local');
@@ -114,14 +114,14 @@ test("the daemon's own token: in cdp_ws_url, the caller's scopes among cdp and b
   const claims = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString()) as JWTPayload;
   assert.equal(claims.sub, 'local');
   assert.equal(claims.aud, 'browserd');
-  assert.equal(claims.scope, 'cdp browser:fetch');
+  assert.equal(claims.scope, 'browser:read proxies:read cdp browser:fetch');
   assert.ok((claims.exp as number) - now() <= 3600 && (claims.exp as number) > now());
-  assert.deepEqual(await (await whoami(jwt, 'query')).json(), { key_id: 'jwt:self', scopes: ['browser:fetch', 'cdp'], project: null });
-  // Never more than the caller holds: a reader's token has neither scope.
+  assert.deepEqual(await (await whoami(jwt, 'query')).json(), { key_id: 'jwt:self', scopes: ['browser:fetch', 'browser:read', 'cdp', 'proxies:read'], project: null });
+  // Never more than the caller holds: a reader's token has only its scope.
   const asReader = await d.call<{ cdp_ws_url: string }>('/browsers/local', { headers: { authorization: `Bearer ${READER}` } });
   const readerJwt = new URL(asReader.cdp_ws_url).searchParams.get('jwt') ?? '';
   issued.push(readerJwt);
-  assert.deepEqual(await (await whoami(readerJwt)).json(), { key_id: 'jwt:self', scopes: [], project: null });
+  assert.deepEqual(await (await whoami(readerJwt)).json(), { key_id: 'jwt:self', scopes: ['browser:read'], project: null });
   assert.equal(statSync(path.join(d.stateDir, 'jwt-signing-key.pem')).mode & 0o777, 0o600);
 });
 

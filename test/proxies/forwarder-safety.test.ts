@@ -266,7 +266,8 @@ test('PATCH /browsers/{id}: unsupported fields 422, unknown 400, scope browser:w
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { disable_default_proxy: false } }), 422, 'unsupported_field');
   // profile is the profiles module's (test/profiles): a reference without id or name is a bad request.
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { profile: {} } }), 400, 'bad_request');
-  await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { telemetry: { enabled: true } } }), 422, 'unsupported_field');
+  // telemetry is the telemetry module's (test/telemetry/browser-update.test.ts): enabled false with categories is a bad request.
+  await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { telemetry: { enabled: false, browser: { console: { enabled: true } } } } }), 400, 'bad_request');
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: mine, tags: {} } }), 422, 'unsupported_field');
   await expectError(await d.fetch('/browsers/local', { method: 'PATCH', json: { proxy_id: mine, viewport: {} } }), 400, 'bad_request');
   assert.equal((await patchBrowser(d, {})).json.proxy, null, 'a refused request changed nothing');

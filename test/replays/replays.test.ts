@@ -135,6 +135,8 @@ test('start → 3 s of a page changing colour every second → stop → download
   }
   const marked = await d.fetch(`/browsers/local/replays/${started.replay_id}/markers`, { method: 'POST', json: { label: 'x;y#z=w\\v' } });
   assert.equal(marked.status, 201);
+  await marked.text();
+  const mark = (await marker.json()) as { at_ms: number };
   await until('3 s of recording', () => Date.now() - t0 >= 3000, 5000, 50);
   // The wall time of the recording: from its start (started_at) to the stop, which the daemon takes
   // between the request and its answer.
@@ -155,8 +157,13 @@ test('start → 3 s of a page changing colour every second → stop → download
   const at = Date.parse(started.started_at as string) + 2000;
   const c = await colourAt(file, 2);
   assert.ok(near(c, COLOURS[1] as [number, number, number]), `the frame at 2 s is ${c}, the page showed ${COLOURS[1]} (its paints: ${JSON.stringify(shown.slice(-4))}, 2 s = ${at})`);
+  // The marker's chapter starts at the marker's time (not at 0), after a lead chapter from 0; it lasts to the end.
   const { stdout } = await run('ffprobe', ['-v', 'error', '-show_chapters', '-of', 'json', file]);
-  assert.deepEqual((JSON.parse(stdout) as { chapters: { tags: { title: string } }[] }).chapters.map((c) => c.tags.title), ['half way', 'x;y#z=w\\v']);
+  const chapters = (JSON.parse(stdout) as { chapters: { start_time: string; end_time: string; tags: { title: string } }[] }).chapters;
+  assert.deepEqual(chapters.map((c) => c.tags.title), ['start', 'half way', 'x;y#z=w\\v']);
+  assert.ok(Math.abs(Number(chapters[1]?.start_time) - mark.at_ms / 1000) < 0.01, `the chapter starts at ${chapters[1]?.start_time} s, the marker at ${mark.at_ms} ms`);
+  assert.equal(Number(chapters[0]?.start_time), 0);
+  assert.ok(Math.abs(Number(chapters[0]?.end_time) - mark.at_ms / 1000) < 0.01);
   const done = (await kernel.browsers.replays.list('local')).find((r) => r.replay_id === started.replay_id) as unknown as Record<string, unknown>;
   assert.equal(done.state, 'stopped');
   assert.equal(done.stop_reason, 'requested');

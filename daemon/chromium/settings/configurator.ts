@@ -3,6 +3,7 @@
 // Every change is checked whole before anything changes; then, under the lifecycle lock, written
 // to the settings store (it survives daemon restarts) and applied. A restart that fails with the new
 // settings puts the previous ones back (store, policy file) and restarts with them.
+import { readFile } from 'node:fs/promises';
 import { settingsError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { viewportProblems, type Viewport } from '../../core/viewport.js';
@@ -67,12 +68,26 @@ export class Configurator {
     return { viewport: this.viewport(), flags: this.settings.flags, startUrl: this.startUrl };
   }
 
-  /** At daemon start: the daemon's policy file as the store has it (it may have been removed meanwhile). */
+  /**
+   * At daemon start: the policy folder holds exactly the store's policies. The daemon's file is
+   * written as the store has it (it may have been removed meanwhile), or removed when the store has
+   * none: a file an earlier run left (a store reset, another state dir) would otherwise stay in force
+   * while GET …/chromium/policies answers {}.
+   */
   async restore(): Promise<void> {
     const policies = this.settings.policies;
-    if (Object.keys(policies).length === 0) return;
+    const file = `${this.deps.policyDir}/${POLICIES_FILE}`;
+    let found: string | null = null;
+    try {
+      found = await readFile(file, 'utf8');
+    } catch {
+      // none (or unreadable: written over below)
+    }
+    const want = Object.keys(policies).length === 0 ? null : `${JSON.stringify(policies, null, 2)}\n`;
+    if (found === want) return;
     try {
       await writePolicyFile(this.deps.policyDir, policies);
+      if (found !== null) this.deps.log.warn({ event: 'browser_policies_stale', file, action: want === null ? 'removed' : 'rewritten' }, "the policy folder held a policy file the daemon's settings do not have (an earlier run's): made to match them");
     } catch (err) {
       this.deps.log.error({ event: 'browser_policies_restore_failed', dir: this.deps.policyDir, err }, 'the daemon\'s policy file could not be written');
     }

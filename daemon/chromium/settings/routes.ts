@@ -62,9 +62,10 @@ const configureBodyOf = (parts: readonly ConfigurePart[]): ZodType =>
   z
     .strictObject({ ...ownConfigureFields(), ...Object.fromEntries(parts.map((p) => [p.field, p.schema().optional()])) })
     .meta({ description: 'Every part is optional; all are checked before anything changes' });
-/** What configure reads first: the fields only, each checked on its own after (so every problem of every part is listed). */
-const envelopeOf = (parts: readonly ConfigurePart[]): ZodType =>
-  z.strictObject(Object.fromEntries([...Object.keys(ownConfigureFields()), ...parts.map((p) => p.field)].map((k) => [k, z.unknown().optional()])));
+/** What configure reads first: a JSON object, each field checked on its own after (so every problem of every part, unknown fields included, is listed). */
+const envelopeOf = (): ZodType => z.record(z.string(), z.unknown());
+/** The fields configure knows: its own, then the parts'. */
+const configureFields = (parts: readonly ConfigurePart[]): string[] => [...Object.keys(ownConfigureFields()), ...parts.map((p) => p.field)];
 
 /** A part of configure checked against its schema; its problems (prefixed with the field) go to `invalid`. */
 function part<T>(schema: ZodType<T>, value: unknown, field: string, invalid: string[]): T | undefined {
@@ -104,7 +105,7 @@ export interface SettingsRouteDeps {
 export function settingsRoutes({ configurator: c, operatorFlags, configureParts }: SettingsRouteDeps): Route[] {
   let built: { n: number; body: ZodType; envelope: ZodType } | null = null;
   const schemas = (): { body: ZodType; envelope: ZodType } => {
-    if (built === null || built.n !== configureParts.length) built = { n: configureParts.length, body: configureBodyOf(configureParts), envelope: envelopeOf(configureParts) };
+    if (built === null || built.n !== configureParts.length) built = { n: configureParts.length, body: configureBodyOf(configureParts), envelope: envelopeOf() };
     return built;
   };
   const configureDoc = (): RouteDoc => ({
@@ -188,6 +189,8 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         }
         const invalid: string[] = [];
         const problems: ConfigureProblems = { invalid, missing: [] };
+        const known = configureFields(configureParts);
+        for (const k of Object.keys(raw)) if (!known.includes(k)) invalid.push(`${k}: unknown field (configure takes ${known.join(', ')})`);
         const policies = part(policiesMap(), raw.policies, 'policies', invalid);
         const flags = part(flagList(), raw.flags, 'flags', invalid);
         const viewport = part(viewportSchema(), raw.viewport, 'viewport', invalid);

@@ -21,7 +21,7 @@ export type { Viewport };
 const L = VIEWPORT_LIMITS;
 const intIn = (what: string, min: number, max: number) =>
   z
-    .number({ error: `${what} must be a number` })
+    .number({ error: (issue) => (issue.input === undefined ? `${what} is required (a whole number of CSS pixels)` : `${what} must be a number`) })
     .int(`${what} must be a whole number`)
     .min(min, `must be at least ${min}`)
     .max(max, `must be at most ${max}`);

@@ -91,10 +91,14 @@ export class SessionTokens {
     }
   }
 
-  /** A token of this daemon's own key for `scopes`, valid for ttlSec (or less). */
-  async issue(scopes: readonly string[], project: string | null, ttlSec = this.settings.ttlSec): Promise<{ token: string; expiresAt: number }> {
-    const now = Math.floor(Date.now() / 1000);
-    const expiresAt = now + Math.min(ttlSec, this.settings.ttlSec);
+  /**
+   * A token of this daemon's own key for `scopes`, valid for ttlSec (at most the configured life),
+   * and never past `notAfter` (epoch seconds: the expiry of the credential it is derived from).
+   */
+  async issue(scopes: readonly string[], project: string | null, opts: { ttlSec?: number; notAfter?: number | null } = {}): Promise<{ token: string; expiresAt: number }> {
+    const now = Math.floor(this.now() / 1000);
+    const life = Math.min(opts.ttlSec ?? this.settings.ttlSec, this.settings.ttlSec);
+    const expiresAt = opts.notAfter === undefined || opts.notAfter === null ? now + life : Math.min(now + life, opts.notAfter);
     const claims: JWTPayload = { scope: scopes.join(' '), session_id: this.settings.sessionId };
     if (project !== null) claims.project = project;
     const token = await new SignJWT(claims)

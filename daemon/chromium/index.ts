@@ -7,6 +7,7 @@ import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { CdpBridge, type CdpClientEvents } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
+import { composePolicies, type CommandPolicy } from '../cdp/mux.js';
 import { cdpRoutes } from '../cdp/routes.js';
 import { profileDirOf } from './sweep/profile.js';
 import { removeStaleTemps } from '../core/fs-atomic.js';
@@ -99,6 +100,7 @@ export function createBrowser(deps: BrowserDeps): Browser {
   const updateParts: BrowserUpdatePart[] = [unsupportedUpdatePart, viewportPart];
   // configure's parts of other modules (extensions, profile), in the order they are added.
   const configureParts: ConfigurePart[] = [];
+  const cdpPolicies: CommandPolicy[] = [];
 
   const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
@@ -195,7 +197,10 @@ export function createBrowser(deps: BrowserDeps): Browser {
     addUpdateFields: (part) => void updateParts.splice(updateParts.length - 1, 0, part),
     setProxyPort: (provider) => sup.setProxyPort(provider),
     setStopHook: (provider) => sup.setStopHook(provider),
-    setCdpPolicy: (policy) => sup.setCdpPolicy(policy),
+    addCdpPolicy: (policy) => {
+      cdpPolicies.push(policy);
+      sup.setCdpPolicy(composePolicies(cdpPolicies));
+    },
     onLaunch: (hook) =>
       sup.onReady(async (run) => {
         if (run.cdp === null) throw new Error('the run has no session of its own');

@@ -110,8 +110,8 @@ export interface Browser {
   setStopHook(provider: () => StopWork | null): void;
   /** Called at every launch for the forwarding proxy's port (--proxy-server), null for none. */
   setProxyPort(provider: () => number | null): void;
-  /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */
-  setCdpPolicy(policy: CommandPolicy): void;
+  /** What the daemon keeps for itself of the shared browser (clients' commands refused or rewritten, undone when they leave); from the next launch on. Each module adds its own. */
+  addCdpPolicy(policy: CommandPolicy): void;
   /**
    * Runs at every launch once Chromium answers and before it counts as ready, with the daemon's own
    * session of that run (kept for the run's life: settings made there, such as the download

@@ -70,7 +70,7 @@ export function createDownloads(deps: DownloadsDeps): Downloads {
   const tracker = new DownloadTracker({ log, downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, onChange: deps.onChange });
   let daemonCdp: CdpClient | null = null;
 
-  browser.setCdpPolicy({
+  browser.addCdpPolicy({
     rewrite: (channel, method, params) => behaviors.rewrite(channel, method, params),
     released: (channel) => {
       const cdp = daemonCdp;

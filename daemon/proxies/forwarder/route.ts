@@ -15,15 +15,27 @@ import os from 'node:os';
 import ipaddr from 'ipaddr.js';
 import { bypasses, canonicalIp } from '../store/bypass.js';
 import { CheckFailure, failure } from '../upstream/dial.js';
+import type { Denial } from '../../egress/checker.js';
 
 export type Decision = { kind: 'refuse'; why: string } | { kind: 'direct' } | { kind: 'upstream' };
 
-/** A request the forwarder refuses to carry (403 to the browser). */
+/** A request the forwarder refuses to carry (403 to the browser); `policy`: refused by the egress policy. */
 export class RefusedTarget extends Error {
-  constructor(why: string) {
+  constructor(
+    why: string,
+    readonly policy: Denial | null = null,
+  ) {
     super(why);
     this.name = 'RefusedTarget';
   }
+}
+
+/** The egress policy as the forwarder asks it (daemon/egress): each target by name first, then by every address it resolved to. */
+export interface EgressGate {
+  byName(host: string): Denial | null;
+  byAddresses(host: string, addresses: readonly string[]): Denial | null;
+  /** One decision, for telemetry and the log. */
+  decided(d: { host: string; port: number; via: 'direct' | 'upstream'; addresses: readonly string[] | null; denial: Denial | null }): void;
 }
 
 /** How long the list of local interface addresses is reused. */
@@ -76,16 +88,16 @@ export function decide(host: string, port: number, input: RouteInput): Decision 
   return { kind: 'upstream' };
 }
 
-/** One address of a host name (or the literal itself). */
-export type Lookup = (host: string) => Promise<string>;
+/** Every address of a host name, IPv4 first (or the literal itself). */
+export type Lookup = (host: string) => Promise<string[]>;
 
 export function createLookup(table: ReadonlyMap<string, string[]>): Lookup {
   return async (host) => {
     const ip = canonicalIp(host);
-    if (ip !== null) return ip;
+    if (ip !== null) return [ip];
     const hooked = table.get(host.toLowerCase());
-    if (hooked !== undefined && hooked.length > 0) return hooked[0] as string;
-    return (await dnsLookup(host)).address;
+    if (hooked !== undefined && hooked.length > 0) return [...hooked];
+    return (await dnsLookup(host, { all: true, order: 'ipv4first' })).map((a) => a.address);
   };
 }
 
@@ -94,6 +106,8 @@ export interface DirectOptions {
   signal: AbortSignal;
   lookup: Lookup;
   ownPorts: readonly number[];
+  /** The egress policy: every address the name resolved to is judged; the connection goes to one of them. */
+  egress?: EgressGate;
 }
 
 /**
@@ -118,11 +132,15 @@ export function connectDirect(host: string, port: number, opts: DirectOptions, o
     if (opts.signal.aborted) return onAbort();
     opts.signal.addEventListener('abort', onAbort, { once: true });
     opts.lookup(host).then(
-      (address) => {
+      (addresses) => {
         if (done) return;
-        if (opts.ownPorts.includes(port) && isLocalAddress(address)) {
-          return finish(new RefusedTarget(`${host}:${port} resolves to ${address}, a port of browserd itself`));
-        }
+        const own = opts.ownPorts.includes(port) ? addresses.find((a) => isLocalAddress(a)) : undefined;
+        if (own !== undefined) return finish(new RefusedTarget(`${host}:${port} resolves to ${own}, a port of browserd itself`));
+        const denial = opts.egress?.byAddresses(host, addresses) ?? null;
+        opts.egress?.decided({ host, port, via: 'direct', addresses, denial });
+        if (denial !== null) return finish(new RefusedTarget(denial.message, denial));
+        const address = addresses[0];
+        if (address === undefined) return finish(new CheckFailure('target_unreachable', `cannot resolve ${host}: no address`, false));
         const s = net.connect({ host: address, port, ...(onread !== undefined ? { onread } : {}) });
         sock = s;
         s.on('error', (e) => finish(failure('target_unreachable', `cannot connect to ${host}:${port}`, e, false)));

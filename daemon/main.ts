@@ -13,6 +13,7 @@ import { closeStrayFds, inheritableFds, makeNonDumpable } from './core/harden.js
 import { coverInChildren } from './core/process/launch.js';
 import { createBrowser, type Browser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
+import { createEgress, type Egress } from './egress/index.js';
 import { createProfiles } from './profiles/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
@@ -132,11 +133,14 @@ async function main(): Promise<void> {
   }
   await profiles.start();
   let proxies: ReturnType<typeof createProxies>;
+  let egress: Egress;
   try {
+    egress = createEgress({ config, log, forwarderPort: () => proxies.forwarderPort(), onDecision: (d) => telemetry.emit('network_policy_decision', 'system', { kind: 'kernel_api', event: 'egress_policy' }, d) });
     proxies = createProxies({
       config,
       log,
       metrics,
+      egress: egress.gate,
       onSwitch: (sw) => telemetry.emit('proxy_switched', 'system', { kind: 'kernel_api', event: 'proxy_switch' }, sw),
     });
   } catch (err) {
@@ -144,6 +148,8 @@ async function main(): Promise<void> {
   }
   // The browser's forwarding proxy listens before Chromium can launch (its --proxy-server port: proxies.forwarderPort()).
   await proxies.start();
+  await egress.start(); // Chromium's managed policy names the forwarding proxy's port: before Chromium launches
+  browser.addCdpPolicy(egress.cdpPolicy);
   browser.setProxyPort(() => proxies.forwarderPort());
   browser.addUpdateFields(proxies.updatePart); // PATCH /browsers/{id} proxy_id
   browser.addSnapshotFields(() => {
@@ -152,7 +158,7 @@ async function main(): Promise<void> {
   });
   const extensions = createExtensions({ config, log, metrics, browser, onInstalled: (e) => telemetry.emit('extension_installed', 'system', { kind: 'kernel_api', event: 'extension_upload' }, e) });
   await extensions.start();
-  const processes = createProcesses({ config, log, metrics, onExit: (p) => telemetry.emit('process_exited', 'system', { kind: 'local_process', event: 'exit' }, p) });
+  const processes = createProcesses({ config, log, metrics, extraEnv: () => egress.processEnv(), onExit: (p) => telemetry.emit('process_exited', 'system', { kind: 'local_process', event: 'exit' }, p) });
   try {
     await processes.start(); // the terminal module, and the process groups a daemon killed with SIGKILL left
   } catch (err) {
@@ -179,7 +185,7 @@ async function main(): Promise<void> {
   const held = config.testHooks.holdReady; // a test hook: the last ready hook, once every other is added
   if (held !== undefined) browser.onLaunch((_cdp, pid) => held(pid, log));
   // Closed in reverse: the runners end before Chromium.
-  const modules: Closable[] = [profiles, browser, proxies, extensions, processes, files, computer, replays, live, playwright];
+  const modules: Closable[] = [profiles, browser, proxies, egress, extensions, processes, files, computer, replays, live, playwright];
 
   // Built at its first request: ~30 ms of zod's JSON Schema conversion, and the document's memory,
   // that neither the start nor an idle daemon pays for.
@@ -193,6 +199,7 @@ async function main(): Promise<void> {
     ...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }),
     ...browser.routes,
     ...proxies.routes,
+    ...egress.routes,
     ...profiles.routes,
     ...extensions.routes,
     ...processes.routes,
@@ -257,6 +264,7 @@ async function main(): Promise<void> {
   systemd.listening(`${host}:${address.port}`);
   browser.setPublicAddress(address.address, address.port);
   proxies.setApiPort(address.port);
+  await egress.setApiAddress(address.address, address.port);
   apiPort = address.port;
   playwright.setListenAddress(address.address, address.port);
   if (config.chromium.autostart) browser.start();

@@ -26,6 +26,8 @@ interface ProcessesDeps {
   config: Config;
   log: Logger;
   metrics: Metrics;
+  /** Variables every process the API starts gets (the caller's env overrides them): the egress policy's proxy variables. */
+  extraEnv?(): Record<string, string>;
   /** A spawned process exited. */
   onExit?(proc: { process_id: string; pid: number; exit_code: number | null; signal: string | null }): void;
 }
@@ -59,7 +61,7 @@ export function createProcesses(deps: ProcessesDeps): Processes {
   metrics.memoryPool('exec_output', () => execOutputPool.usedBytes);
 
   return {
-    routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget, execOutputPool }),
+    routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget, execOutputPool, extraEnv: deps.extraEnv }),
     async start() {
       loadPty(config.testHooks.ptyPackage ?? PTY_PACKAGE);
       const { entries, malformed } = journal.readLeft();

@@ -9,7 +9,7 @@ import type { Route } from '../http/router.js';
 import { ActiveControl } from './active.js';
 import { ProxyChecker } from './check/check.js';
 import { Forwarder } from './forwarder/forwarder.js';
-import { createLookup } from './forwarder/route.js';
+import { createLookup, type EgressGate } from './forwarder/route.js';
 import type { ForwarderStatus } from './forwarder/stats.js';
 import { browserUpdatePart, proxyRoutes } from './routes.js';
 import type { BrowserUpdatePart } from '../chromium/types.js';
@@ -24,6 +24,8 @@ interface ProxiesDeps {
   metrics: Metrics;
   /** How check URLs' hosts are resolved; default: DNS under the check's deadline (in the test build, its hooks first: core/test-hooks.ts). */
   resolver?: Resolver;
+  /** The egress policy the forwarding proxy asks for every target (daemon/egress). */
+  egress?: EgressGate;
   /** The browser's proxy changed (ids only). */
   onSwitch?: (s: { proxy_id: string | null; previous: string | null }) => void;
 }
@@ -82,6 +84,7 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     apiPort: () => apiPort,
     // Chromium runs as the agent user: only that uid's connections are served (not the daemon's own).
     uid: servedUid(config, log),
+    egress: deps.egress,
   });
   const active = new ActiveControl(store, forwarder, config.proxies.providers, log, deps.onSwitch);
   active.restore();

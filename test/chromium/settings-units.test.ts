@@ -46,7 +46,10 @@ test('policies: names and JSON types checked, the ones the daemon relies on refu
 });
 
 test('flags: shape checked, owned ones refused (start and API), merged by name', () => {
-  assert.deepEqual(checkApiFlags(['--lang=de', '--force-dark-mode', '--host-resolver-rules=MAP * 127.0.0.1']), { refused: [], invalid: [] });
+  assert.deepEqual(checkApiFlags(['--lang=de', '--force-dark-mode']), { refused: [], invalid: [] });
+  // Every flag that routes around the forwarding proxy (where the egress policy is judged: docs/egress.md).
+  const around = ['--proxy-server=http://x', '--proxy-bypass-list=*', '--proxy-pac-url=http://x/p.pac', '--no-proxy-server', '--proxy-auto-detect', '--host-resolver-rules=MAP * 127.0.0.1', '--host-rules=MAP a b', '--force-webrtc-ip-handling-policy=default'];
+  assert.deepEqual(checkApiFlags(around).refused.map((r) => r.split(':')[0]), around.map((f) => f.split('=')[0]));
   const f = checkApiFlags(['lang=de', '--Bad', '--x=a\nb', '--remote-debugging-port=9222', '--user-data-dir=/tmp/x', '--proxy-server=http://x', '--window-size=1,1']);
   assert.equal(f.invalid.length, 3);
   assert.match(f.invalid[0]!, /^flags\[0\]: "lang=de" is not a --flag/);

@@ -14,6 +14,8 @@ export const API_OWNED_FLAGS: Readonly<Record<string, string>> = {
   '--no-proxy-server': 'the proxy is the daemon\'s forwarding proxy',
   '--proxy-auto-detect': 'the proxy is the daemon\'s forwarding proxy',
   '--force-webrtc-ip-handling-policy': 'WebRTC is kept to proxied candidates',
+  '--host-resolver-rules': 'names are resolved by the daemon\'s forwarding proxy, where the egress policy judges them (docs/egress.md)',
+  '--host-rules': 'a host mapping would send a request elsewhere than the forwarding proxy judged (docs/egress.md)',
   '--window-size': 'the viewport is set with PATCH /browsers/{id} viewport',
   '--window-position': 'the viewport is set with PATCH /browsers/{id} viewport',
   '--screen-info': 'the viewport is set with PATCH /browsers/{id} viewport',

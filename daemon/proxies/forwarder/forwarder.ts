@@ -267,7 +267,7 @@ export class Forwarder {
   private policyByName(host: string, port: number, decision: Decision): Denial | null {
     const egress = this.deps.egress;
     if (egress === undefined) return null;
-    const denial = egress.byName(host);
+    const denial = egress.byName(host, port);
     // A direct target's decision is told once its addresses are judged (connectDirect); through a proxy the name is all there is.
     if (denial !== null || decision.kind === 'upstream') egress.decided({ host, port, via: decision.kind === 'upstream' ? 'upstream' : 'direct', addresses: null, denial });
     if (denial !== null) this.refusedByPolicy(host, port, denial);

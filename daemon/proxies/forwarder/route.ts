@@ -32,8 +32,8 @@ export class RefusedTarget extends Error {
 
 /** The egress policy as the forwarder asks it (daemon/egress): each target by name first, then by every address it resolved to. */
 export interface EgressGate {
-  byName(host: string): Denial | null;
-  byAddresses(host: string, addresses: readonly string[]): Denial | null;
+  byName(host: string, port: number): Denial | null;
+  byAddresses(host: string, port: number, addresses: readonly string[]): Denial | null;
   /** One decision, for telemetry and the log. */
   decided(d: { host: string; port: number; via: 'direct' | 'upstream'; addresses: readonly string[] | null; denial: Denial | null }): void;
 }
@@ -136,7 +136,7 @@ export function connectDirect(host: string, port: number, opts: DirectOptions, o
         if (done) return;
         const own = opts.ownPorts.includes(port) ? addresses.find((a) => isLocalAddress(a)) : undefined;
         if (own !== undefined) return finish(new RefusedTarget(`${host}:${port} resolves to ${own}, a port of browserd itself`));
-        const denial = opts.egress?.byAddresses(host, addresses) ?? null;
+        const denial = opts.egress?.byAddresses(host, port, addresses) ?? null;
         opts.egress?.decided({ host, port, via: 'direct', addresses, denial });
         if (denial !== null) return finish(new RefusedTarget(denial.message, denial));
         const address = addresses[0];

@@ -1,0 +1,96 @@
+// The egress concern: where the browser, and the agent's processes, may connect (docs/egress.md).
+// The policy (policy.ts) is kept in the state dir (store.ts) and judged by checker.ts; the
+// forwarding proxy asks `gate` for every target; state.ts writes the managed policy that pins
+// Chromium to the forwarding proxy and the nftables rules that hold the agent's uid to it.
+// Public face: createEgress() → { routes, gate, cdpPolicy, processEnv(), start(), setApiAddress(), close() }.
+import { ConfigError, type Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Route } from '../http/router.js';
+import type { CommandPolicy } from '../cdp/mux.js';
+import type { EgressGate } from '../proxies/forwarder/route.js';
+import { Nftables, type Service } from './nftables.js';
+import { egressRoutes } from './routes.js';
+import { EgressState } from './state.js';
+import { PolicyStore } from './store.js';
+
+export type { Denial } from './checker.js';
+
+interface EgressDeps {
+  config: Config;
+  log: Logger;
+  /** The forwarding proxy's port on 127.0.0.1 (null before it listens). */
+  forwarderPort(): number | null;
+  /** A decision while filtered (and every refusal): for the telemetry stream. */
+  onDecision?(d: Record<string, unknown>): void;
+}
+
+export interface Egress {
+  readonly routes: Route[];
+  /** What the forwarding proxy asks for every target. */
+  readonly gate: EgressGate;
+  /** CDP commands that would go around the forwarding proxy, refused while filtered. */
+  readonly cdpPolicy: CommandPolicy;
+  /** The proxy variables of a process the API starts (while filtered). */
+  processEnv(): Record<string, string>;
+  /** Applies the stored policy (Chromium's policy file, nftables): after the forwarding proxy listens, before Chromium starts. */
+  start(): Promise<void>;
+  /** The API's address, once it listens: the agent's processes (the Playwright runners) may reach it; the rules are installed again. */
+  setApiAddress(host: string, port: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A wildcard listen address is reached on loopback. */
+function reachable(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::' || host === '::0') return '::1';
+  return host;
+}
+
+export function createEgress(deps: EgressDeps): Egress {
+  const { config } = deps;
+  const log = deps.log.child({ module: 'egress' });
+  let api: Service | null = null;
+  let store: PolicyStore;
+  try {
+    store = PolicyStore.open(config.stateDir, log);
+  } catch (err) {
+    throw new ConfigError('BROWSERD_STATE_DIR', `cannot open the egress policy: ${(err as Error).message}`);
+  }
+  const state = new EgressState({
+    store,
+    nft: new Nftables(config.egress.nftables ? 'auto' : 'off'),
+    policyDir: config.chromium.policyDir,
+    uid: config.agent.user.uid,
+    log,
+    forwarderPort: deps.forwarderPort,
+    services: () => (api === null ? [] : [api]),
+  });
+  const gate: EgressGate = {
+    byName: (host) => state.current.byName(host),
+    byAddresses: (host, _port, addresses) => state.current.byAddresses(host, addresses),
+    decided({ host, port, via, addresses, denial }) {
+      if (!state.current.filtered && denial === null) return;
+      deps.onDecision?.({ decision: denial === null ? 'allowed' : 'denied', host, port, via, ...(addresses !== null ? { addresses } : {}), ...(denial !== null ? { reason: denial.reason, message: denial.message } : {}) });
+    },
+  };
+  return {
+    routes: egressRoutes(state),
+    gate,
+    cdpPolicy: {
+      refuse(_channel, method, params) {
+        if (!state.current.filtered) return null;
+        if (method === 'Target.createBrowserContext' && (params.proxyServer !== undefined || params.proxyBypassList !== undefined)) {
+          return 'the egress policy is filtered: a browser context with its own proxyServer or proxyBypassList would go around the forwarding proxy that enforces it (docs/egress.md)';
+        }
+        return null;
+      },
+    },
+    processEnv: () => state.processEnv(),
+    start: () => state.apply(),
+    async setApiAddress(host, port) {
+      api = { address: reachable(host), port };
+      if (state.current.filtered) await state.apply();
+    },
+    close: () => state.close(),
+  };
+}

@@ -73,7 +73,7 @@ export class Nftables {
 
   /** Installs (replaces) the table for `uid`; the status says whether it holds. */
   async install(uid: number, services: readonly Service[]): Promise<ProcessesStatus> {
-    if (this.mode === 'off') return { state: 'not enforced', reason: 'BROWSERD_EGRESS_NFTABLES=off' };
+    if (this.mode === 'off') return { state: 'not enforced', reason: 'BROWSERD_EGRESS_NFTABLES=false' };
     if (this.bin === null) return { state: 'not enforced', reason: 'nft is not installed (apt-get install nftables)' };
     // `add` then `delete` makes the delete succeed whether or not the table was there; all one transaction.
     const err = await nft(this.bin, `add table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\n${ruleset(uid, services)}\n`);

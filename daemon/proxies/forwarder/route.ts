@@ -9,6 +9,9 @@
 // else the system resolver: getaddrinfo, /etc/hosts included, as Chromium without a proxy would)
 // and judges the address again, so a name that resolves to a local address with one of the
 // daemon's ports is refused too. Through an upstream the upstream resolves the name, far away.
+// The egress policy (daemon/egress, asked through EgressGate) judges every target by name first
+// (the forwarder), and a direct one again by every address its name resolved to (connectDirect),
+// which then connects to one of those addresses, never to one resolved later.
 import { lookup as dnsLookup } from 'node:dns/promises';
 import net from 'node:net';
 import os from 'node:os';

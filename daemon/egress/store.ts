@@ -5,6 +5,7 @@
 import { readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { lazy } from '../core/lazy.js';
 import { writeFileAtomic } from '../core/fs-atomic.js';
 import type { Logger } from '../core/log.js';
 import { DEFAULT_POLICY, type EgressPolicy } from './policy.js';
@@ -12,13 +13,13 @@ import { DEFAULT_POLICY, type EgressPolicy } from './policy.js';
 export const POLICY_STORE_FILE = 'egress-policy.json';
 const VERSION = 1;
 
-const fileSchema = z.object({
+const fileSchema = lazy(() => z.object({
   version: z.literal(VERSION),
   filtered: z.boolean(),
   allowed_hosts: z.array(z.string()),
   allow_private: z.array(z.string()),
   blocked_hosts: z.array(z.string()),
-});
+}));
 
 /** What a broken file becomes: filtered, nothing allowed. */
 const CLOSED: EgressPolicy = { filtered: true, allowed_hosts: [], allow_private: [], blocked_hosts: [] };
@@ -40,9 +41,9 @@ export class PolicyStore {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     if (text === null) return new PolicyStore(file, DEFAULT_POLICY);
-    let parsed: z.ZodSafeParseResult<z.infer<typeof fileSchema>> | null = null;
+    let parsed: z.ZodSafeParseResult<z.infer<ReturnType<typeof fileSchema>>> | null;
     try {
-      parsed = fileSchema.safeParse(JSON.parse(text));
+      parsed = fileSchema().safeParse(JSON.parse(text));
     } catch {
       parsed = null;
     }

@@ -74,7 +74,7 @@ test('the unit: Type=notify with NotifyAccess=main, the watchdog, restarts, and 
   assert.equal(one('User'), 'browserd');
   assert.equal(one('StateDirectory'), 'browserd');
   // Exactly the capabilities the two sides need (docs/security.md), kept by the daemon, never by its children.
-  const caps = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL', 'CAP_NET_ADMIN', 'CAP_SETGID', 'CAP_SETUID'];
+  const caps = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID'];
   assert.deepEqual(one('CapabilityBoundingSet')?.split(' ').sort(), caps);
   assert.deepEqual(one('AmbientCapabilities')?.split(' ').sort(), caps);
   assert.equal(one('NoNewPrivileges'), 'yes');

@@ -158,6 +158,7 @@ async function main(): Promise<void> {
   });
   const extensions = createExtensions({ config, log, metrics, browser, onInstalled: (e) => telemetry.emit('extension_installed', 'system', { kind: 'kernel_api', event: 'extension_upload' }, e) });
   await extensions.start();
+  egress.addService(() => extensions.updateService()); // Chromium fetches policy installs there through the forwarding proxy
   const processes = createProcesses({ config, log, metrics, extraEnv: () => egress.processEnv(), onExit: (p) => telemetry.emit('process_exited', 'system', { kind: 'local_process', event: 'exit' }, p) });
   try {
     await processes.start(); // the terminal module, and the process groups a daemon killed with SIGKILL left

@@ -2,12 +2,13 @@
 // The policy (policy.ts) is kept in the state dir (store.ts) and judged by checker.ts; the
 // forwarding proxy asks `gate` for every target; state.ts writes the managed policy that pins
 // Chromium to the forwarding proxy and the nftables rules that hold the agent's uid to it.
-// Public face: createEgress() → { routes, gate, cdpPolicy, processEnv(), start(), setApiAddress(), close() }.
+// Public face: createEgress() → { routes, gate, cdpPolicy, processEnv(), addService(), start(), setApiAddress(), close() }.
 import { ConfigError, type Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Route } from '../http/router.js';
 import type { CommandPolicy } from '../cdp/mux.js';
 import type { EgressGate } from '../proxies/forwarder/route.js';
+import { canonicalIp } from '../proxies/store/bypass.js';
 import { Nftables, type Service } from './nftables.js';
 import { egressRoutes } from './routes.js';
 import { EgressState } from './state.js';
@@ -34,6 +35,11 @@ export interface Egress {
   processEnv(): Record<string, string>;
   /** Applies the stored policy (Chromium's policy file, nftables): after the forwarding proxy listens, before Chromium starts. */
   start(): Promise<void>;
+  /**
+   * A loopback service of the daemon the browser reaches through the forwarding proxy (the extension
+   * update server): allowed whatever the policy says (it is the daemon's, not the world).
+   */
+  addService(provider: () => Service | null): void;
   /** The API's address, once it listens: the agent's processes (the Playwright runners) may reach it; the rules are installed again. */
   setApiAddress(host: string, port: number): Promise<void>;
   close(): Promise<void>;
@@ -65,9 +71,19 @@ export function createEgress(deps: EgressDeps): Egress {
     forwarderPort: deps.forwarderPort,
     services: () => (api === null ? [] : [api]),
   });
+  const services: (() => Service | null)[] = [];
+  /** Whether every address is one of the daemon's own services on `port`. */
+  const ownService = (port: number, addresses: readonly string[]): boolean =>
+    addresses.length > 0 && services.some((p) => {
+      const s = p();
+      return s !== null && s.port === port && addresses.every((a) => canonicalIp(a) === s.address);
+    });
   const gate: EgressGate = {
-    byName: (host) => state.current.byName(host),
-    byAddresses: (host, _port, addresses) => state.current.byAddresses(host, addresses),
+    byName: (host, port) => {
+      const literal = canonicalIp(host);
+      return literal !== null && ownService(port, [literal]) ? null : state.current.byName(host);
+    },
+    byAddresses: (host, port, addresses) => (ownService(port, addresses) ? null : state.current.byAddresses(host, addresses)),
     decided({ host, port, via, addresses, denial }) {
       if (!state.current.filtered && denial === null) return;
       deps.onDecision?.({ decision: denial === null ? 'allowed' : 'denied', host, port, via, ...(addresses !== null ? { addresses } : {}), ...(denial !== null ? { reason: denial.reason, message: denial.message } : {}) });
@@ -86,6 +102,7 @@ export function createEgress(deps: EgressDeps): Egress {
       },
     },
     processEnv: () => state.processEnv(),
+    addService: (provider) => void services.push(provider),
     start: () => state.apply(),
     async setApiAddress(host, port) {
       api = { address: reachable(host), port };

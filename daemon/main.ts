@@ -9,6 +9,7 @@ import { createMetrics } from './core/metrics.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser, type Browser } from './chromium/index.js';
 import { createProxies } from './proxies/index.js';
+import { createEgress } from './egress/index.js';
 import { createProfiles } from './profiles/index.js';
 import { createExtensions } from './extensions/index.js';
 import { createProcesses, PtyUnavailableError } from './processes/index.js';
@@ -107,9 +108,11 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
   const browser = createBrowser(ctx, { keyring, onChromiumLine: rings.chromiumLine });
   const telemetry = createTelemetry(ctx, { browser });
   const profiles = createProfiles(ctx, { browser });
-  const proxies = createProxies(ctx, { browser, telemetry });
+  const egress = createEgress(ctx, { browser, telemetry, forwarderPort: () => proxies.forwarderPort() });
+  const proxies = createProxies(ctx, { browser, telemetry, egress: egress.gate });
   const extensions = createExtensions(ctx, { browser, telemetry });
-  const processes = createProcesses(ctx, { telemetry });
+  egress.addService(() => extensions.updateService()); // Chromium fetches policy installs there through the forwarding proxy
+  const processes = createProcesses(ctx, { telemetry, extraEnv: () => egress.processEnv() });
   const computer = createComputer(ctx, { browser });
   const files = createFs(ctx);
   const playwright = createPlaywright(ctx, { keyring, browser, downloadsDir: files.downloadsDir, runnerScript: fileURLToPath(new URL('./playwright/runner/main.js', import.meta.url)) });
@@ -118,6 +121,7 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
     profiles, // before the browser: it stops after it (the browser's stop work saves the profile into its store)
     browser,
     proxies, // the forwarding proxy listens before Chromium launches (it is Chromium's --proxy-server)
+    egress, // after the forwarding proxy listens (Chromium's managed policy names its port), before Chromium launches
     extensions,
     processes,
     files,
@@ -145,4 +149,3 @@ function exitAtStart(log: Logger, name: string, err: unknown): never {
 }
 
 await main();
-

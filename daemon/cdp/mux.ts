@@ -39,10 +39,36 @@ export interface MuxOptions {
  * so that what that client set can be undone.
  */
 export interface CommandPolicy {
+  /** Why the command is refused (the client gets a CDP error with that text; Chromium never sees it), or null. */
+  refuse?(channel: Channel, method: string, params: Record<string, unknown>): string | null;
   /** Params to send instead of `params`, or undefined to send the command as it is. Synchronous: commands keep their order. */
-  rewrite(channel: Channel, method: string, params: Record<string, unknown>): Record<string, unknown> | undefined;
+  rewrite?(channel: Channel, method: string, params: Record<string, unknown>): Record<string, unknown> | undefined;
   /** The channel's session is detached in Chromium (Chromium has dropped that session's settings). */
-  released(channel: Channel): void;
+  released?(channel: Channel): void;
+}
+
+/** The CDP error code of a command the daemon's policy refused (JSON-RPC's server error). */
+export const REFUSED_COMMAND_CODE = -32000;
+
+/** Several modules' policies as one: the first refusal wins; rewrites apply in order; every one hears of a release. */
+export function composePolicies(policies: readonly CommandPolicy[]): CommandPolicy {
+  return {
+    refuse(channel, method, params) {
+      for (const p of policies) {
+        const why = p.refuse?.(channel, method, params) ?? null;
+        if (why !== null) return why;
+      }
+      return null;
+    },
+    rewrite(channel, method, params) {
+      let out: Record<string, unknown> | undefined;
+      for (const p of policies) out = p.rewrite?.(channel, method, out ?? params) ?? out;
+      return out;
+    },
+    released(channel) {
+      for (const p of policies) p.released?.(channel);
+    },
+  };
 }
 
 interface Pending {
@@ -190,7 +216,13 @@ export class CdpMux {
       this.opts.onBrowserClose(channel);
       return true;
     }
-    const params = this.opts.policy?.rewrite(channel, method, (msg.params as Record<string, unknown> | undefined) ?? {});
+    const given = (msg.params as Record<string, unknown> | undefined) ?? {};
+    const refused = this.opts.policy?.refuse?.(channel, method, given) ?? null;
+    if (refused !== null) {
+      channel.deliver(errorReply(clientId, REFUSED_COMMAND_CODE, `browserd: ${method} refused: ${refused}`, msg.sessionId as string | undefined));
+      return true;
+    }
+    const params = this.opts.policy?.rewrite?.(channel, method, given);
     const id = this.takeId();
     this.clientCommands++;
     this.pending.set(id, { channel, clientId, method });
@@ -332,7 +364,7 @@ export class CdpMux {
       void this.call('Target.detachFromTarget', { sessionId: channel.session })
         .catch(() => undefined)
         .then(() => {
-          if (this.ended === null) policy?.released(channel);
+          if (this.ended === null) policy?.released?.(channel);
         });
     }
     channel.end(end ?? { code: 'client_closed', message: 'the client closed the connection' });

@@ -3,7 +3,7 @@
 // error naming both (never silently replaced). A list takes every module's, in the order of use().
 import type { CdpClientEvents } from '../cdp/bridge.js';
 import type { CdpClient } from '../cdp/client.js';
-import type { CommandPolicy } from '../cdp/mux.js';
+import { composePolicies, type CommandPolicy } from '../cdp/mux.js';
 import type { BrowserSnapshot, BrowserState, BrowserUpdatePart, ConfigurePart, LaunchExtras, StopWork } from './types.js';
 
 /** One module's additions to the browser (every field optional). */
@@ -22,10 +22,13 @@ export interface BrowserPlug {
   stopWork?: () => StopWork | null;
   /** Asked at every launch for the forwarding proxy's port (--proxy-server), null for none. */
   proxyPort?: () => number | null;
-  /** What the daemon keeps for itself of the shared browser (clients' commands rewritten, undone when they leave); from the next launch on. */
-  cdpPolicy?: CommandPolicy;
-
   // Lists: every module's.
+  /**
+   * What the daemon keeps for itself of the shared browser (clients' commands refused or rewritten,
+   * undone when they leave); from the next launch on. Every module's, composed in the order of use()
+   * (the first refusal wins; rewrites apply in turn).
+   */
+  cdpPolicy?: CommandPolicy;
   /**
    * Runs at every launch once Chromium answers and before it counts as ready, with the daemon's own
    * session of that run (kept for the run's life). A hook that throws fails the launch.
@@ -48,7 +51,7 @@ export interface BrowserPlug {
   configure?: ConfigurePart;
 }
 
-const SLOTS = ['launchExtras', 'stopWork', 'proxyPort', 'cdpPolicy'] as const;
+const SLOTS = ['launchExtras', 'stopWork', 'proxyPort'] as const;
 type Slot = (typeof SLOTS)[number];
 
 /** A second module claimed a slot: a wiring bug, thrown at start. */
@@ -73,6 +76,7 @@ export class BrowserPlugs {
   readonly snapshot: NonNullable<BrowserPlug['snapshot']>[] = [];
   readonly links: NonNullable<BrowserPlug['links']>[] = [];
   readonly configure: ConfigurePart[] = [];
+  private readonly cdpPolicies: CommandPolicy[] = [];
 
   /** Adds a module's plugs; a slot already held throws SlotTakenError and nothing of this plug is added. */
   use(plug: BrowserPlug): void {
@@ -91,6 +95,7 @@ export class BrowserPlugs {
     if (plug.snapshot) this.snapshot.push(plug.snapshot);
     if (plug.links) this.links.push(plug.links);
     if (plug.configure) this.configure.push(plug.configure);
+    if (plug.cdpPolicy) this.cdpPolicies.push(plug.cdpPolicy);
   }
 
   /** Who holds a slot, or null. */
@@ -111,7 +116,7 @@ export class BrowserPlugs {
   }
 
   cdpPolicy(): CommandPolicy | undefined {
-    return this.slots.cdpPolicy;
+    return this.cdpPolicies.length === 0 ? undefined : composePolicies(this.cdpPolicies);
   }
 
   /** The CDP client events fanned out to every module's listener. */

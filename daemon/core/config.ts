@@ -137,6 +137,10 @@ export interface Config {
     /** Requests through the browser at once (each a hidden tab). */
     maxConcurrent: number;
   };
+  egress: {
+    /** BROWSERD_EGRESS_NFTABLES: install nftables rules for the agent's uid while the egress policy is filtered (docs/egress.md). */
+    nftables: boolean;
+  };
   proxies: {
     checkUrls: string[];
     providers: Partial<Record<ManagedProxyType, ProxyGateway>>;
@@ -349,6 +353,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       maxResponseBytes: int('BROWSERD_CURL_MAX_RESPONSE_BYTES', 16 * MiB, 1024, 256 * MiB),
       maxRawResponseBytes: int('BROWSERD_CURL_RAW_MAX_RESPONSE_BYTES', 1 * GiB, 1024, 64 * GiB),
       maxConcurrent: int('BROWSERD_CURL_MAX_CONCURRENT', 8, 1, 256),
+    },
+    egress: {
+      nftables: bool('BROWSERD_EGRESS_NFTABLES', true),
     },
     proxies: {
       checkUrls: parseCheckUrls(get('BROWSERD_PROXY_CHECK_URLS')),

@@ -42,6 +42,8 @@ export interface BrowserAnswer {
 
 /** Marks an answer of the daemon's forwarding proxy itself (proxies/forwarder/forwarder.ts). */
 const FORWARDER_HEADER = 'x-browserd-forwarder';
+/** The forwarding proxy's mark of a target the egress policy refused (with the value network_policy_denied). */
+const POLICY_HEADER = 'x-kernel-proxy-error';
 /** Bytes asked of IO.read at a time. */
 const READ_CHUNK = 1024 * 1024;
 /** Redirect hops followed at most (as Chromium's own limit). */
@@ -124,8 +126,10 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
       if (headers.some((h) => h.name.toLowerCase() === FORWARDER_HEADER)) {
         // The browser's forwarding proxy answered for a target it could not reach (or refused): no answer of the target.
         const text = Buffer.from((await page.send('Fetch.getResponseBody', { requestId: p.requestId }, opts)).body, 'base64').toString('utf8').trim().slice(0, 500);
+        // The egress policy refused the target (docs/egress.md): named as such, as Kernel's egress proxy names it.
+        const policy = headers.some((h) => h.name.toLowerCase() === POLICY_HEADER && h.value === 'network_policy_denied');
         throw new OperationFailedError('fetch_failed', `the browser got no answer from ${new URL(p.request.url).host}: its proxy answered ${status}: ${text}`, {
-          code: status === 403 ? 'refused_by_proxy' : 'proxy_error',
+          code: policy ? 'network_policy_denied' : status === 403 ? 'refused_by_proxy' : 'proxy_error',
           message: text,
         });
       }

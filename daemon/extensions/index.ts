@@ -23,6 +23,8 @@ export interface Extensions extends Module {
   readonly routes: Route[];
   /** Reads the installed set, repairs an unfinished install, publishes policy installs. Before Chromium launches. */
   start(): Promise<void>;
+  /** The loopback update server of policy installs (Chromium fetches from it through the forwarding proxy), null before it ever listened. */
+  updateService(): { address: string; port: number } | null;
   close(): Promise<void>;
   destroy(): void;
 }
@@ -67,6 +69,7 @@ export function createExtensions(ctx: ModuleContext, deps: ExtensionsDeps): Exte
         log.error({ event: 'extensions_start_failed', err }, 'the installed extensions could not be read; none are applied');
       }
     },
+    updateService: () => (store.updatePort === null ? null : { address: '127.0.0.1', port: store.updatePort }),
     close() {
       closing ??= publisher.close();
       return closing;

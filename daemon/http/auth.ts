@@ -42,6 +42,10 @@ const SCOPES = [
   'telemetry:write',
   'live:view',
   'live:control',
+  /** GET /browsers/{id}/network/egress-policy. */
+  'network:read',
+  /** PUT /browsers/{id}/network/egress-policy (docs/egress.md). */
+  'network:write',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 /** Every scope, in the order tokens list them. */

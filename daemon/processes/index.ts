@@ -24,6 +24,8 @@ export { PtyUnavailableError } from '../core/process/pty.js';
 interface ProcessesDeps {
   /** A spawned process exited (process_exited). */
   telemetry?: TelemetrySink;
+  /** Variables every process the API starts gets (the caller's env overrides them): the egress policy's proxy variables. */
+  extraEnv?(): Record<string, string>;
 }
 
 export interface Processes extends Module {
@@ -58,7 +60,7 @@ export function createProcesses(ctx: ModuleContext, deps: ProcessesDeps = {}): P
 
   return {
     name: 'processes',
-    routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget, execOutputPool }),
+    routes: processRoutes({ config, log, metrics, table, groups, journal, attach, stdinBudget, execOutputPool, extraEnv: deps.extraEnv }),
     async start() {
       loadPty(config.testHooks.ptyPackage ?? PTY_PACKAGE);
       const { entries, malformed } = journal.readLeft();

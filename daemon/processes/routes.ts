@@ -48,6 +48,8 @@ export interface RouteDeps {
   attach: AttachHub;
   stdinBudget: StdinBudget;
   execOutputPool: ExecOutputPool;
+  /** Variables every child gets under the caller's env (the egress policy's proxy variables). */
+  extraEnv?(): Record<string, string>;
 }
 
 
@@ -70,6 +72,8 @@ export function processRoutes(deps: RouteDeps): Route[] {
     let token: JournalToken | null = null;
     let launched: Launched;
     try {
+      const extra = deps.extraEnv?.() ?? {};
+      if (Object.keys(extra).length > 0) spec = { ...spec, env: { ...extra, ...spec.env } };
       launched = await launch(spec, (pid) => (token = journal.started(pid)), {
         users: { agent: config.agent.user, maySwitch: config.agent.maySwitch },
         mayRunPrivileged: ctx.identity?.scopes.has('processes:root') === true,

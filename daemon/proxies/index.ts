@@ -11,7 +11,7 @@ import type { Route } from '../http/router.js';
 import { ActiveControl } from './active.js';
 import { ProxyChecker } from './check/check.js';
 import { Forwarder } from './forwarder/forwarder.js';
-import { createLookup } from './forwarder/route.js';
+import { createLookup, type EgressGate } from './forwarder/route.js';
 import type { ForwarderStatus } from './forwarder/stats.js';
 import { browserUpdatePart, proxyRoutes } from './routes.js';
 import { createResolver, type Resolver } from './check/resolve.js';
@@ -26,6 +26,8 @@ interface ProxiesDeps {
   telemetry?: TelemetrySink;
   /** How check URLs' hosts are resolved; default: DNS under the check's deadline (in the test build, its hooks first: core/test-hooks.ts). */
   resolver?: Resolver;
+  /** The egress policy the forwarding proxy asks for every target (daemon/egress). */
+  egress?: EgressGate;
 }
 
 export interface Proxies extends Module {
@@ -78,6 +80,7 @@ export function createProxies(ctx: ModuleContext, deps: ProxiesDeps): Proxies {
     apiPort: () => api.port,
     // Chromium runs as the agent user: only that uid's connections are served (not the daemon's own).
     uid: servedUid(config, log),
+    egress: deps.egress,
   });
   const telemetry = deps.telemetry;
   const onSwitch = telemetry === undefined ? undefined : (sw: { proxy_id: string | null; previous: string | null }): void => telemetry.emit('proxy_switched', 'system', { kind: 'kernel_api', event: 'proxy_switch' }, sw);

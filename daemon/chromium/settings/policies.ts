@@ -31,6 +31,8 @@ export const REFUSED_POLICIES: Readonly<Record<string, string>> = {
   ProxyBypassList: 'the browser\'s traffic goes through the daemon\'s forwarding proxy (bypass_hosts of the proxy)',
   WebRtcIPHandling: 'WebRTC is kept to proxied candidates so the exit IP is the proxy\'s',
   WebRtcUdpPortRange: 'WebRTC is kept to proxied candidates so the exit IP is the proxy\'s',
+  DnsOverHttpsMode: 'names are resolved by the daemon\'s forwarding proxy, where the egress policy judges them (docs/egress.md)',
+  DnsOverHttpsTemplates: 'names are resolved by the daemon\'s forwarding proxy, where the egress policy judges them (docs/egress.md)',
   DeveloperToolsAvailability: 'the daemon, its CDP endpoint and every client drive Chromium over DevTools',
   RemoteDebuggingAllowed: 'the daemon drives Chromium over its DevTools pipe',
   HeadlessMode: 'the daemon runs Chromium headless (BROWSERD_HEADLESS)',
@@ -101,9 +103,9 @@ export function policyLimitProblems(set: Record<string, unknown>): string[] {
   return out;
 }
 
-/** Writes the daemon's own policy file (atomically), or removes it when the set is empty. */
-export async function writePolicyFile(dir: string, set: Record<string, unknown>): Promise<void> {
-  const file = path.join(dir, POLICIES_FILE);
+/** Writes one of the daemon's own policy files (atomically; default POLICIES_FILE), or removes it when the set is empty. */
+export async function writePolicyFile(dir: string, set: Record<string, unknown>, name = POLICIES_FILE): Promise<void> {
+  const file = path.join(dir, name);
   if (Object.keys(set).length === 0) {
     await rm(file, { force: true });
     await syncDir(dir);

@@ -54,8 +54,10 @@ export interface ExchangeHooks {
   connected(): void;
   /** It failed before the answer: counted, logged, and told to the browser. */
   failed(err: CheckFailure): void;
-  /** Tells the browser `status` with `text` (once; later calls do nothing). */
-  answer(status: number, text: string): void;
+  /** Tells the browser `status` with `text` and extra header `fields` (once; later calls do nothing). */
+  answer(status: number, text: string, fields?: Readonly<Record<string, string>>): void;
+  /** A direct target the egress policy refused once its name was resolved: counted, logged and answered 403. */
+  policyDenied(err: RefusedTarget): void;
   /** The answer's head is about to be written to the browser. */
   answering(): void;
   /** Counts `n` bytes of the request body (sent) or of the answer (received). */
@@ -100,7 +102,7 @@ export async function forwardRequest(req: IncomingMessage, res: ServerResponse, 
   try {
     sock = target.dial !== null ? await (target.opened ?? target.dial.proxy(target.reads.onread)) : await connectDirect(host, port, target.direct, target.reads.onread);
   } catch (err) {
-    if (err instanceof RefusedTarget) return hooks.answer(403, `browserd: ${err.message}\n`);
+    if (err instanceof RefusedTarget) return err.policy !== null ? hooks.policyDenied(err) : hooks.answer(403, `browserd: ${err.message}\n`);
     if (err instanceof CheckFailure) return hooks.failed(err);
     return hooks.failed(new CheckFailure('proxy_unreachable', (err as Error).message, true));
   }

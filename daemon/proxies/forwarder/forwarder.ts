@@ -28,7 +28,8 @@ import type { Upstream } from '../upstream/upstream.js';
 import { forwardRequest, type ExchangeHooks } from './exchange.js';
 import { PeerLookup } from './peer.js';
 import { relayReads, UpstreamReads } from '../upstream/reads.js';
-import { connectDirect, decide, RefusedTarget, type Decision, type Lookup } from './route.js';
+import { connectDirect, decide, RefusedTarget, type Decision, type EgressGate, type Lookup } from './route.js';
+import type { Denial } from '../../egress/checker.js';
 import { ForwarderStats, type ForwarderStatus } from './stats.js';
 
 export interface ActiveProxy {
@@ -48,6 +49,16 @@ interface ForwarderDeps {
   apiPort: () => number | null;
   /** The uid a peer's socket must have (the agent user's: Chromium's); default: the daemon's. */
   uid?: number;
+  /** The egress policy (daemon/egress): asked for every target; none: every target goes. */
+  egress?: EgressGate;
+}
+
+/** The fields of a 403 for a target the egress policy refuses (the header Kernel's egress proxy sends, and the daemon's own). */
+export const POLICY_DENIED_HEADERS: Readonly<Record<string, string>> = { 'x-kernel-proxy-error': 'network_policy_denied', 'x-browserd-egress': 'denied' };
+
+/** The text of a 403 for a target the egress policy refuses. */
+export function policyDeniedText(d: Denial): string {
+  return `browserd: network_policy_denied (${d.reason}): ${d.message}; the egress policy is GET /browsers/{id}/network/egress-policy\n`;
 }
 
 interface Client {
@@ -57,7 +68,7 @@ interface Client {
   /** true once verified resolved true. */
   ok: boolean;
   /** Answers the exchange still waiting for its answer (an error status); null when none waits. */
-  pending: ((status: number, text: string) => void) | null;
+  pending: ((status: number, text: string, fields?: Readonly<Record<string, string>>) => void) | null;
   /** The open tunnel or upstream connection, ended with the client. */
   upstream: Duplex | null;
   /** Aborted when the browser closes the connection or the proxy is switched: dials stop. */
@@ -212,7 +223,7 @@ export class Forwarder {
   }
 
   /** The hooks of one exchange of `client`, answering through `answer`. */
-  private hooks(client: Client, decision: Decision, target: string, answer: (status: number, text: string) => void): Omit<ExchangeHooks, 'answering'> & { label: string; count: (stream: NodeJS.ReadableStream, direction: 'sent' | 'received') => void } {
+  private hooks(client: Client, decision: Decision, target: string, answer: (status: number, text: string, fields?: Readonly<Record<string, string>>) => void): Omit<ExchangeHooks, 'answering'> & { label: string; count: (stream: NodeJS.ReadableStream, direction: 'sent' | 'received') => void } {
     const gen = this.generation;
     const active = this.active;
     const viaProxy = decision.kind === 'upstream' && active !== null;
@@ -228,6 +239,12 @@ export class Forwarder {
         this.stats.failed(label, viaProxy ? active.proxy.id : null, target, err);
         answer(502, `browserd: ${viaProxy ? `proxy ${active.proxy.id}: ` : ''}${err.code}: ${err.message}\n`);
       },
+      policyDenied: (err: RefusedTarget) => {
+        if (err.policy === null) return answer(403, `browserd: ${err.message}\n`);
+        const [h, p] = splitTarget(target);
+        this.refusedByPolicy(h, p, err.policy);
+        answer(403, policyDeniedText(err.policy), POLICY_DENIED_HEADERS);
+      },
       count: (stream, direction) => this.stats.countBytes(label, direction, stream),
       bytes: this.stats.byteCounter(label),
     };
@@ -240,20 +257,38 @@ export class Forwarder {
 
   private directOptions(client: Client) {
     const ownPorts = [this.deps.apiPort(), this.boundPort].filter((p): p is number => p !== null);
-    return { deadline: Date.now() + this.deps.dialTimeoutMs, signal: client.abort.signal, lookup: this.deps.lookup, ownPorts };
+    return { deadline: Date.now() + this.deps.dialTimeoutMs, signal: client.abort.signal, lookup: this.deps.lookup, ownPorts, egress: this.deps.egress };
+  }
+
+  /**
+   * The egress policy's decision that needs no lookup (names, literal addresses); a direct target is
+   * judged again by every address its name resolves to (connectDirect). null: it may go on.
+   */
+  private policyByName(host: string, port: number, decision: Decision): Denial | null {
+    const egress = this.deps.egress;
+    if (egress === undefined) return null;
+    const denial = egress.byName(host, port);
+    // A direct target's decision is told once its addresses are judged (connectDirect); through a proxy the name is all there is.
+    if (denial !== null || decision.kind === 'upstream') egress.decided({ host, port, via: decision.kind === 'upstream' ? 'upstream' : 'direct', addresses: null, denial });
+    if (denial !== null) this.refusedByPolicy(host, port, denial);
+    return denial;
+  }
+
+  private refusedByPolicy(host: string, port: number, denial: Denial): void {
+    this.stats.refused('network_policy', { target: `${host}:${port}`, policy_reason: denial.reason }, `forwarding proxy: the egress policy refused ${host}:${port}: ${denial.message}`);
   }
 
   private async onRequest(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const client = this.clients.get(req.socket as net.Socket);
     if (client === undefined || client.closed) return void req.socket.destroy();
     let answered = false;
-    const answer = (status: number, text: string): void => {
+    const answer = (status: number, text: string, fields: Readonly<Record<string, string>> = {}): void => {
       if (client.pending === answer) client.pending = null;
       if (answered || res.headersSent) return;
       answered = true;
       // After a switch the connection ends with this answer (Connection: close, then closed).
       // x-browserd-forwarder: the answer is the forwarder's own (a request through the browser, /curl, reports it as fetch_failed).
-      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), 'x-browserd-forwarder': 'error', ...(client.closed ? { connection: 'close' } : {}) });
+      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), 'x-browserd-forwarder': 'error', ...fields, ...(client.closed ? { connection: 'close' } : {}) });
       res.end(text);
       if (client.closed) res.once('finish', () => client.socket.destroy());
     };
@@ -272,6 +307,11 @@ export class Forwarder {
     if (decision.kind === 'refuse') {
       this.stats.refused('own_port', { target: `${host}:${port}` }, `forwarding proxy: ${decision.why}`);
       return answer(403, `browserd: ${decision.why}\n`);
+    }
+    const denied = this.policyByName(host, port, decision);
+    if (denied !== null) {
+      dial?.destroy();
+      return answer(403, policyDeniedText(denied), POLICY_DENIED_HEADERS);
     }
     const hooks = this.hooks(client, decision, `${host}:${port}`, answer);
     if (!hooks.current()) return answer(502, `browserd: ${SWITCHED}\n`);
@@ -294,11 +334,11 @@ export class Forwarder {
     const client = this.clients.get(socket);
     if (client === undefined || client.closed) return void socket.destroy();
     let answered = false;
-    const answer = (status: number, text: string): void => {
+    const answer = (status: number, text: string, fields: Readonly<Record<string, string>> = {}): void => {
       if (client.pending === answer) client.pending = null;
       if (answered) return;
       answered = true;
-      socket.end(rawAnswer(status, text));
+      socket.end(rawAnswer(status, text, fields));
     };
     const target = parseAuthority(req.url ?? '');
     const decision = target === null ? null : this.route(target.host, target.port);
@@ -314,6 +354,11 @@ export class Forwarder {
       this.stats.refused('own_port', { target: `${host}:${port}` }, `forwarding proxy: ${decision.why}`);
       return answer(403, `browserd: ${decision.why}\n`);
     }
+    const denied = this.policyByName(host, port, decision);
+    if (denied !== null) {
+      dial?.destroy();
+      return answer(403, policyDeniedText(denied), POLICY_DENIED_HEADERS);
+    }
     const hooks = this.hooks(client, decision, `${host}:${port}`, answer);
     if (!hooks.current()) {
       dial?.destroy();
@@ -326,7 +371,11 @@ export class Forwarder {
       const ua = req.headers['user-agent'];
       up = dial !== null ? await dial.tunnel(host, port, ua !== undefined ? { 'user-agent': ua } : {}, opened, reads) : await connectDirect(host, port, this.directOptions(client), reads.onread);
     } catch (err) {
-      if (err instanceof RefusedTarget) return answer(403, `browserd: ${err.message}\n`);
+      if (err instanceof RefusedTarget) {
+        if (err.policy === null) return answer(403, `browserd: ${err.message}\n`);
+        this.refusedByPolicy(host, port, err.policy);
+        return answer(403, policyDeniedText(err.policy), POLICY_DENIED_HEADERS);
+      }
       return hooks.failed(err instanceof CheckFailure ? err : new CheckFailure('proxy_unreachable', (err as Error).message, true));
     }
     if (!hooks.current()) {
@@ -350,8 +399,15 @@ export class Forwarder {
 }
 
 /** A whole answer on a raw socket (CONNECT, or a socket node:http let go of). */
-function rawAnswer(status: number, text: string): string {
-  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`;
+function rawAnswer(status: number, text: string, fields: Readonly<Record<string, string>> = {}): string {
+  const extra = Object.entries(fields).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${extra}connection: close\r\n\r\n${text}`;
+}
+
+/** host and port of a `host:port` target label (IPv6 unbracketed). */
+function splitTarget(target: string): [string, number] {
+  const i = target.lastIndexOf(':');
+  return [target.slice(0, i), Number(target.slice(i + 1))];
 }
 
 function absoluteHttpUrl(target: string): URL | null {

@@ -9,21 +9,36 @@
 // else the system resolver: getaddrinfo, /etc/hosts included, as Chromium without a proxy would)
 // and judges the address again, so a name that resolves to a local address with one of the
 // daemon's ports is refused too. Through an upstream the upstream resolves the name, far away.
+// The egress policy (daemon/egress, asked through EgressGate) judges every target by name first
+// (the forwarder), and a direct one again by every address its name resolved to (connectDirect),
+// which then connects to one of those addresses, never to one resolved later.
 import { lookup as dnsLookup } from 'node:dns/promises';
 import net from 'node:net';
 import os from 'node:os';
 import ipaddr from 'ipaddr.js';
 import { bypasses, canonicalIp } from '../store/bypass.js';
 import { CheckFailure, failure } from '../upstream/dial.js';
+import type { Denial } from '../../egress/checker.js';
 
 export type Decision = { kind: 'refuse'; why: string } | { kind: 'direct' } | { kind: 'upstream' };
 
-/** A request the forwarder refuses to carry (403 to the browser). */
+/** A request the forwarder refuses to carry (403 to the browser); `policy`: refused by the egress policy. */
 export class RefusedTarget extends Error {
-  constructor(why: string) {
+  constructor(
+    why: string,
+    readonly policy: Denial | null = null,
+  ) {
     super(why);
     this.name = 'RefusedTarget';
   }
+}
+
+/** The egress policy as the forwarder asks it (daemon/egress): each target by name first, then by every address it resolved to. */
+export interface EgressGate {
+  byName(host: string, port: number): Denial | null;
+  byAddresses(host: string, port: number, addresses: readonly string[]): Denial | null;
+  /** One decision, for telemetry and the log. */
+  decided(d: { host: string; port: number; via: 'direct' | 'upstream'; addresses: readonly string[] | null; denial: Denial | null }): void;
 }
 
 /** How long the list of local interface addresses is reused. */
@@ -76,16 +91,16 @@ export function decide(host: string, port: number, input: RouteInput): Decision 
   return { kind: 'upstream' };
 }
 
-/** One address of a host name (or the literal itself). */
-export type Lookup = (host: string) => Promise<string>;
+/** Every address of a host name, IPv4 first (or the literal itself). */
+export type Lookup = (host: string) => Promise<string[]>;
 
 export function createLookup(table: ReadonlyMap<string, string[]>): Lookup {
   return async (host) => {
     const ip = canonicalIp(host);
-    if (ip !== null) return ip;
+    if (ip !== null) return [ip];
     const hooked = table.get(host.toLowerCase());
-    if (hooked !== undefined && hooked.length > 0) return hooked[0] as string;
-    return (await dnsLookup(host)).address;
+    if (hooked !== undefined && hooked.length > 0) return [...hooked];
+    return (await dnsLookup(host, { all: true, order: 'ipv4first' })).map((a) => a.address);
   };
 }
 
@@ -94,6 +109,8 @@ export interface DirectOptions {
   signal: AbortSignal;
   lookup: Lookup;
   ownPorts: readonly number[];
+  /** The egress policy: every address the name resolved to is judged; the connection goes to one of them. */
+  egress?: EgressGate;
 }
 
 /**
@@ -118,11 +135,15 @@ export function connectDirect(host: string, port: number, opts: DirectOptions, o
     if (opts.signal.aborted) return onAbort();
     opts.signal.addEventListener('abort', onAbort, { once: true });
     opts.lookup(host).then(
-      (address) => {
+      (addresses) => {
         if (done) return;
-        if (opts.ownPorts.includes(port) && isLocalAddress(address)) {
-          return finish(new RefusedTarget(`${host}:${port} resolves to ${address}, a port of browserd itself`));
-        }
+        const own = opts.ownPorts.includes(port) ? addresses.find((a) => isLocalAddress(a)) : undefined;
+        if (own !== undefined) return finish(new RefusedTarget(`${host}:${port} resolves to ${own}, a port of browserd itself`));
+        const denial = opts.egress?.byAddresses(host, port, addresses) ?? null;
+        opts.egress?.decided({ host, port, via: 'direct', addresses, denial });
+        if (denial !== null) return finish(new RefusedTarget(denial.message, denial));
+        const address = addresses[0];
+        if (address === undefined) return finish(new CheckFailure('target_unreachable', `cannot resolve ${host}: no address`, false));
         const s = net.connect({ host: address, port, ...(onread !== undefined ? { onread } : {}) });
         sock = s;
         s.on('error', (e) => finish(failure('target_unreachable', `cannot connect to ${host}:${port}`, e, false)));

@@ -73,7 +73,7 @@ export class ForwarderStats {
   }
 
   /** A connection or request the forwarder does not carry. */
-  refused(reason: 'peer_uid' | 'own_port' | 'bad_request', fields: Record<string, unknown>, msg: string): void {
+  refused(reason: 'peer_uid' | 'own_port' | 'bad_request' | 'network_policy', fields: Record<string, unknown>, msg: string): void {
     this.metrics.forwarderRefused.inc({ reason });
     this.warn({ event: 'forwarder_refused', reason, ...fields }, msg);
   }

@@ -37,7 +37,7 @@ export function canonicalIp(v: string): string | null {
 }
 
 /** A host name in the stored form (lower case, punycode, no trailing dot), or null when it is none. */
-function canonicalName(v: string): string | null {
+export function canonicalName(v: string): string | null {
   const ascii = domainToASCII(v.replace(/\.$/, ''));
   if (ascii === '' || !HOSTNAME_RE.test(ascii)) return null;
   // All-numeric dotted names are IP spellings (1.2.3, 0x7f.1), not host names.

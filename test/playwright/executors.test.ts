@@ -3,7 +3,7 @@
 // executors keep their own globals and tabs and run at the same time; the listing; the limit
 // (409 executor_limit listing them); a timeout replaces only its own runner and the replacement
 // takes over the executor's tab; DELETE with close_tab=false leaves the tab open, and the default
-// closes it; deleting `default` restarts its runner.
+// closes it; deleting `default` restarts its runner; a Chromium restart keeps the runner, which opens a new tab.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -29,7 +29,7 @@ let site: Server;
 let siteUrl = '';
 let cdp: CdpClient;
 
-const execute = (code: string, executor?: string, timeout_sec = 60): Promise<Answer> =>
+const execute = (code: string, executor?: string, timeout_sec = 120): Promise<Answer> =>
   d.call<Answer>('/browsers/local/playwright/execute', { method: 'POST', json: { code, timeout_sec, ...(executor === undefined ? {} : { executor }) } });
 const listing = (): Promise<Listing> => d.call<Listing>('/browsers/local/playwright/executors');
 const pageIds = async (): Promise<string[]> => (await cdp.send('Target.getTargets')).targetInfos.filter((t) => t.type === 'page').map((t) => t.targetId);
@@ -69,17 +69,19 @@ test('two executors keep their own globals and tabs, and run at the same time', 
       execute(
         `const other = '${name === 'a' ? 'b' : 'a'}';
          await context.pages()[0].evaluate((n) => { (window as any).started = ((window as any).started ?? []).concat(n); }, '${name}');
-         for (let i = 0; i < 600; i++) {
+         // Until the other has started (a deadline far past a busy machine's delays, not a proof by time).
+         for (const end = Date.now() + 150_000; Date.now() < end; ) {
            const started = await context.pages()[0].evaluate(() => (window as any).started ?? []);
            if (started.includes(other)) return 'saw ' + other;
            await new Promise((r) => setTimeout(r, 50));
          }
          return 'alone';`,
         name,
+        300,
       ),
     ),
   );
-  assert.deepEqual(both.map((r) => r.result), ['saw b', 'saw a']);
+  assert.deepEqual(both.map((r) => r.result ?? r.error), ['saw b', 'saw a']);
   const list = await listing();
   assert.deepEqual(list.executors.map((e) => e.name), ['default', 'a', 'b']);
   const a = list.executors[1];
@@ -133,4 +135,17 @@ test('DELETE with close_tab=false leaves the tab open; by default it is closed; 
   const again = await execute('return process.pid');
   assert.equal(again.success, true, again.error);
   assert.notEqual(again.result, pid, 'default was restarted');
+});
+
+test('a Chromium restart: the executor keeps its runner and globals, reconnects, and opens a new tab', async () => {
+  const before = await execute('globalThis.kept = "still"; return process.pid', 'a');
+  assert.equal(before.success, true, before.error);
+  const res = await d.fetch('/browsers/local/restart', { method: 'POST' });
+  assert.equal(res.status, 200, await res.text());
+  await waitBrowser(d, (s) => s.state === 'ready', 'ready');
+  const after = await execute(`await page.goto('${siteUrl}/again'); return [process.pid, globalThis.kept, await page.title()]`, 'a');
+  assert.equal(after.success, true, after.error);
+  assert.deepEqual(after.result, [before.result, 'still', 'page /again']);
+  assert.equal(after.tab?.created, true, 'its old tab went with the old Chromium');
+  assert.notEqual(after.tab?.target_id, before.tab?.target_id);
 });

@@ -17,9 +17,9 @@ import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, TEST_TOKEN } from '../daemon.js';
 import { median, notInstalled, percentile, progress, skippedRow, which, type Bench, type Row } from '../lib.js';
 
-const SAMPLES = 300;
-const BLOCK = 25;
-const WARM_UP = 20;
+const SAMPLES = 200;
+const BLOCK = 20;
+const WARM_UP = 10;
 /** A command that takes longer fails the benchmark (rather than hanging it). */
 const COMMAND_TIMEOUT_MS = 30_000;
 const PAGE = '<!doctype html><title>bench</title><button id="go" onclick="this.dataset.n = (+this.dataset.n || 0) + 1">go</button>';

@@ -17,9 +17,11 @@ import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, TEST_TOKEN } from '../daemon.js';
 import { median, notInstalled, percentile, progress, skippedRow, which, type Bench, type Row } from '../lib.js';
 
-const SAMPLES = 300;
-const BLOCK = 25;
-const WARM_UP = 20;
+const SAMPLES = 200;
+const BLOCK = 20;
+const WARM_UP = 10;
+/** A command that takes longer fails the benchmark (rather than hanging it). */
+const COMMAND_TIMEOUT_MS = 30_000;
 const PAGE = '<!doctype html><title>bench</title><button id="go" onclick="this.dataset.n = (+this.dataset.n || 0) + 1">go</button>';
 
 interface Side {
@@ -36,7 +38,12 @@ interface Side {
 }
 
 async function command(side: Pick<Side, 'base' | 'headers'>, method: string, p: string, body?: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`${side.base}${p}`, { method, headers: { ...side.headers, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${side.base}${p}`, {
+    method,
+    headers: { ...side.headers, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(COMMAND_TIMEOUT_MS),
+  });
   const json = (await res.json()) as { value: Record<string, unknown> };
   if (res.status !== 200) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
   return json.value;
@@ -45,10 +52,12 @@ async function command(side: Pick<Side, 'base' | 'headers'>, method: string, p: 
 function bidiCall(side: Side, method: string, params: unknown): Promise<Record<string, unknown>> {
   const id = side.nextId++;
   return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${side.name} ${method}: no answer within ${COMMAND_TIMEOUT_MS} ms`)), COMMAND_TIMEOUT_MS);
     const onMessage = (data: WebSocket.RawData): void => {
       const m = JSON.parse(data.toString()) as { id?: number; type: string; result?: Record<string, unknown> };
       if (m.id !== id) return;
       side.bidi.off('message', onMessage);
+      clearTimeout(timer);
       if (m.type === 'success') resolve(m.result ?? {});
       else reject(new Error(`${side.name} ${method}: ${JSON.stringify(m)}`));
     };
@@ -112,8 +121,10 @@ export async function benchWebDriver(): Promise<Row[]> {
     const debuggerAddress = new URL(hand.wsUrl).host;
     const directBase = `http://127.0.0.1:${driverPort}`;
     await until('chromedriver ready', async () => ((await fetch(`${directBase}/status`).catch(() => null))?.ok === true ? true : undefined));
+    progress('webdriver: opening the sessions');
     sides.push(await open('browserd', `${d.url}/browsers/local/webdriver`, { authorization: `Bearer ${TEST_TOKEN}` }, {}, page.url));
     sides.push(await open('direct', directBase, {}, { 'goog:chromeOptions': { debuggerAddress } }, page.url));
+    progress('webdriver: sessions open, warming up');
     for (const s of sides) {
       await clicks(s, WARM_UP, false);
       await evaluates(s, WARM_UP, false);

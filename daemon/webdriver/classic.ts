@@ -57,6 +57,8 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+const GONE = 'ChromeDriver went away during the command (Chromium restarted, or ChromeDriver exited): the WebDriver session is over';
+
 interface DriverAnswer {
   status: number;
   headers: http.IncomingHttpHeaders;
@@ -72,7 +74,7 @@ function ask(socketPath: string, method: string, path: string, body: Buffer | nu
     }
     const req = http.request({ socketPath, method, path, headers, signal }, (res) => resolve({ status: res.statusCode ?? 502, headers: res.headers, res }));
     req.on('error', (err) =>
-      reject(new BrowserUnavailableError('ChromeDriver went away during the command (Chromium restarted, or ChromeDriver exited): the WebDriver session is over', { inner: { code: 'chromedriver_gone', message: err.message } })),
+      reject(new BrowserUnavailableError(GONE, { inner: { code: 'chromedriver_gone', message: err.message } })),
     );
     req.end(body ?? undefined);
   });
@@ -80,7 +82,11 @@ function ask(socketPath: string, method: string, path: string, body: Buffer | nu
 
 async function jsonOf(res: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
-  for await (const c of res) chunks.push(c as Buffer);
+  try {
+    for await (const c of res) chunks.push(c as Buffer);
+  } catch (err) {
+    throw new BrowserUnavailableError(GONE, { inner: { code: 'chromedriver_gone', message: (err as Error).message } });
+  }
   const text = Buffer.concat(chunks).toString('utf8');
   try {
     return JSON.parse(text) as unknown;
@@ -119,6 +125,8 @@ export async function forwardClassic(ctx: ClassicRequest, deps: ClassicDeps): Pr
   if (!readsAnswer) {
     const headers: Record<string, string> = { 'content-type': String(answer.headers['content-type'] ?? 'application/json; charset=utf-8') };
     ctx.res.writeHead(answer.status, headers);
+    // An answer cut short (ChromeDriver ended mid-answer) cuts the client's too: never a complete-looking one.
+    answer.res.once('aborted', () => ctx.res.destroy()).once('error', () => ctx.res.destroy());
     answer.res.pipe(ctx.res);
     await new Promise<void>((resolve) => ctx.res.once('close', resolve));
     return null;

@@ -135,7 +135,7 @@ async function main(): Promise<void> {
   let proxies: ReturnType<typeof createProxies>;
   let egress: Egress;
   try {
-    egress = createEgress({ config, log, forwarderPort: () => proxies.forwarderPort(), onDecision: (d) => telemetry.emit('network_policy_decision', 'system', { kind: 'kernel_api', event: 'egress_policy' }, d) });
+    egress = createEgress({ config, log, forwarderPort: () => proxies.forwarderPort(), onChange: () => proxies.resetConnections('the egress policy changed; retry'), onDecision: (d) => telemetry.emit('network_policy_decision', 'system', { kind: 'kernel_api', event: 'egress_policy' }, d) });
     proxies = createProxies({
       config,
       log,

@@ -21,6 +21,8 @@ interface EgressDeps {
   log: Logger;
   /** The forwarding proxy's port on 127.0.0.1 (null before it listens). */
   forwarderPort(): number | null;
+  /** The policy changed: connections opened under the old one must end (the forwarding proxy's). */
+  onChange?(): void;
   /** A decision while filtered (and every refusal): for the telemetry stream. */
   onDecision?(d: Record<string, unknown>): void;
 }
@@ -70,6 +72,7 @@ export function createEgress(deps: EgressDeps): Egress {
     log,
     forwarderPort: deps.forwarderPort,
     services: () => (api === null ? [] : [api]),
+    onChange: () => deps.onChange?.(),
   });
   const services: (() => Service | null)[] = [];
   /** Whether every address is one of the daemon's own services on `port`. */

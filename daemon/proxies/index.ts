@@ -42,6 +42,8 @@ interface Proxies {
   active(): ForwarderStatus | null;
   /** The daemon's own API port, once it listens: the forwarding proxy never connects there. */
   setApiPort(port: number): void;
+  /** Closes every connection of the browser to the forwarding proxy (the rules changed: the egress policy); Chromium reconnects. */
+  resetConnections(why: string): void;
   /** Cancels running checks, closes the forwarding proxy, waits for them and for every pending store write. Idempotent. */
   close(): Promise<void>;
   /** Cancels running checks and closes the forwarding proxy's connections now. Idempotent. */
@@ -100,6 +102,7 @@ export function createProxies(deps: ProxiesDeps): Proxies {
     setApiPort(port) {
       apiPort = port;
     },
+    resetConnections: (why) => forwarder.reset(why),
     close() {
       closing ??= (async () => {
         await forwarder.close();

@@ -108,7 +108,7 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
   const browser = createBrowser(ctx, { keyring, onChromiumLine: rings.chromiumLine });
   const telemetry = createTelemetry(ctx, { browser });
   const profiles = createProfiles(ctx, { browser });
-  const egress = createEgress(ctx, { browser, telemetry, forwarderPort: () => proxies.forwarderPort() });
+  const egress = createEgress(ctx, { browser, telemetry, forwarderPort: () => proxies.forwarderPort(), onChange: () => proxies.resetConnections('the egress policy changed; retry') });
   const proxies = createProxies(ctx, { browser, telemetry, egress: egress.gate });
   const extensions = createExtensions(ctx, { browser, telemetry });
   egress.addService(() => extensions.updateService()); // Chromium fetches policy installs there through the forwarding proxy

@@ -24,6 +24,8 @@ interface EgressDeps {
   forwarderPort(): number | null;
   /** A decision while filtered (and every refusal): a telemetry event. */
   telemetry?: TelemetrySink;
+  /** The policy changed: connections opened under the old one must end (the forwarding proxy's). */
+  onChange?(): void;
 }
 
 export interface Egress extends Module {
@@ -69,6 +71,7 @@ export function createEgress(ctx: ModuleContext, deps: EgressDeps): Egress {
     log,
     forwarderPort: deps.forwarderPort,
     services: () => (api === null ? [] : [api]),
+    onChange: () => deps.onChange?.(),
   });
   const services: (() => Service | null)[] = [];
   /** Whether every address is one of the daemon's own services on `port`. */

@@ -9,7 +9,7 @@ import { policySchema, withDefaults } from './policy.js';
 const route = routesIn('daemon/egress/routes.ts');
 
 const ENFORCEMENT_TEXT =
-  'Applied at once: the forwarding proxy judges every new connection of the browser by the new policy (connections already open stay); Chromium reads ' +
+  'Applied at once: the forwarding proxy closes every connection of the browser (Chromium reconnects) and judges every new one by the new policy; Chromium reads ' +
   'its managed policy (ProxySettings pinned to the forwarding proxy, WebRtcIPHandling disable_non_proxied_udp, DnsOverHttpsMode off) from the daemon\'s ' +
   'file in the policy folder without a restart (within its reload delay, seconds), and at every launch. `processes` says whether the agent\'s processes ' +
   'are held to it too (nftables rules on the agent user\'s uid): "enforced", "not enforced" (with `processes_reason`: no nft, no CAP_NET_ADMIN, or ' +

@@ -27,6 +27,8 @@ export interface StateDeps {
   forwarderPort(): number | null;
   /** The loopback services the agent's sockets may reach besides the forwarding proxy (the API). */
   services(): Service[];
+  /** A new policy is in force: connections opened under the old one end. */
+  onChange(): void;
 }
 
 /** The managed policies that pin Chromium to the forwarding proxy. */
@@ -64,6 +66,7 @@ export class EgressState {
     return this.queue.run(async () => {
       await this.deps.store.set(policy);
       this.checker = new Checker(policy);
+      this.deps.onChange();
       log.info({ event: 'egress_policy_set', filtered: policy.filtered, allowed_hosts: policy.allowed_hosts.length, allow_private: policy.allow_private.length, blocked_hosts: policy.blocked_hosts.length }, 'egress policy changed');
       await this.applyLocked(log);
     });

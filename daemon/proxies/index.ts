@@ -38,6 +38,8 @@ export interface Proxies extends Module {
   forwarderPort(): number | null;
   /** The browser's active proxy and the last failure of a connection to it (for GET /browsers/{id} `proxy`); null when direct. */
   active(): ForwarderStatus | null;
+  /** Closes every connection of the browser to the forwarding proxy (the rules changed: the egress policy); Chromium reconnects. */
+  resetConnections(why: string): void;
   /** Cancels running checks, closes the forwarding proxy, waits for them and for every pending store write. Idempotent. */
   close(): Promise<void>;
   /** Cancels running checks and closes the forwarding proxy's connections now. Idempotent. */
@@ -104,6 +106,7 @@ export function createProxies(ctx: ModuleContext, deps: ProxiesDeps): Proxies {
     },
     forwarderPort: () => forwarder.port,
     active: () => active.status(),
+    resetConnections: (why) => forwarder.reset(why),
     close() {
       closing ??= (async () => {
         await forwarder.close();

@@ -151,6 +151,15 @@ export class Forwarder {
     for (const c of [...this.clients.values()]) this.cut(c, SWITCHED);
   }
 
+  /**
+   * Closes every connection of the browser (a request still waiting gets 502 `why`): nothing goes on
+   * through a connection opened under rules that changed (the egress policy). Chromium reconnects.
+   */
+  reset(why: string): void {
+    this.generation++;
+    for (const c of [...this.clients.values()]) this.cut(c, why);
+  }
+
   /** The active proxy and the last failure of a connection to it; null when direct. */
   status(): ForwarderStatus | null {
     return this.active === null ? null : { id: this.active.proxy.id, last_error: this.stats.lastErrorOfActive() };

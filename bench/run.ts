@@ -14,6 +14,7 @@ import { liveViewBench } from './cases/live-view.js';
 import { daemonBench } from './cases/daemon-cost.js';
 import { forwarderChromiumBench } from './cases/forwarder-chromium.js';
 import { forwarderBench } from './cases/forwarder.js';
+import { firstScreenshotBench } from './cases/first-screenshot.js';
 import { fsBench } from './cases/fs.js';
 import { jwtBench } from './cases/jwt.js';
 import { guard, progress, type Bench, type Row } from './lib.js';
@@ -32,7 +33,7 @@ import { webdriverBench } from './cases/webdriver.js';
 
 const BENCHES: Bench[] = [
   restartBench, liveBench, activationBench, stdinBench, unzipBench, proxyBench,
-  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, toolsBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench, jwtBench, webdriverBench,
+  daemonBench, forwarderBench, forwarderChromiumBench, computerBench, playwrightBench, toolsBench, ptyBench, fsBench, cdpBench, curlBench, replayBench, telemetryBench, liveViewBench, profilesBench, jwtBench, webdriverBench, firstScreenshotBench,
 ];
 
 function usage(): string {

@@ -1,12 +1,13 @@
-// Requests through the browser: at most BROWSERD_CURL_MAX_CONCURRENT at once (each is a hidden
-// tab), each under one deadline (timeout_ms) that covers its answer too, on a CDP session of its
-// own; what fails is turned into the contract's errors.
+// Requests through the browser: at most BROWSERD_CURL_MAX_CONCURRENT at once (each in a hidden tab
+// of its own, kept warm between requests: tabs.ts), each under one deadline (timeout_ms) that covers
+// its answer too; what fails is turned into the contract's errors.
 import { BrowserUnavailableError, BrowserdError, InternalError, LimitExceededError, TimeoutError } from '../core/errors.js';
 import { CdpCallError } from '../cdp/client.js';
 import type { Config } from '../core/config.js';
 import { Deadline, DeadlineError } from '../core/deadline.js';
 import type { Logger } from '../core/log.js';
 import type { Browser } from '../chromium/index.js';
+import { WarmTabs } from './tabs.js';
 import { requestThroughBrowser, type BrowserAnswer, type BrowserRequest } from './through-browser.js';
 
 export interface FetchOptions {
@@ -19,10 +20,14 @@ export interface FetchOptions {
 
 export class BrowserFetcher {
   private running = 0;
+  readonly tabs = new WarmTabs();
 
-  constructor(private readonly deps: { config: Config; log: Logger; browser: Browser }) {}
+  constructor(private readonly deps: { config: Config; log: Logger; browser: Browser }) {
+    // A session of the module's own in every run: its tabs, their sessions and Fetch are its alone.
+    deps.browser.use({ name: 'curl', onLaunch: async (cdp) => this.tabs.runStarted(cdp) });
+  }
 
-  /** Makes the request and hands its answer to `use` (which reads the body); the tab is closed after. */
+  /** Makes the request and hands its answer to `use` (which reads the body); the request is ended after. */
   async run<T>(req: BrowserRequest, opts: FetchOptions, use: (answer: BrowserAnswer, deadline: Deadline) => Promise<T>): Promise<T> {
     const { browser, config } = this.deps;
     const max = config.curl.maxConcurrent;
@@ -35,14 +40,13 @@ export class BrowserFetcher {
     this.running++;
     const deadline = Deadline.in(opts.timeoutMs, 'the request through the browser', opts.signal);
     try {
-      return await browser.withCdp(async (cdp) => {
-        const answer = await requestThroughBrowser(cdp, req, deadline, { maxBytes: opts.maxBytes, limitName: opts.limitName });
-        try {
-          return await use(answer, deadline);
-        } finally {
-          await answer.body.return();
-        }
-      }, deadline);
+      const tab = await this.tabs.take(deadline);
+      const answer = await requestThroughBrowser(tab, req, deadline, { maxBytes: opts.maxBytes, limitName: opts.limitName }, (reusable) => this.tabs.give(tab, reusable));
+      try {
+        return await use(answer, deadline);
+      } finally {
+        await answer.release();
+      }
     } catch (err) {
       throw this.explain(err, deadline, req.url, opts.timeoutMs);
     } finally {

@@ -4,7 +4,7 @@
 // service received, Set-Cookie included (several lines joined with "\n" in one value). Both name the
 // request by its network id; each hop of a redirect chain gets its own ExtraInfo, told apart by status.
 import type { Protocol } from 'devtools-protocol';
-import type { CdpClient } from '../cdp/client.js';
+import type { PageSession } from '../cdp/attach.js';
 import type { Deadline } from '../core/deadline.js';
 
 /** How long an answer waits for its ExtraInfo when it is not in yet (the two come over separate pipes inside Chromium). */
@@ -16,9 +16,9 @@ export class SetCookieLines {
   private wake: (() => void) | null = null;
   private readonly off: () => void;
 
-  constructor(cdp: CdpClient, sessionOf: () => string | undefined) {
-    this.off = cdp.on('Network.responseReceivedExtraInfo', (p: Protocol.Network.ResponseReceivedExtraInfoEvent, sid) => {
-      if (sid !== sessionOf()) return;
+  /** `page`: its Network domain enabled (curl/tabs.ts does it when it opens the tab). */
+  constructor(page: Pick<PageSession, 'on'>) {
+    this.off = page.on('Network.responseReceivedExtraInfo', (p: Protocol.Network.ResponseReceivedExtraInfoEvent) => {
       const lines: string[] = [];
       for (const [name, value] of Object.entries(p.headers)) if (name.toLowerCase() === 'set-cookie') lines.push(...String(value).split('\n').filter((l) => l !== ''));
       this.seen.set(p.requestId, { status: p.statusCode, lines });

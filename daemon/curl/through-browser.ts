@@ -7,16 +7,18 @@
 // its answer is taken at the headers stage as a stream (Fetch.takeResponseBodyAsStream): status and
 // headers as the server sent them, the body read in chunks, never rendered nor downloaded.
 //
-// Steps: Target.createTarget (hidden, about:blank) → attach (flat) → Fetch.enable (every request
+// Steps, in a warm hidden tab (tabs.ts: about:blank, Fetch enabled on its session, every request
 // paused at the request stage) → Page.navigate → the document request paused: continueRequest
 // with the method, headers (Chromium's own merged with the caller's) and body, and
 // interceptResponse → paused again with the answer's headers (a redirect: continued, and its next
 // hop is paused like the first) → takeResponseBodyAsStream → IO.read until eof → the request is
-// cancelled (Fetch.failRequest: the page never sees it) and the tab closed. A navigation that fails
+// cancelled (Fetch.failRequest: the page never sees it, nothing commits: the tab is still on its
+// about:blank) and, once Page.navigate has answered, the tab is handed back for the next request
+// (any other end: it is closed). A navigation that fails
 // (DNS, refused, TLS, the proxy) ends in Page.navigate's errorText: fetch_failed with that net error.
 import type { Protocol } from 'devtools-protocol';
-import { openPage, type PageSession } from '../cdp/attach.js';
-import { CdpCallError, type CdpClient } from '../cdp/client.js';
+import type { PageSession } from '../cdp/attach.js';
+import { CdpCallError } from '../cdp/client.js';
 import type { Deadline } from '../core/deadline.js';
 import { BadRequestError, OperationFailedError, PayloadTooLargeError } from '../core/errors.js';
 import { SetCookieLines } from './set-cookie.js';
@@ -36,8 +38,10 @@ export interface BrowserAnswer {
   headers: { name: string; value: string }[];
   /** The URL that answered (after redirects). */
   url: string;
-  /** The body (decoded of its Content-Encoding by Chromium), chunk by chunk; ends the request when done or abandoned. */
+  /** The body (decoded of its Content-Encoding by Chromium), chunk by chunk. */
   body: AsyncGenerator<Buffer, void, void>;
+  /** Ends the request, whether the body was read to its end, in part, or not at all (idempotent). */
+  release(): Promise<void>;
 }
 
 /** Marks an answer of the daemon's forwarding proxy itself (proxies/forwarder/forwarder.ts). */
@@ -51,14 +55,23 @@ const MAX_REDIRECTS = 20;
 
 type Paused = Protocol.Fetch.RequestPausedEvent;
 
+/** After the request is cancelled, how long the tab's navigation may take to answer before the tab is not used again. */
+const SETTLE_MS = 5000;
+
 /**
- * Starts the request on `cdp` (a browser-level session) and resolves with the answer's status and
- * headers; the body is read from `answer.body`, which must be consumed or returned (`return()`)
- * for the tab to close. `maxBytes` bounds the body (PayloadTooLargeError naming `limitName`).
+ * Starts the request in `page` (a tab of tabs.ts: Fetch enabled) and resolves with the answer's
+ * status and headers; the body is read from `answer.body`, and `answer.release()` must be called
+ * after (read or not). `done` is called once when the request is over: `reusable` when it ended cleanly
+ * (the body read to its end, the request cancelled and the navigation answered), else the tab must
+ * be closed. `maxBytes` bounds the body (PayloadTooLargeError naming `limitName`).
  */
-export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest, deadline: Deadline, limits: { maxBytes: number; limitName: string }): Promise<BrowserAnswer> {
-  const page = await openPage(cdp, { url: 'about:blank', background: true, hidden: true }, { deadline });
-  const close = (): void => void page.close();
+export async function requestThroughBrowser(
+  page: PageSession,
+  req: BrowserRequest,
+  deadline: Deadline,
+  limits: { maxBytes: number; limitName: string },
+  done: (reusable: boolean) => void,
+): Promise<BrowserAnswer> {
   const queue: Paused[] = [];
   let wake: (() => void) | null = null;
   let navigationError: string | null = null;
@@ -67,7 +80,7 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
     wake?.();
   });
   // Fetch never shows Set-Cookie: the raw lines come from the Network domain (set-cookie.ts).
-  const cookies = new SetCookieLines(cdp, () => page.sessionId);
+  const cookies = new SetCookieLines(page);
   const off = (): void => {
     offPaused();
     cookies.close();
@@ -81,11 +94,19 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
       wake = null;
     }
   };
+  let navigated: Promise<unknown> = Promise.resolve();
+  /** Cancels the request (the page never sees it) and hands the tab back once its navigation answered. */
+  const finish = async (requestId: string, clean: boolean): Promise<void> => {
+    off();
+    const cancelled = await page.send('Fetch.failRequest', { requestId, errorReason: 'Aborted' }, { timeoutMs: SETTLE_MS }).then(
+      () => true,
+      () => false,
+    );
+    done(clean && cancelled && (await settlesWithin(navigated, SETTLE_MS)));
+  };
   try {
     const opts = { deadline };
-    await page.send('Network.enable', {}, opts);
-    await page.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] }, opts);
-    page.send('Page.navigate', { url: req.url }, opts).then(
+    navigated = page.send('Page.navigate', { url: req.url }, opts).then(
       (r) => {
         if (r.errorText !== undefined && r.errorText !== '' && r.errorText !== 'net::ERR_ABORTED') navigationError = r.errorText;
         wake?.();
@@ -139,18 +160,39 @@ export async function requestThroughBrowser(cdp: CdpClient, req: BrowserRequest,
       }
       const noBody = req.method === 'HEAD' || status === 204 || status === 304;
       const handle = noBody ? null : (await page.send('Fetch.takeResponseBodyAsStream', { requestId: p.requestId }, opts)).stream;
-      const body = readBody(page, handle, deadline, limits, async () => {
-        off();
-        await page.send('Fetch.failRequest', { requestId: p.requestId, errorReason: 'Aborted' }, { timeoutMs: 5000 }).catch(() => undefined);
-        close();
-      });
-      return { status, statusText: p.responseStatusText ?? '', headers, url: p.request.url, body };
+      // Once, whoever ends first (the body's end, or a release of a body never read); not waited for
+      // by the answer: the tab is handed back in the background.
+      let ended = false;
+      const end = (complete: boolean): void => {
+        if (ended) return;
+        ended = true;
+        void finish(p.requestId, complete);
+      };
+      const body = readBody(page, handle, deadline, limits, end);
+      const release = async (): Promise<void> => {
+        await body.return(); // runs the body's end when it had started
+        end(false);
+      };
+      return { status, statusText: p.responseStatusText ?? '', headers, url: p.request.url, body, release };
     }
   } catch (err) {
+    // A request may still be paused in the tab: it is not used again.
     off();
-    close();
+    done(false);
     throw err;
   }
+}
+
+/** Whether `p` settles (either way) within `ms`. */
+function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    const settled = (): void => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    p.then(settled, settled);
+  });
 }
 
 async function continueAs(page: PageSession, p: Paused, req: BrowserRequest, opts: { deadline: Deadline }): Promise<void> {
@@ -180,10 +222,14 @@ async function* readBody(
   handle: string | null,
   deadline: Deadline,
   limits: { maxBytes: number; limitName: string },
-  end: () => Promise<void>,
+  end: (complete: boolean) => void,
 ): AsyncGenerator<Buffer, void, void> {
+  let complete = false;
   try {
-    if (handle === null) return;
+    if (handle === null) {
+      complete = true;
+      return;
+    }
     let total = 0;
     for (;;) {
       const r = await page.send('IO.read', { handle, size: READ_CHUNK }, { deadline });
@@ -193,9 +239,12 @@ async function* readBody(
       if (chunk.length > 0) yield chunk;
       if (r.eof) break;
     }
-    await page.send('IO.close', { handle }, { deadline }).catch(() => undefined);
+    complete = await page.send('IO.close', { handle }, { deadline }).then(
+      () => true,
+      () => false,
+    );
   } finally {
-    await end();
+    end(complete);
   }
 }
 

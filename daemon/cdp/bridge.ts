@@ -10,9 +10,9 @@
 import type { Protocol } from 'devtools-protocol';
 import WebSocket from 'ws';
 import { Deadline, DeadlineError } from '../core/deadline.js';
-import { BrowserUnavailableError, InvalidRequestError, NotFoundError } from '../core/errors.js';
+import { BrowserUnavailableError, NotFoundError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
+import { CLOSE, reasonText, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
 import type { Channel, ChannelEnd, ChannelKind } from './channel.js';
 import { CdpCallError, type CdpMux } from './mux.js';
 import { SendBudget, type QueuedClient } from './send-budget.js';
@@ -108,9 +108,8 @@ export class CdpBridge extends WebSocketHub {
   }
 
   private async connect(ctx: UpgradeRequest, kind: ChannelKind): Promise<void> {
-    const bad = handshakeProblem(ctx.req);
-    if (bad !== null) throw new InvalidRequestError(bad);
-    if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
+    const refused = this.refusal(ctx);
+    if (refused !== null) throw refused;
     const deadline = Deadline.in(CDP_READY_WAIT_MS, 'waiting for Chromium');
     const holder: { ws: WebSocket | null; early: Buffer[]; end: ChannelEnd | null; messages: number } = { ws: null, early: [], end: null, messages: 0 };
     const sink = {
@@ -159,11 +158,11 @@ export class CdpBridge extends WebSocketHub {
       return;
     }
     const remote = `${ctx.req.socket.remoteAddress ?? ''}:${ctx.req.socket.remotePort ?? ''}`;
-    this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
+    let since = 0;
+    this.accept(ctx, 'cdp_client', (ws) => {
       holder.ws = ws;
-      this.live.add(ws);
       this.clients.set(ws, new Client(ws, ch));
-      const since = performance.now();
+      since = performance.now();
       ws.on('message', () => holder.messages++);
       this.opts.events?.connected({ remote, target: kind.kind === 'target' ? kind.targetId : undefined, pid });
       ctx.log.info({ event: 'cdp_connected', chromium_pid: pid, target: kind.kind === 'target' ? kind.targetId : undefined, connections: this.live.size }, 'CDP client connected');
@@ -174,15 +173,12 @@ export class CdpBridge extends WebSocketHub {
           ch.whenWritable(() => ws.resume());
         }
       });
-      ws.on('error', (err) => ctx.log.debug({ event: 'cdp_client_error', err: err.message }, 'CDP client socket error'));
-      ws.on('close', (code) => {
-        this.live.delete(ws);
-        this.clients.delete(ws);
-        ch.close();
-        ctx.log.info({ event: 'cdp_closed', chromium_pid: pid, code, by: ch.endReason?.code ?? 'client' }, 'CDP connection closed');
-        this.opts.events?.closed({ remote, reason: REASON_BY_END[ch.endReason?.code ?? 'client_closed'], ms: performance.now() - since, messages: holder.messages, code });
-      });
       for (const data of holder.early.splice(0)) this.toClient(ws, data);
+    }, (code, ws) => {
+      this.clients.delete(ws);
+      ch.close();
+      ctx.log.info({ event: 'cdp_closed', chromium_pid: pid, code, by: ch.endReason?.code ?? 'client' }, 'CDP connection closed');
+      this.opts.events?.closed({ remote, reason: REASON_BY_END[ch.endReason?.code ?? 'client_closed'], ms: performance.now() - since, messages: holder.messages, code });
     });
   }
 

@@ -3,6 +3,7 @@
 // systemd integration use).
 import { lazy } from '../core/lazy.js';
 import { ConfigError } from '../core/config.js';
+import { BrowserUnavailableError } from '../core/errors.js';
 import { CdpBridge } from '../cdp/bridge.js';
 import { CdpClient } from '../cdp/client.js';
 import { cdpRoutes } from '../cdp/routes.js';
@@ -19,6 +20,7 @@ import { RESTART_OP, Supervisor } from './supervisor.js';
 import type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
 import type { KeyRing } from '../http/auth.js';
 import type { ModuleContext } from '../module.js';
+import { baseUrlOf, listenHostPort, plainHost } from '../http/base-url.js';
 import { BrowserPlugs } from './plugs.js';
 
 export type { Browser, BrowserSnapshot, BrowserUpdatePart } from './types.js';
@@ -37,7 +39,7 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
   const log = ctx.log.child({ module: 'chromium' });
   const sessionId = config.sessionId;
   const createdAt = new Date().toISOString();
-  const publicAddress = (): string => hostPort(api.host, api.port ?? 0);
+  const publicAddress = (): string => listenHostPort(api);
   let shutdownAt: number | null = null;
   // What the other modules add (browser.use): read at every launch, stop, snapshot and request.
   const plugs = new BrowserPlugs();
@@ -107,7 +109,7 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
   // The modules' PATCH fields (browser.use) go before the browser's own (the viewport), in the order they are added.
   const updateParts: BrowserUpdatePart[] = [unsupportedUpdatePart, viewportPart];
 
-  const wsBase = (host?: string): string => `ws://${host !== undefined && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress()}/browsers/${encodeURIComponent(sessionId)}/cdp`;
+  const wsBase = (host?: string): string => `ws://${plainHost(host) ?? publicAddress()}/browsers/${encodeURIComponent(sessionId)}/cdp`;
   // A client arriving while a launch is queued (the browser still stopped or failed) waits for it too.
   const bridge = new CdpBridge({ waitMux: (d) => sup.waitMux(d, { whileLaunchQueued: true }), notReadyReason: () => sup.notReadyReason() }, {
     maxMessageBytes: config.chromium.cdpMaxMessageBytes,
@@ -150,10 +152,9 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     return sup.lock.run(name, fn, opts);
   };
 
-  const hostOf = (host: unknown): string => (typeof host === 'string' && /^[A-Za-z0-9.[\]:-]{1,300}$/.test(host) ? host : publicAddress());
   // The record as its reader gets it: base_url, and one token of the reader's own scopes (the SDK's route cache, the CDP and live view links).
   const record: BrowserRecord = async (ctx, snap) => {
-    const baseUrl = config.baseUrl ?? `http://${hostOf(ctx.req.headers.host)}`;
+    const baseUrl = baseUrlOf(config.baseUrl, ctx.req, api);
     const wsUrl = `${baseUrl.replace(/^http/, 'ws')}/browsers/${encodeURIComponent(sessionId)}/cdp`;
     const jwt = ctx.identity === null ? '' : (await deps.keyring.derive(ctx.identity)).token;
     return {
@@ -188,6 +189,12 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     routes,
     launch: () => sup.start(),
     notReadyReason: () => sup.notReadyReason(),
+    ensureReady: () => {
+      const reason = sup.notReadyReason();
+      if (reason === null) return;
+      const { state } = sup.status();
+      throw new BrowserUnavailableError(`Chromium is not ready (${state}): ${reason}`, { retryable: state === 'starting' || state === 'restarting' });
+    },
     snapshot,
     async withCdp(fn, deadline) {
       const { mux, pid } = await sup.waitMux(deadline);
@@ -232,8 +239,3 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     },
   };
 }
-
-function hostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
-

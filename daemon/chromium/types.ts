@@ -84,6 +84,8 @@ export interface Browser extends Module {
   launch(): void;
   /** null when ready, else why not (the 503 message of /readyz). */
   notReadyReason(): string | null;
+  /** Throws BrowserUnavailableError unless ready, saying the state and why (retryable while it starts or restarts). */
+  ensureReady(): void;
   snapshot(): BrowserSnapshot;
   /**
    * Waits for the ready Chromium (within the deadline; not from inside withLock unless the

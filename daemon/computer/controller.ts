@@ -7,8 +7,8 @@
 import { SerialQueue } from '../core/serial-queue.js';
 import { CdpCallError, type CdpClient } from '../cdp/client.js';
 import type { Browser } from '../chromium/types.js';
-import { Deadline, DeadlineError } from '../core/deadline.js';
-import { BrowserdError, BrowserUnavailableError, ConflictError, InternalError, TimeoutError } from '../core/errors.js';
+import { Deadline, deadlineEnded } from '../core/deadline.js';
+import { BrowserdError, BrowserUnavailableError, ConflictError, InternalError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import { Mouse, type Point } from './mouse.js';
@@ -109,11 +109,7 @@ export class Computer {
 
   private async ready(deadline: Deadline): Promise<Run> {
     const { browser } = this.deps;
-    const reason = browser.notReadyReason();
-    if (reason !== null) {
-      const state = browser.snapshot().state;
-      throw new BrowserUnavailableError(`Chromium is not ready (${state}): ${reason}`, { retryable: state === 'starting' || state === 'restarting' });
-    }
+    browser.ensureReady();
     const cdp = this.session;
     // Ready, yet the run's session is gone: Chromium ended a moment ago (the state follows).
     if (cdp === null || cdp.isClosed) throw new BrowserUnavailableError('Chromium is not ready: it went away a moment ago', { retryable: true });
@@ -145,9 +141,11 @@ export class Computer {
   /** The contract's error for what an action threw (also for each action of a batch, before its index is added). */
   explain(err: unknown, deadline: Deadline, action: string, budget: number): unknown {
     if (err instanceof BrowserdError) return err;
-    const timedOut = err instanceof DeadlineError ? err.timedOut : deadline.expired && (deadline.signal.reason as DeadlineError | undefined)?.timedOut === true;
-    if (timedOut) return new TimeoutError(`the ${action} did not finish within its deadline of ${budget} ms (BROWSERD_COMPUTER_TIMEOUT_MS plus the waits it asked for)`);
-    if (deadline.expired) return new BrowserUnavailableError(`the ${action} was abandoned: the client went away or browserd is stopping`);
+    const ended = deadlineEnded(err, deadline, {
+      timedOut: `the ${action} did not finish within its deadline of ${budget} ms (BROWSERD_COMPUTER_TIMEOUT_MS plus the waits it asked for)`,
+      abandoned: `the ${action} was abandoned: the client went away or browserd is stopping`,
+    });
+    if (ended !== null) return ended;
     if (err instanceof CdpCallError) {
       // Not known whether the input reached the page: not safe to repeat as is.
       if (err.malformed) return new BrowserUnavailableError(`Chromium sent a malformed answer to ${err.method} during the ${action}: ${err.text}`, { retryable: false });

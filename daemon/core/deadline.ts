@@ -1,6 +1,7 @@
 // One deadline threaded through a whole operation (launch → ready, connect → call), in the manner
 // of Playwright's `progress`: every step asks it how long is left and races against it, instead
 // of recomputing `deadline - Date.now()` by hand. Aborting (shutdown, a client gone) ends it early.
+import { BrowserUnavailableError, TimeoutError, type BrowserdError } from './errors.js';
 
 export class DeadlineError extends Error {
   constructor(
@@ -108,4 +109,16 @@ export class Deadline {
     const why = reason instanceof Error ? reason.message : 'aborted';
     this.controller.abort(new DeadlineError(`${this.what}: ${why}`, false));
   }
+}
+
+/**
+ * The contract's error when an operation's deadline ended it (one mapping for every operation on the
+ * browser): its own time ran out → 504 TimeoutError(`timedOut`); the deadline aborted (the client went
+ * away, the daemon stopping) → 503 BrowserUnavailableError(`abandoned`); null when `err` is not the deadline's.
+ */
+export function deadlineEnded(err: unknown, deadline: Deadline, texts: { timedOut: string; abandoned: string }): BrowserdError | null {
+  const timedOut = err instanceof DeadlineError ? err.timedOut : deadline.expired && (deadline.signal.reason as DeadlineError | undefined)?.timedOut === true;
+  if (timedOut) return new TimeoutError(texts.timedOut);
+  if (deadline.expired) return new BrowserUnavailableError(texts.abandoned);
+  return null;
 }

@@ -2,7 +2,7 @@
 // the same folder, fsync, rename over, fsync of the folder. A daemon killed at any point leaves
 // the old content or the new, never a torn file.
 import { randomUUID } from 'node:crypto';
-import { readdirSync, rmSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -57,6 +57,20 @@ export async function syncDir(dir: string): Promise<void> {
       await fh.sync();
     } finally {
       await fh.close();
+    }
+  } catch {
+    // best effort: some file systems refuse fsync on a folder
+  }
+}
+
+/** syncDir, synchronously (at start, before the daemon serves). */
+export function syncDirSync(dir: string): void {
+  try {
+    const fd = openSync(dir, 'r');
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
     }
   } catch {
     // best effort: some file systems refuse fsync on a folder

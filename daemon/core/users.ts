@@ -170,3 +170,14 @@ export function groupsOf(user: Pick<UserEntry, 'name' | 'gid'>, groupFile = '/et
   }
   return [...groups];
 }
+
+/**
+ * Whether `user` may `want` (MAY_* bits: 4 read, 2 write, 1 search) on an object with `st`'s owner
+ * and mode, by the mode's owner, group (its primary group or one of its supplementary `groups`) or
+ * other bits; root may everything. Access control lists are not read.
+ */
+export function userMay(user: { uid: number; gid: number; groups?: readonly number[] }, st: { uid: number; gid: number; mode: number }, want: number): boolean {
+  if (user.uid === 0) return true;
+  const bits = st.uid === user.uid ? (st.mode >> 6) & 7 : st.gid === user.gid || (user.groups ?? []).includes(st.gid) ? (st.mode >> 3) & 7 : st.mode & 7;
+  return (bits & want) === want;
+}

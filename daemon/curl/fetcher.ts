@@ -1,10 +1,11 @@
 // Requests through the browser: at most BROWSERD_CURL_MAX_CONCURRENT at once (each in a hidden tab
 // of its own, kept warm between requests: tabs.ts), each under one deadline (timeout_ms) that covers
 // its answer too; what fails is turned into the contract's errors.
-import { BrowserUnavailableError, BrowserdError, InternalError, LimitExceededError, TimeoutError } from '../core/errors.js';
+import { BrowserUnavailableError, BrowserdError, InternalError } from '../core/errors.js';
+import { Slots } from '../core/slots.js';
 import { CdpCallError } from '../cdp/client.js';
 import type { Config } from '../core/config.js';
-import { Deadline, DeadlineError } from '../core/deadline.js';
+import { Deadline, deadlineEnded } from '../core/deadline.js';
 import type { Logger } from '../core/log.js';
 import type { Browser } from '../chromium/index.js';
 import { WarmTabs } from './tabs.js';
@@ -19,25 +20,22 @@ export interface FetchOptions {
 }
 
 export class BrowserFetcher {
-  private running = 0;
+  private readonly slots: Slots;
   readonly tabs = new WarmTabs();
 
   constructor(private readonly deps: { config: Config; log: Logger; browser: Browser }) {
+    const max = deps.config.curl.maxConcurrent;
+    this.slots = new Slots({ what: 'requests through the browser', max, message: `too many requests through the browser at once (limit ${max}, BROWSERD_CURL_MAX_CONCURRENT)` });
     // A session of the module's own in every run: its tabs, their sessions and Fetch are its alone.
     deps.browser.use({ name: 'curl', onLaunch: async (cdp) => this.tabs.runStarted(cdp) });
   }
 
   /** Makes the request and hands its answer to `use` (which reads the body); the request is ended after. */
   async run<T>(req: BrowserRequest, opts: FetchOptions, use: (answer: BrowserAnswer, deadline: Deadline) => Promise<T>): Promise<T> {
-    const { browser, config } = this.deps;
-    const max = config.curl.maxConcurrent;
-    if (this.running >= max) throw new LimitExceededError('requests through the browser', max, { message: `too many requests through the browser at once (limit ${max}, BROWSERD_CURL_MAX_CONCURRENT)` });
-    const reason = browser.notReadyReason();
-    if (reason !== null) {
-      const state = browser.snapshot().state;
-      throw new BrowserUnavailableError(`Chromium is not ready (${state}): ${reason}`, { retryable: state === 'starting' || state === 'restarting' });
-    }
-    this.running++;
+    const { browser } = this.deps;
+    this.slots.check();
+    browser.ensureReady();
+    const release = this.slots.take();
     const deadline = Deadline.in(opts.timeoutMs, 'the request through the browser', opts.signal);
     try {
       const tab = await this.tabs.take(deadline);
@@ -50,7 +48,7 @@ export class BrowserFetcher {
     } catch (err) {
       throw this.explain(err, deadline, req.url, opts.timeoutMs);
     } finally {
-      this.running--;
+      release();
       deadline.dispose();
     }
   }
@@ -58,9 +56,11 @@ export class BrowserFetcher {
   private explain(err: unknown, deadline: Deadline, url: string, timeoutMs: number): unknown {
     if (err instanceof BrowserdError) return err;
     const host = URL.canParse(url) ? new URL(url).host : url;
-    const timedOut = err instanceof DeadlineError ? err.timedOut : deadline.expired && (deadline.signal.reason as DeadlineError | undefined)?.timedOut === true;
-    if (timedOut) return new TimeoutError(`the request to ${host} through the browser did not complete within ${timeoutMs} ms (timeout_ms, default BROWSERD_CURL_TIMEOUT_MS)`);
-    if (deadline.expired) return new BrowserUnavailableError('the request through the browser was abandoned: the client went away or browserd is stopping');
+    const ended = deadlineEnded(err, deadline, {
+      timedOut: `the request to ${host} through the browser did not complete within ${timeoutMs} ms (timeout_ms, default BROWSERD_CURL_TIMEOUT_MS)`,
+      abandoned: 'the request through the browser was abandoned: the client went away or browserd is stopping',
+    });
+    if (ended !== null) return ended;
     if (err instanceof CdpCallError && !err.answered) return new BrowserUnavailableError(`Chromium went away during the request to ${host}: ${err.text}`);
     this.deps.log.error({ event: 'curl_error', err }, 'a request through the browser failed unexpectedly');
     return new InternalError();

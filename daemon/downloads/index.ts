@@ -8,7 +8,11 @@ import type { CommandPolicy } from '../cdp/mux.js';
 import type { Module, ModuleContext } from '../module.js';
 import type { TelemetrySink } from '../telemetry/index.js';
 import type { Route } from '../http/router.js';
+import { groupsOf, userMay } from '../core/users.js';
 import { DownloadBehaviors } from './behavior.js';
+
+/** Write and search (userMay's bits): a folder files can be made in. */
+const MAY_WRITE_SEARCH = 3;
 import { downloadRoutes } from './routes.js';
 import { DownloadTracker, type Download } from './tracker.js';
 
@@ -27,10 +31,11 @@ export interface Downloads extends Module {
   list(): Download[];
 }
 
-/** The user Chromium runs as (the agent user), when it is not the daemon's own; null: the daemon's. */
+/** The user Chromium runs as (the agent user, with its supplementary groups), when it is not the daemon's own; null: the daemon's. */
 export interface BrowserUser {
   uid: number;
   gid: number;
+  groups?: readonly number[];
 }
 
 /**
@@ -38,8 +43,7 @@ export interface BrowserUser {
  * is a folder, is writable and searchable for the browser's user (Chromium runs as the agent user:
  * its rights by the folder's owner, group and mode; as the daemon's own user, access(2)), and is not
  * the daemon's state dir or in it. A realpath and a stat, synchronous: a client's commands keep
- * their order. The agent's supplementary groups are not counted: such a folder is taken as not
- * writable, and the download goes to the downloads folder.
+ * their order. The rights are core/users.ts userMay's (the files API's too).
  */
 export function writableDirFor(stateDir: string, browserUser: BrowserUser | null = null): (dir: string) => boolean {
   return (dir) => {
@@ -52,9 +56,7 @@ export function writableDirFor(stateDir: string, browserUser: BrowserUser | null
         accessSync(real, constants.W_OK | constants.X_OK);
         return true;
       }
-      if (browserUser.uid === 0) return true;
-      const bits = st.uid === browserUser.uid ? (st.mode >> 6) & 7 : st.gid === browserUser.gid ? (st.mode >> 3) & 7 : st.mode & 7;
-      return (bits & 3) === 3;
+      return userMay(browserUser, st, MAY_WRITE_SEARCH);
     } catch {
       return false;
     }
@@ -65,7 +67,7 @@ export function createDownloads(ctx: ModuleContext, deps: DownloadsDeps): Downlo
   const { config } = ctx;
   const { browser, downloadsDir, telemetry } = deps;
   const log = ctx.log.child({ module: 'downloads' });
-  const agent = config.agent.separated ? { uid: config.agent.user.uid, gid: config.agent.user.gid } : null;
+  const agent = config.agent.separated ? { uid: config.agent.user.uid, gid: config.agent.user.gid, groups: groupsOf(config.agent.user) } : null;
   const behaviors = new DownloadBehaviors({ downloadsDir, writableDir: writableDirFor(config.stateDir, agent) });
   const tracker = new DownloadTracker({ log, downloadsDir, maxCount: config.fs.downloadsMaxCount, maxBytes: config.fs.downloadsMaxBytes, onChange: telemetry === undefined ? undefined : (event, d) => telemetry.download(event, d) });
   let daemonCdp: CdpClient | null = null;

@@ -5,7 +5,8 @@ import { lazy } from '../core/lazy.js';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Browser } from '../chromium/types.js';
-import { LimitExceededError, NotFoundError } from '../core/errors.js';
+import { NotFoundError } from '../core/errors.js';
+import { Slots } from '../core/slots.js';
 import { waitQuery } from '../http/query.js';
 import type { Route } from '../http/router.js';
 import { routesIn } from '../http/route.js';
@@ -44,7 +45,7 @@ const listResult = lazy(() => z.object({ extensions: z.array(listed()) }));
 export function extensionRoutes(deps: RouteDeps): Route[] {
   const { config, browser, store, installer } = deps;
   const lim = config.extensions;
-  let uploads = 0;
+  const uploads = new Slots({ what: 'extension uploads', max: lim.maxConcurrentUploads });
 
   const uploadDoc =
     'Installs or replaces extensions, all or nothing. The list `extensions` of items `{name, zip_file}` may be sent as repeated pairs ' +
@@ -122,11 +123,11 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
       handler: async (ctx) => {
         const wait = ctx.query.wait !== false;
         installer.refuseIfUnusable();
-        if (uploads >= lim.maxConcurrentUploads) throw new LimitExceededError('extension uploads', lim.maxConcurrentUploads);
+        uploads.check();
         // wait=false: 409 busy before the body is read (up to BROWSERD_EXTENSION_MAX_REQUEST_BYTES);
         // taking the free lock for an instant is the check. It is checked again once the body is in.
         if (!wait) await browser.withLock('extensions', () => Promise.resolve(), { wait: false });
-        uploads++;
+        const release = uploads.take();
         const staging = store.newStagingDir();
         try {
           const items = await receiveUpload(ctx.req, staging, lim);
@@ -135,7 +136,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
           const result = await browser.withLock('extensions', () => installer.install(prepared, ctx.log), { wait, signal: ctx.signal });
           return { status: 200, body: result };
         } finally {
-          uploads--;
+          release();
           await rm(staging, { recursive: true, force: true });
         }
       },

@@ -11,9 +11,9 @@
 import type { RawData, WebSocket } from 'ws';
 import type { ComputerModule, Frame, Screencast } from '../computer/index.js';
 import { dispatchLiveInput, liveInputSchema, liveState, type LiveInput } from './input.js';
-import { BrowserdError, InvalidRequestError } from '../core/errors.js';
+import { BrowserdError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import { CLOSE, handshakeProblem, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
+import { CLOSE, WebSocketHub, type UpgradeRequest } from '../core/streams/websocket.js';
 import { NewestFrame } from './newest-frame.js';
 
 /** Bytes waiting in a viewer's socket above which frames are held back (the newest kept). */
@@ -38,20 +38,18 @@ export class LiveHub extends WebSocketHub {
 
   /** Completes the handshake and serves the viewer; `control` false: its input is ignored. */
   handle(ctx: UpgradeRequest, control: boolean): void {
-    const bad = handshakeProblem(ctx.req);
-    if (bad !== null) return ctx.refuse(new InvalidRequestError(bad));
-    if (this.closed) return ctx.refuse(new BrowserdError('browser_unavailable', 'browserd is stopping', { retryable: false }));
-    this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
-      this.live.add(ws);
-      const log = ctx.log.child({ viewer_control: control });
-      log.info({ event: 'live_viewer_opened', viewers: this.live.size }, 'a live viewer connected');
-      ws.on('error', (err) => log.debug({ event: 'live_socket_error', err: err.message }, 'live viewer socket error'));
-      ws.once('close', (code) => {
-        this.live.delete(ws);
-        log.info({ event: 'live_viewer_closed', code, viewers: this.live.size }, 'a live viewer left');
-      });
-      serve(ws, control, this.deps, log);
-    });
+    const refused = this.refusal(ctx);
+    if (refused !== null) return ctx.refuse(refused);
+    const log = ctx.log.child({ viewer_control: control });
+    this.accept(
+      { ...ctx, log },
+      'live',
+      (ws) => {
+        log.info({ event: 'live_viewer_opened', viewers: this.live.size }, 'a live viewer connected');
+        serve(ws, control, this.deps, log);
+      },
+      (code) => log.info({ event: 'live_viewer_closed', code, viewers: this.live.size }, 'a live viewer left'),
+    );
   }
 }
 

@@ -2,7 +2,8 @@
 // Server-Sent Events of the SDK's LogEvent.
 import { z } from 'zod';
 import { lazy } from '../core/lazy.js';
-import { BadRequestError, BrowserdError, LimitExceededError, NotFoundError } from '../core/errors.js';
+import { BadRequestError, BrowserdError, NotFoundError } from '../core/errors.js';
+import { Slots } from '../core/slots.js';
 import type { Metrics } from '../core/metrics.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 import { qBool, qString } from '../http/query.js';
@@ -39,7 +40,7 @@ export interface RouteDeps {
 
 export function logRoutes(deps: RouteDeps): Route[] {
   const { rings, resolveReadable, metrics, maxStreams } = deps;
-  let open = 0;
+  const streams = new Slots({ what: 'log streams', max: maxStreams, message: `${maxStreams} log streams are open already (BROWSERD_LOG_MAX_STREAMS)` });
 
   const openSource = async (q: z.infer<ReturnType<typeof streamQuery>>): Promise<{ source: LogSource; label: string }> => {
     const follow = q.follow ?? true;
@@ -96,9 +97,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
       }),
       handler: async (ctx) => {
         const q = ctx.query as z.infer<ReturnType<typeof streamQuery>>;
-        if (open >= maxStreams) throw new LimitExceededError('log streams', maxStreams, { message: `${maxStreams} log streams are open already (BROWSERD_LOG_MAX_STREAMS)` });
-        open++;
-        try {
+        await streams.run(async () => {
           const opened = await openSource(q);
           metrics.logStreams.inc({ source: opened.label });
           try {
@@ -106,9 +105,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
           } finally {
             metrics.logStreams.dec({ source: opened.label });
           }
-        } finally {
-          open--;
-        }
+        });
         return null;
       },
     }),

@@ -1,17 +1,18 @@
 // The profiles, kept like the proxies (proxies/store/store.ts): one JSON index
 // `<stateDir>/profiles.json` (mode 0600) with the loaded profile (`loaded`: which one Chromium runs
 // on, and whether its changes are saved), and each profile's content in
-// `<stateDir>/profiles/<id>.tar.zst` (absent: the profile is empty). Every change is atomic (a temp
-// file, fsync, rename, fsync of the folder: core/fs-atomic.ts), changes run one at a time and the
+// `<stateDir>/profiles/<id>.tar.zst` (absent: the profile is empty). The index is a
+// core/json-store.ts JsonStore: every change is atomic, changes run one at a time and the
 // in-memory state changes only once its write is on disk. An index that cannot be read is set aside
 // (`profiles.json.broken-<time>`), never overwritten.
-import { mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { z } from 'zod';
+import { z, type ZodType } from 'zod';
 import { lazy } from '../core/lazy.js';
-import { removeStaleTemps, syncDir, writeFileAtomic } from '../core/fs-atomic.js';
+import { removeStaleTemps, syncDir } from '../core/fs-atomic.js';
+import { JsonStore } from '../core/json-store.js';
 import type { Logger } from '../core/log.js';
 
 export const INDEX_FILE = 'profiles.json';
@@ -51,65 +52,46 @@ const fileSchema = lazy(() => z.object({
   loaded: z.object({ id: z.string(), save_changes: z.boolean() }).nullable().optional(),
 }));
 
-export class ProfileStore {
-  private records: readonly StoredProfile[];
-  private loadedNow: Loaded | null;
-  private queue: Promise<unknown> = Promise.resolve();
+type ProfileIndex = { version: typeof VERSION; profiles: readonly StoredProfile[]; loaded?: Loaded | null };
 
+export class ProfileStore {
   private constructor(
-    readonly file: string,
+    private readonly index: JsonStore<ProfileIndex>,
     readonly archiveDir: string,
-    records: StoredProfile[],
-    loaded: Loaded | null,
-  ) {
-    this.records = records;
-    this.loadedNow = loaded;
-  }
+  ) {}
 
   static open(stateDir: string, log: Logger): ProfileStore {
     const archiveDir = path.join(stateDir, ARCHIVE_DIR);
     mkdirSync(archiveDir, { recursive: true, mode: 0o700 });
-    // Temps of archive writes a killed daemon left (the index's are removed by main.ts).
+    // Temps of archive writes a killed daemon left (the index's are removed at start: core/boot.ts).
     for (const n of removeStaleTemps(archiveDir)) log.info({ event: 'store_temp_removed', file: n }, 'removed a temp file of an unfinished profile write');
-    const file = path.join(stateDir, INDEX_FILE);
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new ProfileStore(file, archiveDir, [], null);
-      throw err;
-    }
-    let reason: string;
-    try {
-      const parsed = fileSchema().safeParse(JSON.parse(text));
-      if (parsed.success) {
-        const records = parsed.data.profiles as StoredProfile[];
-        let loaded = parsed.data.loaded ?? null;
-        if (loaded !== null && !records.some((p) => p.id === loaded?.id)) loaded = null;
-        log.info({ event: 'profile_store_loaded', profiles: records.length, loaded_profile: loaded?.id ?? null }, 'profile store loaded');
-        return new ProfileStore(file, archiveDir, records, loaded);
-      }
-      const issue = parsed.error.issues[0];
-      reason = `${issue?.path.join('.') || '(root)'}: ${issue?.message}`;
-    } catch (err) {
-      reason = `not JSON: ${(err as Error).message}`;
-    }
-    const aside = `${file}.broken-${new Date().toISOString().replace(/[:.]/g, '-')}`;
-    renameSync(file, aside);
-    log.error({ event: 'profile_store_broken', kept_as: aside, reason }, 'the profile index could not be read; it was kept aside and the daemon starts with no profiles');
-    return new ProfileStore(file, archiveDir, [], null);
+    const index = JsonStore.open<ProfileIndex>({
+      file: path.join(stateDir, INDEX_FILE),
+      schema: fileSchema as () => ZodType<ProfileIndex>,
+      empty: () => ({ version: VERSION, profiles: [], loaded: null }),
+      log,
+      event: 'profile_store',
+      what: 'the profile index',
+      repair: (f) => ((f.loaded ?? null) !== null && !f.profiles.some((p) => p.id === f.loaded?.id) ? { ...f, loaded: null } : f),
+      loaded: (f) => ({ profiles: f.profiles.length, loaded_profile: f.loaded?.id ?? null }),
+    });
+    return new ProfileStore(index, archiveDir);
+  }
+
+  get file(): string {
+    return path.join(path.dirname(this.archiveDir), INDEX_FILE);
   }
 
   list(): readonly StoredProfile[] {
-    return this.records;
+    return this.index.value.profiles;
   }
 
   get(id: string): StoredProfile | undefined {
-    return this.records.find((p) => p.id === id);
+    return this.list().find((p) => p.id === id);
   }
 
   loaded(): Loaded | null {
-    return this.loadedNow;
+    return this.index.value.loaded ?? null;
   }
 
   archivePath(id: string): string {
@@ -123,18 +105,12 @@ export class ProfileStore {
 
   /** Runs `change` once every earlier change is on disk; writes its result, then makes it current. */
   mutate<T>(change: (cur: readonly StoredProfile[], loaded: Loaded | null) => { next: readonly StoredProfile[]; loaded?: Loaded | null; result: T }): Promise<T> {
-    const run = this.queue.then(async () => {
-      const { next, loaded = this.loadedNow, result } = change(this.records, this.loadedNow);
-      if (next !== this.records || loaded !== this.loadedNow) {
-        const text = `${JSON.stringify({ version: VERSION, profiles: next, loaded }, null, 1)}\n`;
-        await writeFileAtomic(this.file, text, 0o600);
-        this.records = next;
-        this.loadedNow = loaded;
-      }
-      return result;
+    return this.index.mutate((cur) => {
+      const loadedNow = cur.loaded ?? null;
+      const { next, loaded = loadedNow, result } = change(cur.profiles, loadedNow);
+      if (next === cur.profiles && loaded === loadedNow) return { next: cur, result };
+      return { next: { version: VERSION, profiles: next, loaded }, result };
     });
-    this.queue = run.catch(() => undefined);
-    return run;
   }
 
   update(id: string, fn: (p: StoredProfile) => StoredProfile): Promise<StoredProfile | undefined> {
@@ -162,7 +138,7 @@ export class ProfileStore {
     await rm(this.archivePath(id), { force: true });
   }
 
-  async idle(): Promise<void> {
-    await this.queue;
+  idle(): Promise<void> {
+    return this.index.idle();
   }
 }

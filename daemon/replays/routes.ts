@@ -1,4 +1,5 @@
 // The replays routes: the SDK's four (start, list, stop, download) and delete and markers.
+import type { IncomingMessage } from 'node:http';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
@@ -16,6 +17,8 @@ const route = routesIn('daemon/replays/routes.ts');
 export interface RouteDeps {
   limits: Config['replays'];
   start(params: StartParams, viewUrl: (id: string) => string): Promise<ReplayRecord>;
+  /** The base URL of the links handed out (http/base-url.ts: BROWSERD_BASE_URL, else the request's Host). */
+  baseUrl(req: IncomingMessage): string;
   list(): ReplayRecord[];
   get(id: string): ReplayRecord;
   stop(id: string): Promise<ReplayRecord>;
@@ -77,8 +80,8 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       }),
       handler: async (ctx) => {
         const body = (await ctx.json(startBody(), { optional: true })) ?? {};
-        const host = ctx.req.headers.host ?? '127.0.0.1';
-        const r = await deps.start(body, (id) => `http://${host}/browsers/${encodeURIComponent(ctx.params.id ?? '')}/replays/${id}`);
+        const base = deps.baseUrl(ctx.req);
+        const r = await deps.start(body, (id) => `${base}/browsers/${encodeURIComponent(ctx.params.id ?? '')}/replays/${id}`);
         return { status: 201, body: r };
       },
     }),

@@ -3,7 +3,8 @@
 // the category switches, custom events, the SSE stream and the paged event list.
 import { z } from 'zod';
 import { lazy } from '../core/lazy.js';
-import { BadRequestError, LimitExceededError } from '../core/errors.js';
+import { BadRequestError } from '../core/errors.js';
+import { Slots } from '../core/slots.js';
 import { SSE_HEARTBEAT_MS } from '../core/streams/sse.js';
 import { qInt, qString } from '../http/query.js';
 import type { HttpRoute, Route, RouteDoc } from '../http/router.js';
@@ -112,7 +113,7 @@ function lastEventId(raw: string | string[] | undefined): number | null {
 
 export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
   const { bus, maxStreams } = deps;
-  let open = 0;
+  const streams = new Slots({ what: 'telemetry streams', max: maxStreams, message: `${maxStreams} telemetry streams are open already (BROWSERD_TELEMETRY_MAX_STREAMS)` });
   const both = (r: Omit<HttpRoute, 'path' | 'source' | 'doc'> & { sub: string; doc: () => RouteDoc }): Route[] => {
     const { sub, ...rest } = r;
     return [
@@ -195,13 +196,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         const q = ctx.query as z.infer<ReturnType<typeof streamQuery>>;
         const last = lastEventId(ctx.req.headers['last-event-id']);
         const from = last !== null ? last + 1 : q.replay === 'all' ? bus.first : bus.end;
-        if (open >= maxStreams) throw new LimitExceededError('telemetry streams', maxStreams, { message: `${maxStreams} telemetry streams are open already (BROWSERD_TELEMETRY_MAX_STREAMS)` });
-        open++;
-        try {
-          await streamTelemetry(ctx.res, bus, from, { signal: ctx.signal });
-        } finally {
-          open--;
-        }
+        await streams.run(() => streamTelemetry(ctx.res, bus, from, { signal: ctx.signal }));
         return null;
       },
     }),

@@ -6,8 +6,6 @@
 // everything back, the previous profile's folder included. The policy folder is a temp folder here
 // (the policy part is in configure.test.ts, which touches the machine's folder).
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { chromiumExtensions, expectUploaded, indexed, upload } from '../helpers/extensions.js';
 import { expectError } from '../helpers/http.js';
@@ -17,20 +15,20 @@ import { browser, daemonCdp, waitBrowser } from '../kit/browser.js';
 import { tempDir } from '../kit/cleanup.js';
 import { keysFile, startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
+import { startOrigin, type Origin } from '../kit/origin.js';
 
 const UA = 'browserd-configure-parts/1.0';
 /** A key with browser:configure but not profiles:read. */
 const CONFIGURE_ONLY = 'configure-only-token-0123456789abcdef';
 let d: Daemon;
-let site: http.Server;
+let site: Origin;
 let base: string;
 let host: string;
 let workerId: string;
 
 before(async () => {
-  site = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<title>ok</title>'));
-  await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+  site = await startOrigin();
+  base = site.url;
   host = '127.0.0.1';
   // Not started: the uploads below are installed without a launch (so `doomed`, whose verification the hook fails, is installed).
   d = await startDaemon({ env: {
@@ -52,7 +50,7 @@ before(async () => {
 });
 after(async () => {
   await d.cleanup();
-  await new Promise<void>((resolve) => site.close(() => resolve()));
+  await site.close();
 });
 
 async function setCookie(name: string, value: string): Promise<void> {

@@ -3,19 +3,18 @@
 // again; flags off the allowlist (those the daemon owns among them) and malformed ones are 400 naming
 // each; neither changes anything (every hostile switch: flag-allowlist.test.ts).
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { evalInTab } from '../helpers/settings.js';
 import { browser, waitBrowser } from '../kit/browser.js';
 import { tempDir } from '../kit/cleanup.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { startOrigin, type Origin } from '../kit/origin.js';
 
 const stateDir = tempDir('browserd-flags-');
 const UA = 'browserd-flags-test/1.0';
 let d: Daemon;
-let origin: http.Server;
+let origin: Origin;
 let site: string;
 
 interface FlagsAnswer {
@@ -25,15 +24,14 @@ interface FlagsAnswer {
 }
 
 before(async () => {
-  origin = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<title>ok</title>'));
-  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  site = `http://127.0.0.1:${(origin.address() as AddressInfo).port}/`;
+  origin = await startOrigin();
+  site = `${origin.url}/`;
   d = await startDaemon({ autostart: true, stateDir });
   await waitBrowser(d, (s) => s.state === 'ready');
 });
 after(async () => {
   await d.cleanup();
-  await new Promise<void>((resolve) => origin.close(() => resolve()));
+  await origin.close();
 });
 
 const patch = (json: unknown): Promise<Response> => d.fetch('/browsers/local/chromium/flags', { method: 'PATCH', json });

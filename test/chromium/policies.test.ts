@@ -6,8 +6,6 @@
 // naming each, and change nothing.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { navigate } from '../helpers/extensions.js';
@@ -15,11 +13,12 @@ import { expectError } from '../helpers/http.js';
 import { browser, waitBrowser } from '../kit/browser.js';
 import { tempDir } from '../kit/cleanup.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { startOrigin, type Origin } from '../kit/origin.js';
 
 const OWN_FILE = path.join('/etc/chromium/policies/managed', 'browserd-policies.json');
 const stateDir = tempDir('browserd-policies-');
 let d: Daemon;
-let origin: http.Server;
+let origin: Origin;
 let site: string;
 
 interface PoliciesAnswer {
@@ -29,15 +28,14 @@ interface PoliciesAnswer {
 }
 
 before(async () => {
-  origin = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<title>ok</title>'));
-  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  site = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  origin = await startOrigin();
+  site = origin.url;
   d = await startDaemon({ autostart: true, stateDir });
   await waitBrowser(d, (s) => s.state === 'ready');
 });
 after(async () => {
   await d.cleanup();
-  await new Promise<void>((resolve) => origin.close(() => resolve()));
+  await origin.close();
   // Only this test's daemon writes it; a failed test must not leave it for other Chromiums.
   rmSync(OWN_FILE, { force: true });
 });

@@ -5,30 +5,28 @@
 // discovery and auto-attach); per-target URLs of /json/list work; Browser.close from a client
 // restarts Chromium afresh ten times in a row without ever counting as a crash.
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import puppeteer from 'puppeteer-core';
 import { chromium } from 'playwright-core';
 import { cdpConnect, daemonCdp, waitBrowser } from '../kit/browser.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
+import { htmlPage, startOrigin, type Origin } from '../kit/origin.js';
 
 let d: Daemon;
-let origin: http.Server;
+let origin: Origin;
 let page: string;
 const headers = { authorization: `Bearer ${TEST_TOKEN}` };
 
 before(async () => {
   d = await startDaemon({ autostart: true });
-  origin = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>page ${req.url}</title><p id="p">hello</p>`));
-  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  page = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  origin = await startOrigin(htmlPage((req) => `<title>page ${req.url}</title><p id="p">hello</p>`));
+  page = origin.url;
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
 });
 after(async () => {
   await d.cleanup();
-  await new Promise<void>((resolve) => origin.close(() => resolve()));
+  await origin.close();
 });
 
 const browserURL = (): string => `${d.url}/browsers/local/cdp`;

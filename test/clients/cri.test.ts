@@ -2,16 +2,15 @@
 // endpoint with the session token of `?jwt=` (the cdp_ws_url of GET /browsers/{id}): it drives a
 // page; without a token, or with a token that lacks the cdp scope, the upgrade is refused.
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import CDP from 'chrome-remote-interface';
 import { waitBrowser } from '../kit/browser.js';
 import { TEST_TOKEN, keysFile, startDaemon, type Daemon } from '../kit/daemon.js';
+import { htmlPage, startOrigin, type Origin } from '../kit/origin.js';
 
 const READER = 'reader-token-aaaaaaaaaaaaaaaa';
 let d: Daemon;
-let origin: http.Server;
+let origin: Origin;
 let page: string;
 
 before(async () => {
@@ -20,14 +19,13 @@ before(async () => {
     { id: 'reader', token: READER, scopes: ['browser:read'] },
   ]);
   d = await startDaemon({ autostart: true, token: null, bearer: TEST_TOKEN, env: { BROWSERD_KEYS_FILE: keys } });
-  origin = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(`<title>cri ${req.url}</title>`));
-  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  page = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  origin = await startOrigin(htmlPage((req) => `<title>cri ${req.url}</title>`));
+  page = origin.url;
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
 });
 after(async () => {
   await d.cleanup();
-  await new Promise<void>((resolve) => origin.close(() => resolve()));
+  await origin.close();
 });
 
 const cdpWsUrl = async (token: string): Promise<string> => (await d.call<{ cdp_ws_url: string }>('/browsers/local', { headers: { authorization: `Bearer ${token}` } })).cdp_ws_url;

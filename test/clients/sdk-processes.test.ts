@@ -46,13 +46,11 @@ after(() => d.cleanup());
 
 const text = (b64: string | undefined): string => Buffer.from(b64 ?? '', 'base64').toString();
 
-async function waitState(processId: string, state: 'running' | 'exited'): Promise<z.infer<typeof statusResponse>> {
-  for (let i = 0; i < 600; i++) {
+function waitState(processId: string, state: 'running' | 'exited'): Promise<z.infer<typeof statusResponse>> {
+  return until(`process ${processId} to be ${state}`, async () => {
     const s = statusResponse.parse(await client.browsers.process.status(processId, { id: ID }));
-    if (s.state === state) return s;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`process ${processId} never became ${state}`);
+    return s.state === state ? s : undefined;
+  });
 }
 
 test('exec with every field the SDK declares (null for the nullable ones)', async () => {

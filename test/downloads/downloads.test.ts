@@ -7,8 +7,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { existsSync, rmSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
@@ -17,6 +15,7 @@ import { kernel } from '../helpers/fs.js';
 import { waitBrowser } from '../kit/browser.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
+import { startOrigin, type Origin } from '../kit/origin.js';
 
 interface Listed {
   id: string;
@@ -31,12 +30,12 @@ interface Listed {
 const payload = randomBytes(300_000);
 const headers = { authorization: `Bearer ${TEST_TOKEN}` };
 let d: Daemon;
-let origin: http.Server;
+let origin: Origin;
 let base: string;
 let downloadsDir: string;
 
 before(async () => {
-  origin = http.createServer((req, res) => {
+  origin = await startOrigin((req, res) => {
     if (req.url?.startsWith('/file')) {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': `attachment; filename="${req.url.slice(1).split('?')[0]}.bin"` }).end(payload);
       return;
@@ -44,15 +43,14 @@ before(async () => {
     const suffix = (req.url ?? '/').slice(1);
     res.writeHead(200, { 'content-type': 'text/html' }).end(`<a id="dl" href="/file${suffix}?q=secret-query">download</a>`);
   });
-  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  base = origin.url;
   d = await startDaemon({ autostart: true });
   await waitBrowser(d, (s) => s.state === 'ready', 'ready');
   downloadsDir = ((await (await d.fetch('/browsers/local')).json()) as { downloads_dir: string }).downloads_dir;
 });
 after(async () => {
   await d.cleanup();
-  await new Promise<void>((resolve) => origin.close(() => resolve()));
+  await origin.close();
 });
 
 async function listing(): Promise<{ path: string; downloads: Listed[] }> {

@@ -67,7 +67,7 @@ test("writableDirFor the agent user: the folder's owner, group and mode decide, 
     const st = statSync(root);
     const stranger = { uid: st.uid + 4242, gid: st.gid + 4242 };
     const owner = { uid: st.uid, gid: st.gid + 4242 };
-    const ok = (user: { uid: number; gid: number }): boolean => writableDirFor(path.join(root, 'state'), user)(root);
+    const ok = (user: { uid: number; gid: number; groups?: number[] }): boolean => writableDirFor(path.join(root, 'state'), user)(root);
     chmodSync(root, 0o700);
     assert.equal(ok(stranger), false, 'another user: 0700 of its owner');
     assert.equal(ok(owner), true, 'its owner: rwx');
@@ -75,6 +75,9 @@ test("writableDirFor the agent user: the folder's owner, group and mode decide, 
     assert.equal(ok(stranger), true, 'others may write and enter');
     chmodSync(root, 0o755);
     assert.equal(ok(stranger), false, 'others may only read');
+    chmodSync(root, 0o770);
+    assert.equal(ok({ ...stranger, groups: [st.gid] }), true, "a supplementary group of the agent's is the folder's: its group bits count");
+    assert.equal(ok(stranger), false, 'without that group: the other bits');
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

@@ -4,8 +4,6 @@
 // remote page; two viewers see the same change; read-only and view-only viewers' input is ignored;
 // a wrong token shows an HTML error page.
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import WebSocket from 'ws';
@@ -13,6 +11,7 @@ import { openTab, type Tab } from '../helpers/computer.js';
 import { daemonCdp, waitBrowser, type CdpClient } from '../kit/browser.js';
 import { keysFile, startDaemon, TEST_TOKEN, type Daemon } from '../kit/daemon.js';
 import { until, within } from '../kit/wait.js';
+import { htmlPage, startOrigin, type Origin } from '../kit/origin.js';
 
 const VIEW_TOKEN = 'live-view-only-token-0123456789';
 
@@ -26,7 +25,7 @@ html, body { margin: 0; background: #ffffff }
 <script>window.__clicks = 0; document.getElementById('btn').addEventListener('click', () => window.__clicks++);</script></body></html>`;
 
 let d: Daemon;
-let origin: http.Server;
+let origin: Origin;
 let base: string;
 let cdp: CdpClient;
 let tab: Tab;
@@ -36,9 +35,8 @@ let context: BrowserContext;
 const blocked: string[] = [];
 
 before(async () => {
-  origin = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(PAGE));
-  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  origin = await startOrigin(htmlPage(PAGE, { 'cache-control': 'no-store' }));
+  base = origin.url;
   d = await startDaemon({
     autostart: true,
     env: { BROWSERD_KEYS_FILE: keysFile([{ id: 'viewer', token: VIEW_TOKEN, scopes: ['live:view'] }]) },
@@ -65,7 +63,7 @@ after(async () => {
   await viewerBrowser?.close();
   cdp?.close();
   await d?.cleanup();
-  await new Promise<void>((resolve) => origin.close(() => resolve()));
+  await origin.close();
 });
 
 /** Waits until `expression` holds in the viewer (Runtime.evaluate: the page's CSP forbids waitForFunction's eval). */

@@ -7,8 +7,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -18,6 +16,7 @@ import { scratchDirs } from '../kit/cleanup.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 import { processesNaming } from '../kit/procs.js';
 import { until } from '../kit/wait.js';
+import { startOrigin, type Origin } from '../kit/origin.js';
 
 const run = promisify(execFile);
 const scratch = scratchDirs('browserd-replays-');
@@ -49,19 +48,18 @@ paint();
 
 const VIEWPORT = { BROWSERD_VIEWPORT: '640x360' };
 let d: Daemon;
-let origin: http.Server;
+let origin: Origin;
 let base: string;
 let cdp: CdpClient;
 let tab: Tab;
 
 before(async () => {
-  origin = http.createServer((req, res) => {
+  origin = await startOrigin((req, res) => {
     const solid = /^\/solid\?c=(\d)$/.exec(req.url ?? '');
     const html = solid !== null ? `<!doctype html><body style="margin:0;background:${css(COLOURS[Number(solid[1])] as [number, number, number])}"></body>` : PAGE;
     res.writeHead(200, { 'content-type': 'text/html', 'cache-control': 'no-store' }).end(html);
   });
-  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+  base = origin.url;
   // A small viewport: what is measured is when frames land in the video, and 1920×1080 JPEGs encoded
   // by a loaded 2-core machine put seconds of work between a paint and its frame.
   d = await startDaemon({ autostart: true, env: VIEWPORT });
@@ -72,7 +70,7 @@ before(async () => {
 after(async () => {
   cdp?.close();
   await d?.cleanup();
-  await new Promise<void>((resolve) => origin.close(() => resolve()));
+  await origin.close();
 });
 
 interface Probe {

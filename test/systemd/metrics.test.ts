@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/http.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
 
 let daemon: Daemon;
 before(async () => {
@@ -108,11 +109,10 @@ test('a served request moves the request-duration histogram of its route and sta
 test('routes are labelled by template, never by the raw path (bounded cardinality)', async () => {
   await daemon.fetch('/browsers/local');
   await daemon.fetch('/no/such/path/12345');
-  let samples: Sample[] = [];
-  for (let i = 0; i < 50; i++) {
-    samples = (await scrape()).samples;
-    if (samples.some((x) => x.labels.route === 'unmatched') && samples.some((x) => x.labels.route === '/browsers/{id}')) break;
-  }
+  const samples: Sample[] = await until('both requests in the metrics', async () => {
+    const s = (await scrape()).samples;
+    return s.some((x) => x.labels.route === 'unmatched') && s.some((x) => x.labels.route === '/browsers/{id}') ? s : undefined;
+  });
   const routes = new Set(samples.filter((x) => x.name === 'browserd_http_request_duration_seconds_count').map((x) => x.labels.route));
   assert.ok(routes.has('unmatched'), [...routes].join(' '));
   assert.ok(routes.has('/browsers/{id}'), [...routes].join(' '));

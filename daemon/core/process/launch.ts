@@ -88,6 +88,26 @@ export function coverInChildren(fds: readonly number[]): void {
   covered = [...fds].sort((a, b) => a - b);
 }
 
+/**
+ * The one way a child starts as another user (on pipes and on a terminal alike): the command run
+ * through setpriv(1) (core/users.ts switchArgv); without `user`, the command as it is. Throws
+ * SpawnError when the command is missing (setpriv execs it: a missing one would show only as its
+ * exit 127) or setpriv is not on the daemon's PATH (errno ENOENT).
+ */
+export function argvAs(spec: { command: string; args: readonly string[]; user?: SwitchTo }): { command: string; args: string[] } {
+  if (spec.user === undefined) return { command: spec.command, args: [...spec.args] };
+  try {
+    statSync(spec.command);
+  } catch (err) {
+    throw new SpawnError(spec.command, (err as NodeJS.ErrnoException).code, err);
+  }
+  const setpriv = setprivPath();
+  if (setpriv === null) throw new SpawnError(spec.command, 'ENOENT', new Error(SETPRIV_MISSING));
+  return switchArgv(setpriv, spec.user, spec.command, spec.args);
+}
+
+export const SETPRIV_MISSING = "setpriv(1) (util-linux), which starts children as another user, is not on the daemon's PATH";
+
 export async function launch(spec: LaunchSpec): Promise<Child> {
   const pipes: (StdioPipe | StdioNull)[] = [spec.stdin ?? 'pipe', 'pipe', 'pipe'];
   for (let i = 0; i < (spec.extraPipes ?? 0); i++) pipes.push('pipe');
@@ -98,18 +118,7 @@ export async function launch(spec: LaunchSpec): Promise<Child> {
     while (pipes.length < fd) pipes.push('ignore');
     pipes.push('pipe');
   }
-  let argv = { command: spec.command, args: [...spec.args] };
-  if (spec.user !== undefined) {
-    // setpriv execs the command: one that is missing would show only as its exit 127, so its errno is found here.
-    try {
-      statSync(spec.command);
-    } catch (err) {
-      throw new SpawnError(spec.command, (err as NodeJS.ErrnoException).code, err);
-    }
-    const setpriv = setprivPath();
-    if (setpriv === null) throw new SpawnError(spec.command, 'ENOENT', new Error('setpriv(1) (util-linux), which starts children as another user, is not on the daemon\'s PATH'));
-    argv = switchArgv(setpriv, spec.user, spec.command, spec.args);
-  }
+  const argv = argvAs(spec);
   let cp: ChildProcess;
   try {
     cp = spawn(argv.command, argv.args, {

@@ -36,7 +36,8 @@ import { createRequire } from 'node:module';
 import { constants as osConstants } from 'node:os';
 import { PassThrough, Writable, type Readable } from 'node:stream';
 import type * as NodePty from '@lydell/node-pty';
-import { killGroupNow, SpawnError, type ExitInfo } from './launch.js';
+import { argvAs, killGroupNow, SpawnError, type ExitInfo } from './launch.js';
+import type { SwitchTo } from '../users.js';
 
 export const PTY_PACKAGE = '@lydell/node-pty';
 /** Retries of a write the terminal's full input queue refused: from 1 ms, doubling, at most this. */
@@ -82,6 +83,8 @@ interface PtySpec {
   rows: number;
   /** Called synchronously once the child exists, before anything awaits; a throw ends the child (SIGKILL) and fails the launch. */
   onSpawn?(pid: number): void;
+  /** Run as this user (launch.ts argvAs: through setpriv); needs root or CAP_SETUID and CAP_SETGID. */
+  user?: SwitchTo;
 }
 
 interface PtyChild {
@@ -196,9 +199,10 @@ const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(Object.entries(osConstants.
 /** Starts `spec.command` on a new terminal. Synchronous: the child exists when this returns. */
 export function launchPty(spec: PtySpec): PtyChild {
   if (ptyModule === null) throw new Error(`${PTY_PACKAGE} was not loaded at start (loadPty)`);
+  const argv = argvAs(spec);
   let term: NodePty.IPty;
   try {
-    term = ptyModule.spawn(spec.command, [...spec.args], {
+    term = ptyModule.spawn(argv.command, argv.args, {
       name: spec.env.TERM ?? 'xterm-256color',
       cols: spec.cols,
       rows: spec.rows,

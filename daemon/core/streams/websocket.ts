@@ -1,10 +1,11 @@
-// The WebSocket endpoints of the daemon (the CDP proxy, the terminal attach) share this: what an
-// upgrade route hands over, the handshake checks made before it is answered, the close codes and
-// reasons, and the set of live clients that shutdown closes. What flows over a socket is each
+// The WebSocket endpoints of the daemon (the CDP proxy, the terminal attach, the live view) share
+// this: what an upgrade route hands over, the handshake checks made before it is answered, the one
+// accept sequence, the close codes and reasons, and the set of live clients that shutdown closes. What flows over a socket is each
 // endpoint's own.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { BrowserUnavailableError, InvalidRequestError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 /** Close codes (RFC 6455 and the IANA registry). */
@@ -49,6 +50,31 @@ export class WebSocketHub {
 
   get connections(): number {
     return this.live.size;
+  }
+
+  /** Why this handshake is refused before anything else (a malformed handshake: 400; the daemon stopping: 503), or null. */
+  protected refusal(ctx: UpgradeRequest): Error | null {
+    const bad = handshakeProblem(ctx.req);
+    if (bad !== null) return new InvalidRequestError(bad);
+    if (this.closed) return new BrowserUnavailableError('browserd is stopping', { retryable: false });
+    return null;
+  }
+
+  /**
+   * The one accept sequence of every endpoint: completes the handshake, keeps the client among the
+   * live ones until it closes, logs its socket errors at debug (`<name>_socket_error`), then hands it
+   * to `open`; `closed` follows its close (after it left the live set).
+   */
+  protected accept(ctx: UpgradeRequest, name: string, open: (ws: WebSocket) => void, closed: (code: number, ws: WebSocket) => void): void {
+    this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
+      this.live.add(ws);
+      ws.on('error', (err) => ctx.log.debug({ event: `${name}_socket_error`, err: err.message }, `${name} socket error`));
+      ws.once('close', (code) => {
+        this.live.delete(ws);
+        closed(code, ws);
+      });
+      open(ws);
+    });
   }
 
   /** Refuses new clients and closes the live ones with 1001. Idempotent. */

@@ -16,6 +16,7 @@ import { readdir, stat, statfs } from 'node:fs/promises';
 import { realpathSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { PathForbiddenError } from '../../core/errors.js';
+import { userMay } from '../../core/users.js';
 
 type Rule = 'state_dir' | 'special_filesystem' | 'special_file' | 'protected_file';
 
@@ -104,10 +105,7 @@ export class Guard {
 
   /** Whether the agent user may `want` (MAY_* bits) on an object with `st`'s owner and mode; true without an agent. */
   agentMay(st: Pick<Stats, 'uid' | 'gid' | 'mode'>, want: number): boolean {
-    const a = this.agent;
-    if (a === null) return true;
-    const bits = st.uid === a.uid ? (st.mode >> 6) & 7 : st.gid === a.gid || a.groups.includes(st.gid) ? (st.mode >> 3) & 7 : st.mode & 7;
-    return (bits & want) === want;
+    return this.agent === null || userMay(this.agent, st, want);
   }
 
   /** 403 path_forbidden (permission_denied) when the agent user may not `want` on `st`; `what` says what was refused. */

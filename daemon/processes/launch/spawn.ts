@@ -7,9 +7,9 @@
 // caller can act on.
 import type { Readable, Writable } from 'node:stream';
 import { BadRequestError, ForbiddenError, UnsupportedFieldError } from '../../core/errors.js';
-import { launch as launchChild, SpawnError } from '../../core/process/launch.js';
+import { launch as launchChild, SETPRIV_MISSING, SpawnError } from '../../core/process/launch.js';
 import { launchPty } from '../../core/process/pty.js';
-import { setprivPath, switchArgv } from '../../core/users.js';
+import { setprivPath } from '../../core/users.js';
 import type { ExitInfo } from '../output/replay-buffer.js';
 import { resolveCommand } from './command.js';
 import { childEnv, cwdProblem, resolveCwd, resolveUser, type RunAs, type Users } from './user-env.js';
@@ -115,19 +115,11 @@ function launchOnTty(
   env: Record<string, string>,
   onSpawn: (pid: number) => void,
 ): Launched {
-  const file = resolveCommand(spec.command, env.PATH, cwd, user);
-  let command = file;
-  let args = spec.args ?? [];
-  if (user.switchUser) {
-    const setpriv = setprivPath();
-    if (setpriv === null) {
-      throw new UnsupportedFieldError('as_user', 'a process runs as another user through setpriv(1) (util-linux), which is not on the daemon\'s PATH');
-    }
-    ({ command, args } = switchArgv(setpriv, { uid: user.uid, gid: user.gid }, file, args));
-  }
+  const command = resolveCommand(spec.command, env.PATH, cwd, user);
+  if (user.switchUser && setprivPath() === null) throw new UnsupportedFieldError('as_user', `a process runs as another user: ${SETPRIV_MISSING}`);
   let child;
   try {
-    child = launchPty({ command, args, env, cwd, rows: size.rows, cols: size.cols, onSpawn });
+    child = launchPty({ command, args: spec.args ?? [], env, cwd, rows: size.rows, cols: size.cols, onSpawn, ...(user.switchUser ? { user: { uid: user.uid, gid: user.gid } } : {}) });
   } catch (err) {
     if (err instanceof SpawnError) throw new Error(`the terminal could not be started: ${err.message}`, { cause: err });
     throw err;

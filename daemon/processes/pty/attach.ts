@@ -16,9 +16,9 @@
 import WebSocket from 'ws';
 import { z } from 'zod';
 import { lazy } from '../../core/lazy.js';
-import { BrowserdError, InvalidRequestError } from '../../core/errors.js';
+import { BrowserdError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
-import { CLOSE, handshakeProblem, reasonText, WebSocketHub, type UpgradeRequest } from '../../core/streams/websocket.js';
+import { CLOSE, reasonText, WebSocketHub, type UpgradeRequest } from '../../core/streams/websocket.js';
 import type { ManagedProcess } from '../managed-process.js';
 import { resizeBody } from '../schemas.js';
 
@@ -39,20 +39,18 @@ export class AttachHub extends WebSocketHub {
 
   /** Completes the handshake and serves the client; a bad handshake or a stopping daemon is refused in the contract's error shape. */
   handle(ctx: UpgradeRequest, proc: ManagedProcess, replay: boolean): void {
-    const bad = handshakeProblem(ctx.req);
-    if (bad !== null) return ctx.refuse(new InvalidRequestError(bad));
-    if (this.closed) return ctx.refuse(new BrowserdError('browser_unavailable', 'browserd is stopping', { retryable: false }));
-    this.wss.handleUpgrade(ctx.req, ctx.socket, ctx.head, (ws) => {
-      this.live.add(ws);
-      const log = ctx.log.child({ process_id: proc.id, child_pid: proc.pid });
-      log.info({ event: 'attach_opened', attached: this.live.size, replay }, 'terminal attached');
-      ws.on('error', (err) => log.debug({ event: 'attach_socket_error', err: err.message }, 'attach socket error'));
-      ws.once('close', (code) => {
-        this.live.delete(ws);
-        log.info({ event: 'attach_closed', code }, 'terminal detached');
-      });
-      serve(ws, proc, replay, log);
-    });
+    const refused = this.refusal(ctx);
+    if (refused !== null) return ctx.refuse(refused);
+    const log = ctx.log.child({ process_id: proc.id, child_pid: proc.pid });
+    this.accept(
+      { ...ctx, log },
+      'attach',
+      (ws) => {
+        log.info({ event: 'attach_opened', attached: this.live.size, replay }, 'terminal attached');
+        serve(ws, proc, replay, log);
+      },
+      (code) => log.info({ event: 'attach_closed', code }, 'terminal detached'),
+    );
   }
 }
 

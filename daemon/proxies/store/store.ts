@@ -3,18 +3,17 @@
 // browser's active proxy (`active`, PATCH /browsers/{id}) in the same file: one write changes both,
 // so a proxy can never be deleted while it is active, whatever the daemon is killed in between.
 //
-// Every change is written atomically: a temp file in the same directory, fsync, rename over the
-// old file, fsync the directory. A daemon killed at any moment leaves the old or the new content,
+// A core/json-store.ts JsonStore: every change is written atomically (a temp file in the same
+// directory, fsync, rename over the old file, fsync the directory). A daemon killed at any moment leaves the old or the new content,
 // never a mix. Changes are serialized: one write at a time, in the order they were asked for, and
 // the in-memory list only changes once its write is on disk (a failed write changes nothing).
 // A file that cannot be read as a store at start is renamed aside (`proxies.json.broken-<time>`)
 // and reported (`proxy_store_broken`), never overwritten.
-import { SerialQueue } from '../../core/serial-queue.js';
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { z } from 'zod';
+import { z, type ZodType } from 'zod';
 import { lazy } from '../../core/lazy.js';
-import { writeFileAtomic } from '../../core/fs-atomic.js';
+import { JsonStore } from '../../core/json-store.js';
 import type { Logger } from '../../core/log.js';
 import type { CheckCause } from '../upstream/dial.js';
 import type { ProxyType } from './schema.js';
@@ -64,73 +63,50 @@ const fileSchema = lazy(() => z.object({
   active: z.string().nullable().optional(),
 }));
 
-export class ProxyStore {
-  private records: readonly StoredProxy[];
-  private activeId: string | null;
-  private readonly queue = new SerialQueue();
+type ProxyFile = { version: typeof STORE_VERSION; proxies: readonly StoredProxy[]; active?: string | null };
 
+export class ProxyStore {
   private constructor(
     readonly file: string,
-    records: StoredProxy[],
-    active: string | null = null,
-  ) {
-    this.records = records;
-    this.activeId = active;
-  }
+    private readonly store: JsonStore<ProxyFile>,
+  ) {}
 
   /**
    * Reads `<dir>/proxies.json` (creating `dir` 0700 when missing). A broken file is set aside. The
-   * temps of unfinished writes in the state dir are removed at start, before this (main.ts).
+   * temps of unfinished writes in the state dir are removed at start, before this (core/boot.ts).
    */
   static open(dir: string, log: Logger): ProxyStore {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, STORE_FILE);
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new ProxyStore(file, []);
-      throw err;
-    }
-    let reason: string;
-    try {
-      const parsed = fileSchema().safeParse(JSON.parse(text));
-      if (parsed.success) {
-        const records = parsed.data.proxies as StoredProxy[];
-        let active = parsed.data.active ?? null;
-        if (active !== null && !records.some((p) => p.id === active)) {
-          log.warn({ event: 'proxy_active_missing', proxy_id: active }, 'the stored active proxy is not in the store: the browser connects directly');
-          active = null;
-        }
-        log.info({ event: 'proxy_store_loaded', path: file, proxies: records.length, active_proxy: active }, 'proxy store loaded');
-        return new ProxyStore(file, records, active);
-      }
-      const issue = parsed.error.issues[0];
-      reason = `${issue?.path.join('.') || '(root)'}: ${issue?.message}`;
-    } catch (err) {
-      reason = `not JSON: ${(err as Error).message}`;
-    }
-    const aside = `${file}.broken-${new Date().toISOString().replace(/[:.]/g, '-')}`;
-    renameSync(file, aside);
-    fsyncDir(dir);
-    log.error(
-      { event: 'proxy_store_broken', path: file, kept_as: aside, reason },
-      'the proxy store could not be read; it was kept aside and the daemon starts with no proxies',
-    );
-    return new ProxyStore(file, []);
+    const store = JsonStore.open<ProxyFile>({
+      file,
+      schema: fileSchema as () => ZodType<ProxyFile>,
+      empty: () => ({ version: STORE_VERSION, proxies: [] }),
+      log,
+      event: 'proxy_store',
+      what: 'the proxy store',
+      repair: (f) => {
+        const active = f.active ?? null;
+        if (active === null || f.proxies.some((p) => p.id === active)) return f;
+        log.warn({ event: 'proxy_active_missing', proxy_id: active }, 'the stored active proxy is not in the store: the browser connects directly');
+        return { ...f, active: null };
+      },
+      loaded: (f) => ({ proxies: f.proxies.length, active_proxy: f.active ?? null }),
+    });
+    return new ProxyStore(file, store);
   }
 
   list(): readonly StoredProxy[] {
-    return this.records;
+    return this.store.value.proxies;
   }
 
   get(id: string): StoredProxy | undefined {
-    return this.records.find((p) => p.id === id);
+    return this.list().find((p) => p.id === id);
   }
 
   /** The id of the browser's active proxy (as last written), or null: direct. */
   active(): string | null {
-    return this.activeId;
+    return this.store.value.active ?? null;
   }
 
   /**
@@ -140,14 +116,11 @@ export class ProxyStore {
   mutate<T>(
     change: (current: readonly StoredProxy[], active: string | null) => { next: readonly StoredProxy[]; active?: string | null; result: T },
   ): Promise<T> {
-    return this.queue.run(async () => {
-      const { next, active = this.activeId, result } = change(this.records, this.activeId);
-      if (next !== this.records || active !== this.activeId) {
-        await this.write(next, active);
-        this.records = next;
-        this.activeId = active;
-      }
-      return result;
+    return this.store.mutate((cur) => {
+      const activeNow = this.active();
+      const { next, active = activeNow, result } = change(cur.proxies, activeNow);
+      if (next === cur.proxies && active === activeNow) return { next: cur, result };
+      return { next: { version: STORE_VERSION, proxies: next, ...(active !== null ? { active } : {}) }, result };
     });
   }
 
@@ -175,20 +148,6 @@ export class ProxyStore {
 
   /** Resolves once every change asked for so far is on disk (or failed). */
   idle(): Promise<void> {
-    return this.queue.drain();
-  }
-
-  private write(records: readonly StoredProxy[], active: string | null): Promise<void> {
-    const text = `${JSON.stringify({ version: STORE_VERSION, proxies: records, ...(active !== null ? { active } : {}) }, null, 1)}\n`;
-    return writeFileAtomic(this.file, text, 0o600);
-  }
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    return this.store.idle();
   }
 }

@@ -104,6 +104,7 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
         : { required: body.required ?? true, content: { [body.mediaType]: { schema: body.schema } } };
     }
     if (route.upgrade) op['x-websocket'] = true;
+    if (route.rootOf !== undefined) op['x-root-of'] = route.rootOf;
     op['x-source'] = route.source;
     (paths[route.path] ??= {})[route.method.toLowerCase()] = op;
   }

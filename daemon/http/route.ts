@@ -15,7 +15,7 @@
 import type { Route, RouteDoc } from './router.js';
 
 /** A route as its file declares it: everything but `source`, which the maker adds; `doc` made on first use. */
-export type RouteSpec = Route extends infer R ? (R extends Route ? Omit<R, 'source' | 'doc'> & { doc: () => RouteDoc } : never) : never;
+export type RouteSpec = Route extends infer R ? (R extends Route ? Omit<R, 'source' | 'doc' | 'rootOf'> & { doc: () => RouteDoc } : never) : never;
 
 /** The route maker of the routes file `source` (its path from the repository root). */
 export function routesIn(source: string): (spec: RouteSpec) => Route {
@@ -34,4 +34,38 @@ export function routesIn(source: string): (spec: RouteSpec) => Route {
     });
     return route as Route;
   };
+}
+
+/** The prefix of the routes that act on this daemon's browser session. */
+const BROWSER_PREFIX = '/browsers/{id}/';
+
+/** `GET /x/{}`: a method and a path template up to the names of its parameters (two such routes would shadow each other). */
+const shapeOf = (method: string, path: string): string => `${method} ${path.replace(/\{[^}]+\}/g, '{}')}`;
+
+/**
+ * The route table with the root paths of the browser routes: each route under /browsers/{id}/… is
+ * also served at the rest of its path (`/process/exec` for `/browsers/{id}/process/exec`), the SDK's
+ * direct-to-VM mapping of `/browsers/{id}/{rest}` to `{base_url}/{rest}?jwt=…`. A root path is the
+ * same route: its handler, scope, project rule, limits, errors and doc (its OpenAPI entry, made on
+ * first use like the route's); only its path differs, and its `{id}` is bound to this daemon's
+ * session (the server sets it). A root path that a declared route takes already (same method, same
+ * template up to parameter names) is an error at start: the browser route must say `rootPath: false`
+ * (the root route keeps its own meaning), so that no path changes meaning silently.
+ */
+export function withRootPaths(routes: readonly Route[]): Route[] {
+  const declared = new Map(routes.map((r) => [shapeOf(r.method, r.path), r]));
+  const out: Route[] = [];
+  for (const route of routes) {
+    out.push(route);
+    if (!route.path.startsWith(BROWSER_PREFIX) || route.rootPath === false) continue;
+    const path = route.path.slice(BROWSER_PREFIX.length - 1);
+    const taken = declared.get(shapeOf(route.method, path));
+    if (taken !== undefined) {
+      throw new Error(`${route.method} ${route.path} (${route.source}): its root path ${path} is a route of ${taken.source} already; declare rootPath: false on the browser route to keep the root route's meaning`);
+    }
+    // Everything but the path is read from the route itself (its doc getter too, so that the doc is
+    // still made once, on first use, and shared).
+    out.push(Object.create(route, { path: { value: path, enumerable: true }, rootOf: { value: route.path, enumerable: true } }) as Route);
+  }
+  return out;
 }

@@ -80,6 +80,19 @@ interface BaseRoute {
   queryToken?: boolean;
   /** Errors answer with a small HTML page (not JSON) to a client that accepts text/html: a page a person opens. */
   htmlErrors?: boolean;
+  /**
+   * A key or session token of another project than BROWSERD_PROJECT_ID may call it (it reads only the
+   * caller's own credential: /whoami). Without it, every route that takes a token is the project's:
+   * such a caller is answered 404, as if the route (or the session) did not exist.
+   */
+  crossProject?: true;
+  /**
+   * false: a route under /browsers/{id}/… that is not also served at its root path (http/route.ts's
+   * withRootPaths). Needed only where a root route of the same path has a meaning of its own.
+   */
+  rootPath?: false;
+  /** On a root path that withRootPaths made: the path of the browser route it serves (its `{id}` is this daemon's session). */
+  readonly rootOf?: string;
 }
 
 export interface HttpRoute extends BaseRoute {

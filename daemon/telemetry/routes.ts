@@ -1,6 +1,7 @@
-// The telemetry routes, each under both `/telemetry/…` (Kernel's in-VM server; the SDK's direct
-// calls to the VM's base_url) and `/browsers/{id}/telemetry/…` (the SDK's control-plane paths):
-// the category switches, custom events, the SSE stream and the paged event list.
+// The telemetry routes under `/browsers/{id}/telemetry/…` (the SDK's control-plane paths), each
+// also at `/telemetry/…` like every browser route (Kernel's in-VM server; the SDK's direct calls to
+// the VM's base_url; http/route.ts's withRootPaths): the category switches, custom events, the SSE
+// stream and the paged event list.
 import { z } from 'zod';
 import { lazy } from '../core/lazy.js';
 import { BadRequestError, LimitExceededError } from '../core/errors.js';
@@ -113,15 +114,12 @@ function lastEventId(raw: string | string[] | undefined): number | null {
 export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
   const { bus, maxStreams } = deps;
   let open = 0;
-  const both = (r: Omit<HttpRoute, 'path' | 'source' | 'doc'> & { sub: string; doc: () => RouteDoc }): Route[] => {
+  const telemetryRoute = (r: Omit<HttpRoute, 'path' | 'source' | 'doc'> & { sub: string; doc: () => RouteDoc }): Route[] => {
     const { sub, ...rest } = r;
-    return [
-      route({ ...rest, path: `/telemetry${sub}` }),
-      route({ ...rest, path: `/browsers/{id}/telemetry${sub}` }),
-    ];
+    return [route({ ...rest, path: `/browsers/{id}/telemetry${sub}` })];
   };
   const config = (method: 'PUT' | 'PATCH'): Route[] =>
-    both({
+    telemetryRoute({
       method,
       sub: '',
       scope: 'telemetry:write',
@@ -142,7 +140,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
     });
 
   return [
-    ...both({
+    ...telemetryRoute({
       method: 'GET',
       sub: '',
       scope: 'telemetry:read',
@@ -151,7 +149,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
     }),
     ...config('PUT'),
     ...config('PATCH'),
-    ...both({
+    ...telemetryRoute({
       method: 'POST',
       sub: '/events',
       scope: 'telemetry:write',
@@ -172,7 +170,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         return { status: seq === null ? 202 : 201, body: { seq } };
       },
     }),
-    ...both({
+    ...telemetryRoute({
       method: 'GET',
       sub: '/stream',
       scope: 'telemetry:read',
@@ -202,7 +200,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         return null;
       },
     }),
-    ...both({
+    ...telemetryRoute({
       method: 'GET',
       sub: '/events',
       scope: 'telemetry:read',

@@ -66,7 +66,7 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
   const query = lazy(() => rawQuery(c.maxTimeoutMs));
 
   const curl = async (ctx: RequestContext) => {
-    const p = await ctx.json(params(), { limitBytes: Math.max(config.http.bodyLimitBytes, 2 * c.maxBodyBytes + 64 * 1024) });
+    const p = ctx.body as z.infer<ReturnType<typeof params>>;
     const url = checkTarget(p.url, 'url', deps.ownPorts());
     const body = p.body === undefined ? null : Buffer.from(p.body, 'utf8');
     if (body !== null && (p.method === 'GET' || p.method === 'HEAD')) throw BadRequestError.field('body', `a ${p.method} request carries no body`);
@@ -138,7 +138,7 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
     errors: [413, 422, 429, 503, 504],
   }));
   const routes: Route[] = [
-    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: curlDoc, handler: curl }),
+    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: curlDoc, bodyLimitBytes: Math.max(config.http.bodyLimitBytes, 2 * c.maxBodyBytes + 64 * 1024), handler: curl }),
   ];
   for (const method of RAW_METHODS) {
     routes.push(route({

@@ -12,7 +12,7 @@ import { requireScope, type Identity, type KeyRing } from './auth.js';
 import { lingerOnRefusedBody, readJson, readJsonBase64 } from './body.js';
 import { isStateChanging, runKeyed, runRoute } from './dispatch.js';
 import { BodyTap, IdempotencyStore } from './idempotency.js';
-import { parseQuery } from './query.js';
+import { parseParams, parseQuery } from './query.js';
 import { watchRequestIdle } from './request-idle.js';
 import { BadRequestError, InvalidRequestError, NotFoundError, TimeoutError, UnauthorizedError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
@@ -176,14 +176,17 @@ export class HttpServer {
       const identity = auth instanceof Promise ? await auth : auth;
       keyId = identity?.keyId;
       if (route.upgrade) throw new InvalidRequestError('this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)');
+      const typed = parseParams(route.doc.params, params);
       const query = parseQuery(route.doc.query, url);
-      if (!query.ok) throw new BadRequestError(query.problems);
+      const problems = [...(typed.ok ? [] : typed.problems), ...(query.ok ? [] : query.problems)];
+      if (!typed.ok || !query.ok) throw new BadRequestError(problems);
       const ctx: RequestContext = {
         req,
         res,
         url,
-        params,
+        params: typed.value as Record<string, string>,
         query: query.value,
+        body: undefined,
         identity,
         reqId,
         get log() {
@@ -200,8 +203,9 @@ export class HttpServer {
         jsonBase64: (schema, field, opts) => readJsonBase64(req, schema, field, { limitBytes: opts?.limitBytes ?? this.deps.config.http.bodyLimitBytes }),
       };
       const key = keyed && identity !== null ? IdempotencyStore.keyOf(req) : null;
-      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key, tap);
-      else await runRoute(ctx, route);
+      const check = this.deps.config.testHooks.checkAnswers;
+      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key, tap, check);
+      else await runRoute(ctx, route, check);
     } catch (err) {
       const httpErr = toHttpError(err);
       if (httpErr.unexpected) logOf().error({ event: 'internal_error', route: routeName, err }, 'unhandled error in a handler');
@@ -294,8 +298,9 @@ export class HttpServer {
       routeName = route.path;
       const identity = await this.authorize(route, req, params, url);
       if (identity === null) throw new NotFoundError('WebSocket routes need a token');
+      const typed = parseParams(route.doc.params, params);
       const query = parseQuery(route.doc.query, url);
-      if (!query.ok) throw new BadRequestError(query.problems);
+      if (!typed.ok || !query.ok) throw new BadRequestError([...(typed.ok ? [] : typed.problems), ...(query.ok ? [] : query.problems)]);
       if (socket.destroyed) return; // gone while its token was verified
       log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
       this.upgraded.add(socket);
@@ -306,7 +311,7 @@ export class HttpServer {
         if (!socket.destroyed) writeRawError(socket, httpErr, reqId);
         log.info({ event: 'request', method: 'GET', route: routeName, status: httpErr.status, upgrade: true }, 'request');
       };
-      route.upgrade({ req, socket, head, url, params, query: query.value, identity, reqId, log, refuse });
+      route.upgrade({ req, socket, head, url, params: typed.value as Record<string, string>, query: query.value, identity, reqId, log, refuse });
     } catch (err) {
       const httpErr = toHttpError(err);
       if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');

@@ -95,7 +95,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
         errors: [400, 409, 429],
       }),
       handler: async (ctx) => {
-        const q = ctx.query as z.infer<ReturnType<typeof streamQuery>>;
+        const q = ctx.query;
         if (open >= maxStreams) throw new LimitExceededError('log streams', maxStreams, { message: `${maxStreams} log streams are open already (BROWSERD_LOG_MAX_STREAMS)` });
         open++;
         try {

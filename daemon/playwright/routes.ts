@@ -90,7 +90,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
         errors: [429, 503],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(executeBody());
+        const body = ctx.body;
         const timeoutSec = body.timeout_sec ?? EXECUTE_DEFAULT_TIMEOUT_SEC;
         const t0 = performance.now();
         const abandon = new AbortController();

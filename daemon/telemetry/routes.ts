@@ -134,7 +134,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         errors: [400],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(configBody());
+        const body = ctx.body as ConfigBody;
         return { status: 200, body: configOf(bus.setCategories(switchesOf(body, method === 'PUT' ? 'defaults' : null))) };
       },
     });
@@ -153,6 +153,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
       method: 'POST',
       sub: '/events',
       scope: 'telemetry:write',
+      bodyLimitBytes: CUSTOM_EVENT_MAX_BYTES,
       doc: () => ({
         summary: 'Publish a custom event',
         description:
@@ -163,7 +164,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         errors: [400, 413],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(customEventBody(), { limitBytes: CUSTOM_EVENT_MAX_BYTES });
+        const body = ctx.body as z.infer<ReturnType<typeof customEventBody>>;
         const cut = { truncated: false };
         const data = body.data === undefined ? undefined : (boundValue(body.data, cut) as Record<string, unknown>);
         const seq = bus.emit(body.type, body.category ?? 'control', { kind: 'kernel_api', event: 'custom' }, data, { truncated: cut.truncated });

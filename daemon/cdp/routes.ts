@@ -78,7 +78,7 @@ export function cdpRoutes(host: CdpRoutesHost, bridge: CdpBridge): Route[] {
         responses: { 101: { description: 'Switching Protocols: the WebSocket is attached to the target' } },
         errors: [400, 503],
       }),
-      upgrade: (ctx: UpgradeContext) => bridge.handle(ctx, { kind: 'target', targetId: ctx.params.target_id ?? '' }),
+      upgrade: (ctx) => bridge.handle(ctx, { kind: 'target', targetId: ctx.params.target_id }),
     }),
     route({
       method: 'GET',

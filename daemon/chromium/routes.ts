@@ -167,7 +167,7 @@ export function browserUpdateRoute(parts: readonly BrowserUpdatePart[], record: 
     scope: 'browser:write',
     doc: makeDoc,
     handler: async (ctx) => {
-      const body = (await ctx.json(bodySchema())) as Record<string, unknown>;
+      const body = ctx.body as Record<string, unknown>;
       const present = (p: BrowserUpdatePart): boolean => Object.keys(p.fields()).some((f) => body[f] !== undefined);
       for (const p of parts) {
         if (p.scope !== undefined && present(p) && ctx.identity !== null && !ctx.identity.scopes.has(p.scope)) throw new ForbiddenError(p.scope);

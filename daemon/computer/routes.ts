@@ -76,7 +76,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
       scope: 'computer',
       doc: () => ({ summary: facts.summary, description: facts.description + (waits === undefined ? '' : `${WAITS(limits)} `) + PAGE_RULE, body: facts.body(), responses: done, errors: ACTION_ERRORS }),
       handler: async (ctx) => {
-        const body = await ctx.json(facts.body());
+        const body = ctx.body as T;
         let plannedWaitMs: number | undefined;
         if (waits !== undefined) {
           plannedWaitMs = waits.of(body);
@@ -105,7 +105,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         errors: ACTION_ERRORS,
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(s().screenshot, { optional: true });
+        const body = ctx.body;
         const png = await computer.act('screenshot', ctx.signal, { exclusive: false }, async (run, d) => captureScreenshot(await computer.page(run, d, { fresh: true }), body.region, d));
         ctx.res.writeHead(200, { 'content-type': SCREENSHOT_TYPE, 'content-length': png.length, 'cache-control': 'no-store' });
         ctx.res.end(png);
@@ -205,8 +205,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         bodyRequired: false,
         responses: { 200: { description: 'the position', schema: z.object({ x: z.number(), y: z.number() }) } },
       }),
-      handler: async (ctx) => {
-        await ctx.json(s().none, { optional: true });
+      handler: async () => {
         return { status: 200, body: computer.mousePosition() };
       },
     }),
@@ -224,7 +223,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         errors: [422],
       }),
       handler: async (ctx) => {
-        setCursor(await ctx.json(s().cursor));
+        setCursor(ctx.body);
         return { status: 200, body: { ok: true } };
       },
     }),
@@ -249,7 +248,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         errors: [...ACTION_ERRORS, 422],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(s().batch);
+        const body = ctx.body;
         const waits = body.actions.reduce((t, a) => t + plannedWaitMs(a), 0);
         checkWaits(waits, limits.maxWaitMs, 'actions');
         const budget = computer.budget(waits);
@@ -277,7 +276,6 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         errors: ACTION_ERRORS,
       }),
       handler: async (ctx) => {
-        await ctx.json(s().none, { optional: true });
         const text = await computer.act('clipboard_read', ctx.signal, { exclusive: true }, async (run, d) => readClipboard(await computer.page(run, d), d, log));
         return { status: 200, body: { text } };
       },
@@ -299,7 +297,7 @@ export function computerRoutes(deps: RouteDeps): Route[] {
         errors: ACTION_ERRORS,
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(s().clipboardWrite);
+        const body = ctx.body;
         await computer.act('clipboard_write', ctx.signal, { exclusive: true }, async (run, d) => writeClipboard(await computer.page(run, d), body.text, d, log));
         return { status: 204 };
       },

@@ -28,6 +28,8 @@ export interface TestHooks {
   readonly forwarderUid: number | undefined;
   /** The last ready hook of every launch, holding it until the test lets go (a test kills Chromium inside that window); undefined: none. */
   readonly holdReady: ((pid: number, log: { info(obj: object, msg: string): void }) => Promise<void>) | undefined;
+  /** Every JSON answer is checked against its route's doc.responses (the test build: always). */
+  readonly checkAnswers: boolean;
   /** Runs once the daemon listens: the faults a test of the crash policy asks for (a stray rejection, an uncaught exception). */
   afterListening(): void;
 }
@@ -43,6 +45,7 @@ const NONE: TestHooks = {
   holdActivation: async () => {},
   holdReady: undefined,
   forwarderUid: undefined,
+  checkAnswers: false,
   afterListening: () => {},
 };
 

@@ -1,6 +1,7 @@
-// The routes of requests through the browser (scope browser:fetch): POST /curl and
-// POST /browsers/{id}/curl (the SDK's browsers.curl: a JSON answer), and /curl/raw (the SDK's
-// browsers.fetch: any method, the raw body both ways, the target's status and headers mirrored).
+// The routes of requests through the browser (scope browser:fetch): POST /browsers/{id}/curl (also
+// at POST /curl, as every browser route at its root path: the SDK's browsers.curl, a JSON answer),
+// and /curl/raw (the SDK's browsers.fetch, which only the root path has: any method, the raw body
+// both ways, the target's status and headers mirrored).
 import { once } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Config } from '../core/config.js';
@@ -65,7 +66,7 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
   const query = lazy(() => rawQuery(c.maxTimeoutMs));
 
   const curl = async (ctx: RequestContext) => {
-    const p = await ctx.json(params(), { limitBytes: Math.max(config.http.bodyLimitBytes, 2 * c.maxBodyBytes + 64 * 1024) });
+    const p = ctx.body as z.infer<ReturnType<typeof params>>;
     const url = checkTarget(p.url, 'url', deps.ownPorts());
     const body = p.body === undefined ? null : Buffer.from(p.body, 'utf8');
     if (body !== null && (p.method === 'GET' || p.method === 'HEAD')) throw BadRequestError.field('body', `a ${p.method} request carries no body`);
@@ -137,8 +138,7 @@ export function curlRoutes(deps: CurlRouteDeps): Route[] {
     errors: [413, 422, 429, 503, 504],
   }));
   const routes: Route[] = [
-    route({ method: 'POST', path: '/curl', scope: 'browser:fetch', doc: curlDoc, handler: curl }),
-    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: () => ({ ...curlDoc(), summary: `${curlDoc().summary}; the same as POST /curl` }), handler: curl }),
+    route({ method: 'POST', path: '/browsers/{id}/curl', scope: 'browser:fetch', doc: curlDoc, bodyLimitBytes: Math.max(config.http.bodyLimitBytes, 2 * c.maxBodyBytes + 64 * 1024), handler: curl }),
   ];
   for (const method of RAW_METHODS) {
     routes.push(route({

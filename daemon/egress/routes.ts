@@ -49,7 +49,7 @@ export function egressRoutes(state: EgressState): Route[] {
         errors: [400],
       }),
       handler: async (ctx) => {
-        const input = await ctx.json(policySchema());
+        const input = ctx.body;
         await state.set(withDefaults(input), ctx.log);
         return { status: 200, body: state.answer() };
       },

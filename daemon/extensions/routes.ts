@@ -164,7 +164,7 @@ export function extensionRoutes(deps: RouteDeps): Route[] {
       }),
       handler: async (ctx) => {
         const wait = ctx.query.wait !== false;
-        const name = ctx.params.name ?? '';
+        const name = ctx.params.name;
         if (!isValidName(name) || !store.committed.has(name)) throw new NotFoundError(`no extension named ${name}`);
         await browser.withLock('extensions', () => deps.remove(name, ctx.log), { wait, signal: ctx.signal });
         return { status: 204 };

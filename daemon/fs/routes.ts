@@ -45,7 +45,7 @@ const done = { 204: { description: 'done' } };
 
 /** OpenAPI facts whose description gets the one table of errors appended. */
 type Facts = Omit<RouteDoc, 'description'> & { description: string };
-const described = (facts: Facts): RouteDoc => ({ ...facts, description: doc.describe(facts.description) });
+const described = <D extends Facts>(facts: D): D => ({ ...facts, description: doc.describe(facts.description) });
 
 function pathOf(ctx: RequestContext): string {
   const p = ctx.query.path as string;
@@ -89,7 +89,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
   ): Route => {
     const { paths, ...rest } = facts;
     return route({ method: 'PUT', path: `${F}/${name}`, scope: 'fs:write', doc: () => described({ ...rest, body: rest.body(), responses: done }), handler: async (ctx) => {
-      const body = await ctx.json(facts.body());
+      const body = ctx.body as T;
       for (const field of paths) checkPathInput(body[field], field);
       await apply(body);
       return { status: 204 };
@@ -136,7 +136,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       }),
       handler: async (ctx) => {
         const p = pathOf(ctx);
-        const mode = parseMode('mode', ctx.query.mode as string | undefined, 0o644);
+        const mode = parseMode('mode', ctx.query.mode, 0o644);
         const declared = Number(ctx.req.headers['content-length'] ?? Number.NaN);
         if (declared > c.maxFileBytes) throw new PayloadTooLargeError('the request body', c.maxFileBytes, 'BROWSERD_FS_MAX_FILE_BYTES');
         const t = await resolveForWrite(guard, p);
@@ -335,7 +335,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       scope: 'fs:read',
       doc: () => described({ summary: 'Watch a folder for changes', description: text.watch, body: doc.watchBody(), responses: { 200: { description: 'the watch', schema: doc.watchStarted() } }, errors: [409, 429] }),
       handler: async (ctx) => {
-        const body = await ctx.json(doc.watchBody());
+        const body = ctx.body;
         checkPathInput(body.path);
         const w = await watches.start(body.path, body.recursive ?? false);
         return { status: 200, body: { watch_id: w.id } };
@@ -347,7 +347,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       scope: 'fs:read',
       doc: () => ({ summary: 'The events of a folder watch (Server-Sent Events)', description: doc.EVENTS_TEXT, responses: { 200: { description: 'the event stream', mediaType: 'text/event-stream', schema: { type: 'string' } } } }),
       handler: async (ctx) => {
-        const { watch, signal, detach } = watches.attach(ctx.params.watch_id ?? '');
+        const { watch, signal, detach } = watches.attach(ctx.params.watch_id);
         try {
           await streamWatch(ctx.res, watch, AbortSignal.any([signal, ctx.signal]));
         } finally {
@@ -357,7 +357,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       },
     }),
     route({ method: 'DELETE', path: `${F}/watch/{watch_id}`, scope: 'fs:read', doc: () => ({ summary: 'Stop a folder watch', description: 'Its inotify watches are removed and its event stream ends.', responses: done }), handler: async (ctx) => {
-      watches.stop(ctx.params.watch_id ?? '');
+      watches.stop(ctx.params.watch_id);
       return { status: 204 };
     } }),
   ];

@@ -4,6 +4,7 @@
 import type { ServerResponse } from 'node:http';
 import { toHttpError } from './errors.js';
 import { BodyTap, type IdempotencyStore, type StoredAnswer } from './idempotency.js';
+import { isZod } from './openapi.js';
 import type { Reply, RequestContext, HttpRoute } from './router.js';
 
 /** How much of a repeat's body is read to compare it with the first's (past it: not compared). */
@@ -30,14 +31,40 @@ function writeAnswer(res: ServerResponse, answer: StoredAnswer, extra: Record<st
   res.writeHead(answer.status, { 'content-length': answer.body.length }).end(answer.body);
 }
 
-export async function runRoute(ctx: RequestContext, route: HttpRoute): Promise<void> {
+/**
+ * The route's handler, handed what its doc declares: a JSON body (a zod `doc.body`) is read and
+ * validated first, into ctx.body (unless the route reads its body itself). With `checkAnswers` (the
+ * test build), a JSON answer must be one of `doc.responses`, and match its zod schema: a handler
+ * that answers off its document fails (500, logged), so the suite sees it.
+ */
+async function invoke(ctx: RequestContext, route: HttpRoute, checkAnswers: boolean): Promise<Reply> {
+  const body = route.doc.body;
+  if (body !== undefined && isZod(body) && route.readsBody !== true) {
+    ctx.body = await ctx.json(body, { limitBytes: route.bodyLimitBytes, optional: route.doc.bodyRequired === false });
+  }
   const reply = await route.handler(ctx);
+  if (checkAnswers && reply !== null) checkAnswer(route, reply);
+  return reply;
+}
+
+/** The test build's check of an answer against the route's `doc.responses`. */
+function checkAnswer(route: HttpRoute, reply: NonNullable<Reply>): void {
+  const declared = route.doc.responses[reply.status];
+  const where = `${route.method} ${route.path} answered ${reply.status}`;
+  if (declared === undefined) throw new Error(`${where}, which its doc.responses does not list (${Object.keys(route.doc.responses).join(', ')})`);
+  if (reply.body === undefined || declared.schema === undefined || !isZod(declared.schema)) return;
+  const parsed = declared.schema.safeParse(reply.body);
+  if (!parsed.success) throw new Error(`${where} off its schema: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}`);
+}
+
+export async function runRoute(ctx: RequestContext, route: HttpRoute, checkAnswers = false): Promise<void> {
+  const reply = await invoke(ctx, route, checkAnswers);
   if (reply !== null) writeAnswer(ctx.res, answerOf(reply));
 }
 
 /** The route run once per Idempotency-Key; errors are thrown for the server to write (and kept first when final). */
 /** `tap`: the body's tap when the server made it already (before waiting to authenticate). */
-export async function runKeyed(ctx: RequestContext, route: HttpRoute, store: IdempotencyStore, scope: string, key: string, tap = new BodyTap(ctx.req)): Promise<void> {
+export async function runKeyed(ctx: RequestContext, route: HttpRoute, store: IdempotencyStore, scope: string, key: string, tap = new BodyTap(ctx.req), checkAnswers = false): Promise<void> {
   const shape = JSON.stringify([ctx.req.method, route.path, ctx.params, ctx.url.search]);
   for (;;) {
     const claim = store.claim(scope, key, shape);
@@ -50,7 +77,7 @@ export async function runKeyed(ctx: RequestContext, route: HttpRoute, store: Ide
     }
     let reply: Reply;
     try {
-      reply = await route.handler(ctx);
+      reply = await invoke(ctx, route, checkAnswers);
     } catch (err) {
       const e = toHttpError(err);
       const final = e.headers['x-should-retry'] !== 'true' && !e.unexpected;

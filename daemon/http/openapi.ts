@@ -34,7 +34,7 @@ const errorSchema = {
   },
 };
 
-function isZod(x: unknown): x is ZodType {
+export function isZod(x: unknown): x is ZodType {
   return typeof x === 'object' && x !== null && '_zod' in x;
 }
 
@@ -62,13 +62,19 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     const d = route.doc;
-    const params = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => ({
-      name: m[1],
-      in: 'path',
-      required: true,
-      schema: { type: 'string' },
-      description: m[1] === 'id' ? 'the session id (BROWSERD_SESSION_ID); any other is 404' : undefined,
-    }));
+    const params = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => {
+      const name = m[1] as string;
+      // A parameter doc.params declares: its type and description from the schema.
+      const typed = d.params?.shape[name];
+      const { description, ...schema } = typed === undefined ? { type: 'string' } : (toSchema(typed, 'input') as { description?: string });
+      return {
+        name,
+        in: 'path',
+        required: true,
+        schema,
+        description: description ?? (name === 'id' ? 'the session id (BROWSERD_SESSION_ID); any other is 404' : undefined),
+      };
+    });
     const query = Object.entries(d.query?.shape ?? {}).map(([name, q]) => {
       const schema = toSchema(q, 'input');
       const { description, ...rest } = schema as { description?: string };
@@ -104,6 +110,7 @@ export function buildOpenApi(routes: readonly Route[], info: OpenApiInfo): Recor
         : { required: body.required ?? true, content: { [body.mediaType]: { schema: body.schema } } };
     }
     if (route.upgrade) op['x-websocket'] = true;
+    if (route.rootOf !== undefined) op['x-root-of'] = route.rootOf;
     op['x-source'] = route.source;
     (paths[route.path] ??= {})[route.method.toLowerCase()] = op;
   }

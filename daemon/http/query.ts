@@ -72,3 +72,11 @@ export function parseQuery(schema: QuerySchema | undefined, url: URL): { ok: tru
   }
   return { ok: false, problems };
 }
+
+/** The path's parameters as the route's `doc.params` parses them, or the problems (`<param>: <why>`). */
+export function parseParams(schema: z.ZodObject<Record<string, z.ZodType>> | undefined, params: Record<string, string>): { ok: true; value: Record<string, unknown> } | { ok: false; problems: string[] } {
+  if (schema === undefined) return { ok: true, value: params };
+  const parsed = schema.safeParse(params);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return { ok: false, problems: parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(path)')}: ${issue.message}`) };
+}

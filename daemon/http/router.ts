@@ -2,7 +2,7 @@
 // handler (through http/route.ts's routesIn, which also records the file that declares it). Matching is by path segments; `{name}` matches one non-empty segment.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { ZodType } from 'zod';
+import type { z, ZodType } from 'zod';
 import type { Logger } from '../core/log.js';
 import type { Identity, Scope } from './auth.js';
 import type { QuerySchema } from './query.js';
@@ -12,13 +12,27 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /** What a handler returns: a JSON reply, or `null` when it wrote the response itself (SSE, 204). */
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> } | null;
 
-export interface RequestContext {
+/** What a handler is handed, parsed and validated: the path's parameters, the query, the JSON body. */
+export interface RouteInput {
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+}
+
+export interface RequestContext<I extends RouteInput = RouteInput> {
   req: IncomingMessage;
   res: ServerResponse;
   url: URL;
-  params: Record<string, string>;
+  /** The path's parameters (percent-decoded), validated by `doc.params` when the route declares it. */
+  params: I['params'];
   /** The query parameters as the route's `doc.query` parsed them (unknown ones are refused before the handler runs). */
-  query: Record<string, unknown>;
+  query: I['query'];
+  /**
+   * The JSON body as the route's `doc.body` (a zod schema) parsed it, read before the handler runs
+   * (at most the route's bodyLimitBytes, else BROWSERD_BODY_LIMIT_BYTES; an empty body is `{}` where
+   * doc.bodyRequired is false). undefined for a route whose body is not JSON or that reads it itself.
+   */
+  body: I['body'];
   /** null only on public routes. */
   identity: Identity | null;
   reqId: string;
@@ -36,13 +50,13 @@ export interface RequestContext {
   jsonBase64<T>(schema: ZodType<T>, field: string, opts?: { limitBytes?: number }): Promise<{ body: T; decoded: Buffer | null }>;
 }
 
-export interface UpgradeContext {
+export interface UpgradeContext<I extends RouteInput = RouteInput> {
   req: IncomingMessage;
   socket: Duplex;
   head: Buffer;
   url: URL;
-  params: Record<string, string>;
-  query: Record<string, unknown>;
+  params: I['params'];
+  query: I['query'];
   identity: Identity;
   reqId: string;
   log: Logger;
@@ -59,13 +73,15 @@ export interface RouteDoc {
   bodyRequired?: boolean;
   /** The query parameters (a strict zod object of http/query.ts helpers); without it the route takes none. */
   query?: QuerySchema;
+  /** The path's parameters (a zod object): validated before the handler runs, and their types in the document. Without it each is a string. */
+  params?: z.ZodObject<Record<string, z.ZodType>>;
   /** Success responses: status → description and schema (zod or JSON Schema). */
   responses: Record<number, { description: string; schema?: ZodType | Record<string, unknown>; mediaType?: string }>;
   /** Error statuses this route can answer besides 401/403/404/405/500. */
   errors?: number[];
 }
 
-interface BaseRoute {
+export interface BaseRoute {
   method: Method;
   /** The file that declares it, from the repository root (http/route.ts's routesIn adds it). */
   source: string;
@@ -80,6 +96,27 @@ interface BaseRoute {
   queryToken?: boolean;
   /** Errors answer with a small HTML page (not JSON) to a client that accepts text/html: a page a person opens. */
   htmlErrors?: boolean;
+  /**
+   * A key or session token of another project than BROWSERD_PROJECT_ID may call it (it reads only the
+   * caller's own credential: /whoami). Without it, every route that takes a token is the project's:
+   * such a caller is answered 404, as if the route (or the session) did not exist.
+   */
+  crossProject?: true;
+  /**
+   * false: a route under /browsers/{id}/… that is not also served at its root path (http/route.ts's
+   * withRootPaths). Needed only where a root route of the same path has a meaning of its own.
+   */
+  rootPath?: false;
+  /** On a root path that withRootPaths made: the path of the browser route it serves (its `{id}` is this daemon's session). */
+  readonly rootOf?: string;
+  /** The most bytes of its JSON body (default BROWSERD_BODY_LIMIT_BYTES). */
+  bodyLimitBytes?: number;
+  /**
+   * The handler reads the body itself (ctx.json / ctx.jsonBase64 / the request stream): an upload
+   * beside a JSON body, or a fast path of its own. Without it, a zod `doc.body` is read and
+   * validated before the handler runs (ctx.body).
+   */
+  readsBody?: true;
 }
 
 export interface HttpRoute extends BaseRoute {
@@ -87,7 +124,7 @@ export interface HttpRoute extends BaseRoute {
   upgrade?: undefined;
 }
 
-interface UpgradeRoute extends BaseRoute {
+export interface UpgradeRoute extends BaseRoute {
   method: 'GET';
   /** A WebSocket route: the server authenticates, then hands the raw socket over. */
   upgrade(ctx: UpgradeContext): void;

@@ -12,10 +12,11 @@ import { requireScope, type Identity, type KeyRing } from './auth.js';
 import { lingerOnRefusedBody, readJson, readJsonBase64 } from './body.js';
 import { isStateChanging, runKeyed, runRoute } from './dispatch.js';
 import { BodyTap, IdempotencyStore } from './idempotency.js';
-import { parseQuery } from './query.js';
+import { parseParams, parseQuery } from './query.js';
 import { watchRequestIdle } from './request-idle.js';
 import { BadRequestError, InvalidRequestError, NotFoundError, TimeoutError, UnauthorizedError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
+import { withRootPaths } from './route.js';
 import { Router, type RequestContext, type Route } from './router.js';
 
 /** A request in flight, as shutdown sees it. */
@@ -54,7 +55,7 @@ export class HttpServer {
   private readonly accessLog: Logger;
 
   constructor(private readonly deps: ServerDeps) {
-    this.router = new Router(deps.routes);
+    this.router = new Router(withRootPaths(deps.routes));
     this.accessLog = deps.log.child({}, { redact: { paths: [], censor: '[redacted]' } });
     this.idempotency = new IdempotencyStore({ maxKeys: deps.config.http.idempotencyMaxKeys, maxBytes: deps.config.http.idempotencyMaxBytes, metrics: deps.metrics });
     const idleMs = deps.config.http.requestIdleTimeoutMs;
@@ -162,7 +163,7 @@ export class HttpServer {
 
     try {
       const url = parseTarget(req);
-      const match = this.router.match(req.method ?? 'GET', url.pathname);
+      const match = this.match(req.method ?? 'GET', url.pathname);
       if (match.kind === 'none') throw new NotFoundError(`no route for ${url.pathname}`);
       if (match.kind === 'method') throw new MethodNotAllowedError(req.method ?? '', match.allowed);
       const { route, params } = match;
@@ -175,14 +176,17 @@ export class HttpServer {
       const identity = auth instanceof Promise ? await auth : auth;
       keyId = identity?.keyId;
       if (route.upgrade) throw new InvalidRequestError('this route takes a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket)');
+      const typed = parseParams(route.doc.params, params);
       const query = parseQuery(route.doc.query, url);
-      if (!query.ok) throw new BadRequestError(query.problems);
+      const problems = [...(typed.ok ? [] : typed.problems), ...(query.ok ? [] : query.problems)];
+      if (!typed.ok || !query.ok) throw new BadRequestError(problems);
       const ctx: RequestContext = {
         req,
         res,
         url,
-        params,
+        params: typed.value as Record<string, string>,
         query: query.value,
+        body: undefined,
         identity,
         reqId,
         get log() {
@@ -199,8 +203,9 @@ export class HttpServer {
         jsonBase64: (schema, field, opts) => readJsonBase64(req, schema, field, { limitBytes: opts?.limitBytes ?? this.deps.config.http.bodyLimitBytes }),
       };
       const key = keyed && identity !== null ? IdempotencyStore.keyOf(req) : null;
-      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key, tap);
-      else await runRoute(ctx, route);
+      const check = this.deps.config.testHooks.checkAnswers;
+      if (key !== null && identity !== null) await runKeyed(ctx, route, this.idempotency, identity.keyId, key, tap, check);
+      else await runRoute(ctx, route, check);
     } catch (err) {
       const httpErr = toHttpError(err);
       if (httpErr.unexpected) logOf().error({ event: 'internal_error', route: routeName, err }, 'unhandled error in a handler');
@@ -240,28 +245,37 @@ export class HttpServer {
     const urlJwt = takeUrlJwt(url);
     if (route.scope === null) return null;
     const identity = this.deps.keyring.authenticateRequest(req.headers.authorization ?? (route.queryToken === true ? queryBearer(url) : undefined), urlJwt);
-    if (identity instanceof Promise) return identity.then((id) => this.check(route, id, params));
-    return this.check(route, identity, params);
+    if (identity instanceof Promise) return identity.then((id) => this.check(route, id, params, url));
+    return this.check(route, identity, params, url);
   }
 
-  private check(route: Route, identity: Identity, params: Record<string, string>): Identity {
+  /**
+   * The scope; the session of a /browsers/{id} path (a root path is bound to this daemon's session:
+   * a session token names it, jwt/session-tokens.ts checks that, and a key is for this daemon); and
+   * the project: a route is the project's unless it says `crossProject`, and a caller of another
+   * project learns nothing there, not even that the route or the session exists (404).
+   */
+  private check(route: Route, identity: Identity, params: Record<string, string>, url: URL): Identity {
     if (route.scope !== 'any' && route.scope !== null) requireScope(identity, route.scope);
     const { sessionId, projectId } = this.deps.config;
+    const browserPath = params.id !== undefined && route.path.startsWith('/browsers/{id}');
+    if (browserPath && params.id !== sessionId) throw new NotFoundError(`no browser session ${params.id}`);
     const otherProject = identity.project !== null && projectId !== null && identity.project !== projectId;
-    if (params.id !== undefined && route.path.startsWith('/browsers/{id}')) {
-      if (params.id !== sessionId || otherProject) throw new NotFoundError(`no browser session ${params.id}`);
-    }
-    // The metrics are about this browser: a key of another project learns no more there than elsewhere.
-    if (route.path === '/metrics' && otherProject) throw new NotFoundError('no route for /metrics');
-    // /curl and /curl/raw use this browser (its cookies, its proxy): not for a key of another project.
-    if (route.path.startsWith('/curl') && otherProject) throw new NotFoundError(`no route for ${route.path}`);
+    if (otherProject && route.crossProject !== true) throw new NotFoundError(browserPath ? `no browser session ${params.id}` : `no route for ${url.pathname}`);
     return identity;
+  }
+
+  /** The route of a request; on a root path of a browser route (withRootPaths), `{id}` is this daemon's session. */
+  private match(method: string, pathname: string): ReturnType<Router['match']> {
+    const match = this.router.match(method, pathname);
+    if (match.kind === 'found' && match.route.rootOf !== undefined) match.params.id = this.deps.config.sessionId;
+    return match;
   }
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     const url = URL.canParse(req.url ?? '/', BASE) ? new URL(req.url ?? '/', BASE) : null;
-    const match = url === null ? null : this.router.match(req.method ?? 'GET', url.pathname);
+    const match = url === null ? null : this.match(req.method ?? 'GET', url.pathname);
     const isWebSocket = (req.headers.upgrade ?? '').toLowerCase() === 'websocket';
     if (url === null || match?.kind !== 'found' || !match.route.upgrade || !isWebSocket) {
       // Not a WebSocket route (or an h2c or other upgrade): answer as plain HTTP/1.1 on this socket,
@@ -284,8 +298,9 @@ export class HttpServer {
       routeName = route.path;
       const identity = await this.authorize(route, req, params, url);
       if (identity === null) throw new NotFoundError('WebSocket routes need a token');
+      const typed = parseParams(route.doc.params, params);
       const query = parseQuery(route.doc.query, url);
-      if (!query.ok) throw new BadRequestError(query.problems);
+      if (!typed.ok || !query.ok) throw new BadRequestError([...(typed.ok ? [] : typed.problems), ...(query.ok ? [] : query.problems)]);
       if (socket.destroyed) return; // gone while its token was verified
       log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
       this.upgraded.add(socket);
@@ -296,7 +311,7 @@ export class HttpServer {
         if (!socket.destroyed) writeRawError(socket, httpErr, reqId);
         log.info({ event: 'request', method: 'GET', route: routeName, status: httpErr.status, upgrade: true }, 'request');
       };
-      route.upgrade({ req, socket, head, url, params, query: query.value, identity, reqId, log, refuse });
+      route.upgrade({ req, socket, head, url, params: typed.value as Record<string, string>, query: query.value, identity, reqId, log, refuse });
     } catch (err) {
       const httpErr = toHttpError(err);
       if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');

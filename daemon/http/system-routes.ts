@@ -95,6 +95,8 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       method: 'GET',
       path: '/whoami',
       scope: 'any',
+      // It reads only the caller's own credential: how a key of another project learns why every other route is 404.
+      crossProject: true,
       doc: () => ({
         summary: 'The identity and authorization context of this request (for debugging a 403)',
         responses: { 200: { description: 'the key behind the token', schema: whoamiSchema() } },

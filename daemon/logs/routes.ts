@@ -96,7 +96,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
         errors: [400, 409, 429],
       }),
       handler: async (ctx) => {
-        const q = ctx.query as z.infer<ReturnType<typeof streamQuery>>;
+        const q = ctx.query;
         await streams.run(async () => {
           const opened = await openSource(q);
           metrics.logStreams.inc({ source: opened.label });

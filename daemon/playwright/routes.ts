@@ -119,7 +119,7 @@ export function playwrightRoutes(deps: RouteDeps): Route[] {
         errors: [409, 429, 503],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(executeBody());
+        const body = ctx.body;
         const timeoutSec = body.timeout_sec ?? EXECUTE_DEFAULT_TIMEOUT_SEC;
         const t0 = performance.now();
         const abandon = new AbortController();

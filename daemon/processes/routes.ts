@@ -123,6 +123,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'the command ran (whatever its exit code)', schema: execResult() } },
         errors: [413, 422, 429],
       }),
+      readsBody: true, // the base64 fast path of stdin_b64 (readWithStdinLimit)
       handler: async (ctx) => {
         const { body, decoded } = await readWithStdinLimit(ctx, execBody(), limits.stdinLimitBytes, { bytes: config.http.bodyLimitBytes, setting: 'BROWSERD_BODY_LIMIT_BYTES' }, 'stdin_b64');
         const stdin = body.stdin_b64 === undefined ? null : decodeStdin('stdin_b64', body.stdin_b64, limits.stdinLimitBytes, decoded);
@@ -176,7 +177,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
         errors: [422, 429],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(spawnBody());
+        const body = ctx.body;
         const id = randomUUID();
         const tty = body.allocate_tty === true ? { rows: body.rows ?? TTY_DEFAULT_ROWS, cols: body.cols ?? TTY_DEFAULT_COLS } : null;
         const { launched, group } = await start(ctx, { ...body, tty }, 'spawn', id);
@@ -247,7 +248,7 @@ export function processRoutes(deps: RouteDeps): Route[] {
       }),
       handler: async (ctx) => {
         const proc = lookup(ctx);
-        const body = await ctx.json(killBody(), { optional: true });
+        const body = ctx.body;
         const signal = `SIG${body.signal ?? 'TERM'}` as const;
         await proc.kill(signal);
         ctx.log.info({ event: 'process_signalled', child_pid: proc.pid, process_id: proc.id, signal }, 'process group signalled');

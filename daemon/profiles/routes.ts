@@ -133,6 +133,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
         responses: { 201: { description: 'the profile', schema: profileSchema() } },
         errors: [409, 413, 422, 429],
       }),
+      readsBody: true, // a JSON body or an archive upload
       handler: async (ctx) => {
         const type = (ctx.req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
         const upload = type === 'application/zstd' || type === 'application/octet-stream';
@@ -166,7 +167,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       doc: () => ({ summary: 'List the profiles this key may see, oldest first, one page', query: listQuery(), responses: { 200: { description: 'one page (headers x-has-more, x-next-offset)', schema: z.array(profileSchema()) } }, errors: [400] }),
       handler: async (ctx) => {
         const project = identityOf(ctx).project;
-        const q = ctx.query as { limit?: number; offset?: number; name?: string; query?: string };
+        const q = ctx.query;
         const needle = q.query?.trim().toLowerCase() ?? '';
         const matching = store
           .list()
@@ -192,7 +193,7 @@ export function profileRoutes(deps: RouteDeps): Route[] {
       scope: 'profiles:write',
       doc: () => ({ summary: 'Rename a profile', body: updateSchema(), responses: { 200: { description: 'the profile', schema: profileSchema() } }, errors: [409] }),
       handler: async (ctx) => {
-        const input = await ctx.json(updateSchema());
+        const input = ctx.body;
         const p = find(ctx);
         await store.mutate((cur) => {
           if (cur.some((x) => x.id !== p.id && x.project === p.project && x.name === input.name)) throw new ConflictError('already_exists', `a profile named ${JSON.stringify(input.name)} exists`);

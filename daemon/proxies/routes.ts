@@ -90,7 +90,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         errors: [429],
       }),
       handler: async (ctx) => {
-        const input = await ctx.json(createProxySchema());
+        const input = ctx.body;
         const identity = identityOf(ctx);
         const record: StoredProxy = {
           id: randomUUID(),
@@ -144,7 +144,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
       scope: 'proxies:write',
       doc: () => ({ summary: "Rename a proxy or change its bypass_hosts", description: UPDATE_DOC, body: updateProxySchema(), responses: { 200: { description: 'the proxy as stored', schema: proxySchema() } } }),
       handler: async (ctx) => {
-        const input = await ctx.json(updateProxySchema());
+        const input = ctx.body;
         const p = find(ctx);
         const updated = await store.update(p.id, (cur) => {
           const { bypass_hosts: oldBypass, ...rest } = cur;
@@ -183,7 +183,7 @@ export function proxyRoutes(deps: RouteDeps): Route[] {
         errors: [422, 429],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(checkBodySchema(), { optional: true });
+        const body = ctx.body;
         const proxy = find(ctx);
         // The gateway first: a managed type without one fails before any name is resolved.
         const upstream = checker.upstream(proxy, ctx.log, body.url === undefined ? 'default' : 'url');

@@ -60,7 +60,7 @@ export function replRoutes(deps: { session: ReplSession }): Route[] {
         errors: [503],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(replBody());
+        const body = ctx.body;
         const answer = await deps.session.run(body.code, (body.timeout_sec ?? REPL_DEFAULT_TIMEOUT_SEC) * 1000, body.reset ?? false);
         ctx.log.info({ event: 'repl_call', repl_id: answer.repl_id, success: answer.success, terminated: answer.repl_terminated ?? false, code_bytes: Buffer.byteLength(body.code), ms: answer.duration_ms }, 'REPL call');
         return { status: 200, body: answer };

@@ -76,12 +76,13 @@ export function replayRoutes(deps: RouteDeps): Route[] {
           'they share one screencast. record_audio: true is 422 unsupported_field (no audio source). A browser that is not ready, or a page ' +
           'that sends no frame within 10 s, is 503 browser_unavailable; ffmpeg missing is 503 dependency_missing. ' + limitsText,
         body: startBody(),
+        bodyRequired: false,
         responses: { 201: { description: 'recording', schema: record() } },
       }),
       handler: async (ctx) => {
-        const body = (await ctx.json(startBody(), { optional: true })) ?? {};
+        const body = ctx.body ?? {};
         const base = deps.baseUrl(ctx.req);
-        const r = await deps.start(body, (id) => `${base}/browsers/${encodeURIComponent(ctx.params.id ?? '')}/replays/${id}`);
+        const r = await deps.start(body, (id) => `${base}/browsers/${encodeURIComponent(ctx.params.id)}/replays/${id}`);
         return { status: 201, body: r };
       },
     }),
@@ -104,7 +105,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         responses: { 200: { description: 'the video', mediaType: 'video/mp4', schema: { type: 'string', format: 'binary' } }, 202: { description: 'still recording', schema: record() } },
       }),
       handler: async (ctx) => {
-        const id = ctx.params.replay_id ?? '';
+        const id = ctx.params.replay_id;
         const r = deps.get(id);
         if (r.state === 'recording') return { status: 202, body: r, headers: { 'retry-after': '1' } };
         const file = deps.videoFile(id);
@@ -124,7 +125,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       path: `${P}/{replay_id}/stop`,
       scope: 'replays:write',
       doc: () => ({ summary: 'Stop a recording', description: 'Answers once the video is finalized (ffmpeg ended, +faststart, chapters). A finished recording: its record, nothing changes.', responses: { 200: { description: 'the record', schema: record() } } }),
-      handler: async (ctx) => ({ status: 200, body: await deps.stop(ctx.params.replay_id ?? '') }),
+      handler: async (ctx) => ({ status: 200, body: await deps.stop(ctx.params.replay_id) }),
     }),
     route({
       method: 'DELETE',
@@ -132,7 +133,7 @@ export function replayRoutes(deps: RouteDeps): Route[] {
       scope: 'replays:write',
       doc: () => ({ summary: 'Delete a recording', description: 'A recording still running is stopped first; its video and record are removed.', responses: { 204: { description: 'deleted' } } }),
       handler: async (ctx) => {
-        await deps.remove(ctx.params.replay_id ?? '');
+        await deps.remove(ctx.params.replay_id);
         return { status: 204 };
       },
     }),
@@ -147,8 +148,8 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         responses: { 201: { description: 'the marker', schema: marker() } },
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(markerBody());
-        return { status: 201, body: await deps.mark(ctx.params.replay_id ?? '', body.label) };
+        const body = ctx.body;
+        return { status: 201, body: await deps.mark(ctx.params.replay_id, body.label) };
       },
     }),
   ];

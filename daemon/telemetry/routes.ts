@@ -1,6 +1,7 @@
-// The telemetry routes, each under both `/telemetry/…` (Kernel's in-VM server; the SDK's direct
-// calls to the VM's base_url) and `/browsers/{id}/telemetry/…` (the SDK's control-plane paths):
-// the category switches, custom events, the SSE stream and the paged event list.
+// The telemetry routes under `/browsers/{id}/telemetry/…` (the SDK's control-plane paths), each
+// also at `/telemetry/…` like every browser route (Kernel's in-VM server; the SDK's direct calls to
+// the VM's base_url; http/route.ts's withRootPaths): the category switches, custom events, the SSE
+// stream and the paged event list.
 import { z } from 'zod';
 import { lazy } from '../core/lazy.js';
 import { BadRequestError } from '../core/errors.js';
@@ -114,15 +115,12 @@ function lastEventId(raw: string | string[] | undefined): number | null {
 export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
   const { bus, maxStreams } = deps;
   const streams = new Slots({ what: 'telemetry streams', max: maxStreams, message: `${maxStreams} telemetry streams are open already (BROWSERD_TELEMETRY_MAX_STREAMS)` });
-  const both = (r: Omit<HttpRoute, 'path' | 'source' | 'doc'> & { sub: string; doc: () => RouteDoc }): Route[] => {
+  const telemetryRoute = (r: Omit<HttpRoute, 'path' | 'source' | 'doc'> & { sub: string; doc: () => RouteDoc }): Route[] => {
     const { sub, ...rest } = r;
-    return [
-      route({ ...rest, path: `/telemetry${sub}` }),
-      route({ ...rest, path: `/browsers/{id}/telemetry${sub}` }),
-    ];
+    return [route({ ...rest, path: `/browsers/{id}/telemetry${sub}` })];
   };
   const config = (method: 'PUT' | 'PATCH'): Route[] =>
-    both({
+    telemetryRoute({
       method,
       sub: '',
       scope: 'telemetry:write',
@@ -137,13 +135,13 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         errors: [400],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(configBody());
+        const body = ctx.body as ConfigBody;
         return { status: 200, body: configOf(bus.setCategories(switchesOf(body, method === 'PUT' ? 'defaults' : null))) };
       },
     });
 
   return [
-    ...both({
+    ...telemetryRoute({
       method: 'GET',
       sub: '',
       scope: 'telemetry:read',
@@ -152,10 +150,11 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
     }),
     ...config('PUT'),
     ...config('PATCH'),
-    ...both({
+    ...telemetryRoute({
       method: 'POST',
       sub: '/events',
       scope: 'telemetry:write',
+      bodyLimitBytes: CUSTOM_EVENT_MAX_BYTES,
       doc: () => ({
         summary: 'Publish a custom event',
         description:
@@ -166,14 +165,14 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         errors: [400, 413],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(customEventBody(), { limitBytes: CUSTOM_EVENT_MAX_BYTES });
+        const body = ctx.body as z.infer<ReturnType<typeof customEventBody>>;
         const cut = { truncated: false };
         const data = body.data === undefined ? undefined : (boundValue(body.data, cut) as Record<string, unknown>);
         const seq = bus.emit(body.type, body.category ?? 'control', { kind: 'kernel_api', event: 'custom' }, data, { truncated: cut.truncated });
         return { status: seq === null ? 202 : 201, body: { seq } };
       },
     }),
-    ...both({
+    ...telemetryRoute({
       method: 'GET',
       sub: '/stream',
       scope: 'telemetry:read',
@@ -200,7 +199,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         return null;
       },
     }),
-    ...both({
+    ...telemetryRoute({
       method: 'GET',
       sub: '/events',
       scope: 'telemetry:read',

@@ -98,7 +98,7 @@ export function webmcpRoutes(deps: WebMcpRouteDeps): Route[] {
         errors: [400, 404, 503, 504],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(invokeBody());
+        const body = ctx.body;
         const ref = decodeToolRef(body.tool_ref);
         const timeoutMs = (body.timeout_sec ?? INVOKE_DEFAULT_TIMEOUT_SEC) * 1000;
         const t0 = performance.now();

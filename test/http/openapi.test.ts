@@ -6,8 +6,11 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { repoRoot, startDaemon, type Daemon } from '../kit/daemon.js';
 
-/** Every route of ../shared/CONTRACT.md, and those of the SDK and the DevTools discovery the daemon serves. */
-const CONTRACT_ROUTES = [
+/**
+ * Every route of ../shared/CONTRACT.md, and those of the SDK and the DevTools discovery the daemon
+ * serves; each route under /browsers/{id}/… also at its root path (the SDK's direct calls to base_url).
+ */
+const DECLARED_ROUTES = [
   'GET /healthz',
   'GET /readyz',
   'GET /openapi.json',
@@ -98,21 +101,18 @@ const CONTRACT_ROUTES = [
   'DELETE /browsers/{id}/replays/{replay_id}',
   'POST /browsers/{id}/replays/{replay_id}/stop',
   'POST /browsers/{id}/replays/{replay_id}/markers',
-  'POST /curl',
   'POST /browsers/{id}/curl',
   'GET /curl/raw',
   'POST /curl/raw',
   'PUT /curl/raw',
   'PATCH /curl/raw',
   'DELETE /curl/raw',
-  ...['', '/browsers/{id}'].flatMap((at) => [
-    `GET ${at}/telemetry`,
-    `PUT ${at}/telemetry`,
-    `PATCH ${at}/telemetry`,
-    `POST ${at}/telemetry/events`,
-    `GET ${at}/telemetry/events`,
-    `GET ${at}/telemetry/stream`,
-  ]),
+  'GET /browsers/{id}/telemetry',
+  'PUT /browsers/{id}/telemetry',
+  'PATCH /browsers/{id}/telemetry',
+  'POST /browsers/{id}/telemetry/events',
+  'GET /browsers/{id}/telemetry/events',
+  'GET /browsers/{id}/telemetry/stream',
   'GET /browsers/{id}/live',
   'GET /browsers/{id}/live/ws',
   // WebDriver (docs/webdriver.md): classic commands to ChromeDriver, the BiDi sockets.
@@ -124,6 +124,10 @@ const CONTRACT_ROUTES = [
   ...['{command}', '{command}/{a}', '{command}/{a}/{b}', '{command}/{a}/{b}/{c}'].flatMap((tail) =>
     ['GET', 'POST', 'DELETE'].map((m) => `${m} /browsers/{id}/webdriver/session/{session_id}/${tail}`),
   ),
+];
+const CONTRACT_ROUTES = [
+  ...DECLARED_ROUTES,
+  ...DECLARED_ROUTES.filter((r) => r.includes(' /browsers/{id}/')).map((r) => r.replace(' /browsers/{id}/', ' /')),
 ].sort();
 
 let d: Daemon;

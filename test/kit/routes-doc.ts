@@ -11,6 +11,7 @@ interface Operation {
   'x-scope'?: string;
   'x-source'?: string;
   'x-websocket'?: boolean;
+  'x-root-of'?: string;
 }
 
 export interface OpenApiDocument {
@@ -27,8 +28,16 @@ function cell(text: string): string {
 
 export function renderRoutesDoc(doc: OpenApiDocument): string {
   const rows = new Map<string, { method: string; path: string; op: Operation }[]>();
+  /** `GET /browsers/{id}/x` → `/x`: the root paths of the browser routes, listed on their route's row. */
+  const roots = new Map<string, string>();
+  let rootCount = 0;
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const [method, op] of Object.entries(ops)) {
+      if (op['x-root-of'] !== undefined) {
+        roots.set(`${method} ${op['x-root-of']}`, path);
+        rootCount++;
+        continue;
+      }
       const family = op.tags?.[0] ?? 'other';
       const list = rows.get(family) ?? [];
       list.push({ method, path, op });
@@ -42,7 +51,11 @@ export function renderRoutesDoc(doc: OpenApiDocument): string {
     '',
     `<!-- Generated from the daemon's OpenAPI document (GET /openapi.json) by \`${ROUTES_DOC_COMMAND}\`: do not edit by hand. -->`,
     '',
-    `Every route the daemon serves (${count}), by family: the module that serves it. **Source** is the file that declares the route ` +
+    `Every route the daemon serves (${count}, and ${rootCount} of them also at their root path), by family: the module that serves it. ` +
+      '**Path**: a route under `/browsers/{id}/…` is also served at the rest of its path, shown second (`/process/exec` for ' +
+      '`/browsers/{id}/process/exec`): the paths the SDK calls on the VM\'s `base_url` directly. The same route: handler, scope, limits, errors; ' +
+      'its `{id}` is the daemon\'s session (a session token must name it, as everywhere). ' +
+      '**Source** is the file that declares the route ' +
       "(each routes file declares its routes with `route({ method, path, scope, doc, handler })`, made by `routesIn('<its path>')` of daemon/http/route.ts). " +
       '**Scope** is what the token needs: `public` needs none, `any valid token` any key or session token. ' +
       'The request and response schemas, the query parameters and the errors of each route are in the OpenAPI document itself: ' +
@@ -63,7 +76,8 @@ export function renderRoutesDoc(doc: OpenApiDocument): string {
     out.push('| Method | Path | Scope | Summary | Source |', '| --- | --- | --- | --- | --- |');
     for (const { method, path, op } of list) {
       const m = method.toUpperCase() + (op['x-websocket'] === true ? ' (WebSocket)' : '');
-      out.push(`| ${m} | \`${path}\` | ${cell(op['x-scope'] ?? '?')} | ${cell(op.summary ?? '')} | \`${op['x-source'] ?? '?'}\` |`);
+      const root = roots.get(`${method} ${path}`);
+      out.push(`| ${m} | \`${path}\`${root === undefined ? '' : `, \`${root}\``} | ${cell(op['x-scope'] ?? '?')} | ${cell(op.summary ?? '')} | \`${op['x-source'] ?? '?'}\` |`);
     }
   }
   return `${out.join('\n')}\n`;

@@ -72,6 +72,8 @@ export function parseTestHooks(raw: string | undefined): TestHooks {
           while (!existsSync(file) && Date.now() < until) await sleep(HOLD_POLL_MS);
         }
       : undefined,
+    // Not a hook one sets: the test build checks every JSON answer against its route's document.
+    checkAnswers: true,
     afterListening() {
       if (hooks.has('stray-rejection')) void Promise.reject(new Error('a stray rejection (test hook stray-rejection)'));
       if (hooks.has('uncaught-exception')) {

@@ -144,7 +144,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         errors: [400, 409, 422, 503],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(policiesBody());
+        const body = ctx.body;
         const o = await c.apply({ policies: body.policies }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
         return { status: 200, body: { ...policiesNow(), chromium: chromiumOf(o) } };
       },
@@ -171,7 +171,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
         errors: [400, 409, 503],
       }),
       handler: async (ctx) => {
-        const body = await ctx.json(flagsBody());
+        const body = ctx.body;
         const o = await c.apply({ flags: body.flags ?? [], removeFlags: body.remove ?? [] }, { wait: ctx.query.wait !== false, signal: ctx.signal, log: ctx.log });
         return { status: 200, body: { ...flagsNow(), chromium: chromiumOf(o) } };
       },
@@ -181,6 +181,7 @@ export function settingsRoutes({ configurator: c, operatorFlags, configureParts 
       path: '/browsers/{id}/configure',
       scope: 'browser:configure',
       doc: configureDoc,
+      readsBody: true, // its envelope first, then each part: every problem listed
       handler: async (ctx) => {
         const raw = (await ctx.json(schemas().envelope)) as Record<string, unknown>;
         const present = configureParts.filter((p) => raw[p.field] !== undefined);

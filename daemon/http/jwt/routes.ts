@@ -54,7 +54,7 @@ export function tokenRoutes(deps: { derive(identity: Identity, want: { scopes?: 
       handler: async (ctx) => {
         const identity = ctx.identity;
         if (identity === null) throw new Error('tokens without identity');
-        const body = await ctx.json(tokenBody());
+        const body = ctx.body;
         const lacking = body.scopes?.find((s) => !identity.scopes.has(s));
         if (lacking !== undefined) throw new ForbiddenError(lacking);
         const t = await deps.derive(identity, { scopes: body.scopes, ttlSec: body.ttl_sec });

@@ -29,7 +29,7 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
       }),
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
-        const body = await ctx.json(resizeBody());
+        const body = ctx.body;
         proc.resize(body.rows, body.cols);
         ctx.log.info({ event: 'process_resized', child_pid: proc.pid, process_id: proc.id, rows: body.rows, cols: body.cols }, 'terminal resized');
         return { status: 200, body: { ok: true } };
@@ -59,7 +59,7 @@ export function ptyRoutes(deps: ProcessRouteDeps): Route[] {
       }),
       upgrade: (ctx: UpgradeContext) => {
         try {
-          const proc = deps.table.get(ctx.params.process_id ?? '');
+          const proc = deps.table.get(ctx.params.process_id);
           if (!proc.isTty) throw new ConflictError('not_a_tty', `process ${proc.id} has no terminal (spawn it with allocate_tty: true)`);
           deps.attach.handle(ctx, proc, ctx.query.replay !== false);
         } catch (err) {

@@ -85,6 +85,7 @@ export function stdinRoutes(deps: ProcessRouteDeps): Route[] {
         responses: { 200: { description: 'every byte is in the kernel', schema: stdinResult() } },
         errors: [409, 413, 429, 504],
       }),
+      readsBody: true, // the base64 fast path (readWithStdinLimit)
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
         const { body, decoded } = await readWithStdinLimit(ctx, stdinBody(), limit, { bytes: KiB }, 'data_b64');

@@ -18,7 +18,8 @@ const END_TIMEOUT_MS = 5000;
 
 export class PageSession {
   private ended = false;
-  private readonly offs: (() => void)[] = [];
+  /** The listeners of this session's events (a warm tab serves many requests: each removes its own). */
+  private readonly offs = new Set<() => void>();
   private readonly endListeners: (() => void)[] = [];
 
   constructor(
@@ -26,7 +27,7 @@ export class PageSession {
     readonly targetId: string,
     readonly sessionId: string,
   ) {
-    this.offs.push(
+    this.offs.add(
       cdp.on('Target.detachedFromTarget', (p, parent) => {
         if (parent === undefined && p.sessionId === sessionId) this.end();
       }),
@@ -44,10 +45,14 @@ export class PageSession {
 
   /** Every `event` of this session; returns the unsubscribe function (all are dropped when the session ends). */
   on<E extends EventName>(event: E, listener: (params: EventParams<E>) => void): () => void {
-    const off = this.cdp.on(event, (p, s) => {
+    const remove = this.cdp.on(event, (p, s) => {
       if (s === this.sessionId) listener(p);
     });
-    this.offs.push(off);
+    const off = (): void => {
+      remove();
+      this.offs.delete(off);
+    };
+    this.offs.add(off);
     return off;
   }
 
@@ -74,7 +79,8 @@ export class PageSession {
   private end(): void {
     if (this.ended) return;
     this.ended = true;
-    for (const off of this.offs.splice(0)) off();
+    for (const off of [...this.offs]) off();
+    this.offs.clear();
     for (const l of this.endListeners.splice(0)) l();
   }
 }

@@ -56,6 +56,10 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
       stopWork: () => plugs.stopWork(),
       proxyPort: () => plugs.proxyPort(),
       cdpPolicy: () => plugs.cdpPolicy(),
+      // The policy folder holds exactly the settings' policies when Chromium reads it (an earlier
+      // run's stale file removed or rewritten): at each launch, not at start, as the folder is the
+      // machine's and a daemon that launches nothing leaves it alone.
+      beforeLaunch: () => configurator.restore(),
     },
   });
   // The browser's configuration through the API (viewport, policies, flags), kept in the state dir.
@@ -215,7 +219,6 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     // At start, before listening: also the daemon's policy file as the settings store has it.
     start: async () => {
       await sup.sweep();
-      await configurator.restore();
       // A test hook: the last launch hook, once every module has added its own.
       const held = config.testHooks.holdReady;
       if (held !== undefined) plugs.use({ name: 'test-hooks', onLaunch: (_cdp, pid) => held(pid, log) });

@@ -265,6 +265,7 @@ export class Supervisor {
       await this.dying;
       this.dying = null;
     }
+    await this.plugs.beforeLaunch?.();
     if (c.binary === null) return this.failAndThrow('no Chromium binary found (/usr/lib/chromium/chromium, or chromium, chromium-browser, google-chrome on PATH): install chromium or set BROWSERD_CHROMIUM');
     const policy = blockingPolicy(c.policyDir);
     if (policy !== null) return this.failAndThrow(policy);

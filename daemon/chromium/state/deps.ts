@@ -13,6 +13,8 @@ export interface SupervisorPlugs {
   stopWork(): StopWork | null;
   proxyPort(): number | null;
   cdpPolicy(): CommandPolicy | undefined;
+  /** Before every launch (the lock held): the daemon's policy file made to match its settings. Must not throw (errors are logged). */
+  beforeLaunch?(): Promise<void>;
 }
 
 export interface SupervisorDeps {

@@ -77,6 +77,58 @@ function assertMultipart(req: IncomingMessage, limits: MultipartLimits): void {
   }
 }
 
+/** RFC 2046: a boundary is 1 to 70 characters, so the body's first line `--<boundary>` ends within these bytes. */
+const FIRST_LINE_MAX = 2 + 70 + 2;
+
+/**
+ * The boundary the body itself uses: its first line `--<boundary>` (multipart clients send no
+ * preamble), or null when it does not start so. The bytes read are put back (`unshift`) before
+ * anything else reads the request. Why: the SDK's direct routing (KERNEL_BROWSER_ROUTING_SUBRESOURCES,
+ * browser-routing.ts) copies the Content-Type header of a first serialization of a FormData body and
+ * sends a second one, with a boundary of its own; the header then names a boundary the body never
+ * uses, and busboy finds no part ("Unexpected end of form").
+ */
+async function firstLineBoundary(req: IncomingMessage): Promise<string | null> {
+  let head: Buffer = Buffer.alloc(0);
+  while (head.length < FIRST_LINE_MAX && !head.includes('\r\n')) {
+    const chunk = req.read() as Buffer | null;
+    if (chunk !== null) {
+      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+      continue;
+    }
+    if (req.readableEnded || req.destroyed) break;
+    const more = await new Promise<boolean>((resolve) => {
+      const done = (ok: boolean) => (): void => {
+        req.off('readable', onReadable);
+        req.off('end', onEnd);
+        req.off('close', onEnd);
+        req.off('error', onEnd);
+        resolve(ok);
+      };
+      const onReadable = done(true);
+      const onEnd = done(false);
+      req.once('readable', onReadable);
+      req.once('end', onEnd);
+      req.once('close', onEnd);
+      req.once('error', onEnd);
+    });
+    if (!more) break;
+  }
+  if (head.length > 0) req.unshift(head);
+  const crlf = head.indexOf('\r\n');
+  if (crlf < 3 || crlf > FIRST_LINE_MAX - 2 || head[0] !== 0x2d || head[1] !== 0x2d) return null;
+  const boundary = head.subarray(2, crlf).toString('latin1');
+  return /^[0-9A-Za-z'()+_,\-./:=?]{1,70}$/.test(boundary) ? boundary : null;
+}
+
+/** The request's headers, with the body's own boundary where the declared one is not the body's. */
+async function headersForBody(req: IncomingMessage): Promise<IncomingMessage['headers']> {
+  const declared = /;\s*boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(req.headers['content-type'] ?? '');
+  const inBody = await firstLineBoundary(req);
+  if (inBody === null || inBody === (declared?.[1] ?? declared?.[2])) return req.headers;
+  return { ...req.headers, 'content-type': `multipart/form-data; boundary=${inBody}` };
+}
+
 /**
  * busboy, evaluated at the first multipart body rather than at the daemon's start (~10 ms of every
  * start, bench/ANALYSIS.md §7); the bundle keeps it inline, so this is a microtask, not a file read.
@@ -87,10 +139,11 @@ const loadBusboy = (): Promise<typeof busboy> => (busboyModule ??= import('busbo
 export async function receiveMultipart(req: IncomingMessage, limits: MultipartLimits, sink: FileSink): Promise<ReceivedPart[]> {
   assertMultipart(req, limits);
   const makeBusboy = await loadBusboy();
+  const headers = await headersForBody(req);
   let bb: busboy.Busboy;
   try {
     bb = makeBusboy({
-      headers: req.headers,
+      headers,
       limits: {
         fileSize: limits.maxFileBytes,
         files: limits.maxParts,

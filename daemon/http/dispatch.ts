@@ -16,6 +16,9 @@ export function isStateChanging(method: string | undefined): boolean {
 
 function answerOf(reply: NonNullable<Reply>): StoredAnswer {
   const headers: Record<string, string> = { ...(reply.headers ?? {}) };
+  // An error status a handler answers itself (not a thrown error: a proxied WebDriver answer) says
+  // whether a retry is safe too: not, unless the handler said so.
+  if (reply.status >= 400 && headers['x-should-retry'] === undefined) headers['x-should-retry'] = 'false';
   if (reply.body === undefined) return { status: reply.status, headers, body: Buffer.alloc(0) };
   headers['content-type'] = 'application/json; charset=utf-8';
   return { status: reply.status, headers, body: Buffer.from(JSON.stringify(reply.body)) };

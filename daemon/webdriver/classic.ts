@@ -124,6 +124,8 @@ export async function forwardClassic(ctx: ClassicRequest, deps: ClassicDeps): Pr
   const readsAnswer = newSession || (method === 'DELETE' && segs.length === 2 && segs[0] === 'session') || (method === 'POST' && segs.length === 4 && segs[2] === 'window' && segs[3] === 'new');
   if (!readsAnswer) {
     const headers: Record<string, string> = { 'content-type': String(answer.headers['content-type'] ?? 'application/json; charset=utf-8') };
+    // ChromeDriver's error answers (WebDriver's own shape, which its clients read) say what every error answer says: no retry.
+    if (answer.status >= 400) headers['x-should-retry'] = 'false';
     ctx.res.writeHead(answer.status, headers);
     // An answer cut short (ChromeDriver ended mid-answer) cuts the client's too: never a complete-looking one.
     answer.res.once('aborted', () => ctx.res.destroy()).once('error', () => ctx.res.destroy());

@@ -5,14 +5,13 @@
 // JSON (capture.ts). Messages are JSON lines: requests on stdin, answers on fd 3 (protocol.ts).
 // The daemon enforces the timeout (SIGKILL to this group); an end of stdin ends the runner.
 import { SerialQueue } from '../../core/serial-queue.js';
-import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import type { Page } from 'playwright-core';
 import { ANSWER_FD, type ExecuteMessage, type HelloMessage, type OutputMessage, type ResultMessage, type ToRunner } from '../protocol.js';
 import { Capture, ResultError, resultJson, routeProcessOutput } from './capture.js';
 import { CompileError, compile } from './compile.js';
 import { Connection, UnavailableError } from './session.js';
-import { startOrphanWatchdog } from './watchdog.js';
+import { serveRunner } from './serve.js';
 
 const answers = new net.Socket({ fd: ANSWER_FD, readable: false, writable: true });
 answers.on('error', () => process.exit(70)); // the daemon is gone
@@ -114,24 +113,4 @@ function onMessage(msg: ToRunner): void {
   void executions.run(() => execute(msg, h, conn));
 }
 
-let pending = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk: string) => {
-  pending += chunk;
-  let nl: number;
-  while ((nl = pending.indexOf('\n')) >= 0) {
-    const line = pending.slice(0, nl);
-    pending = pending.slice(nl + 1);
-    onMessage(JSON.parse(line) as ToRunner);
-  }
-});
-process.stdin.on('end', () => process.exit(0));
-process.stdin.on('error', () => process.exit(0));
-
-// The kernel's out-of-memory killer picks this process first, never the daemon or Chromium.
-try {
-  writeFileSync('/proc/self/oom_score_adj', '1000');
-} catch {
-  // not Linux, or /proc is not mounted: the heap limit alone stays
-}
-startOrphanWatchdog();
+serveRunner(onMessage);

@@ -4,14 +4,13 @@
 // (playwright/protocol.ts): `execute` runs one cell (evaluate.ts) with the helpers as globals
 // (helpers.ts), in the order asked; the `result` carries {content, content_truncated}, and the
 // cell's console output is also streamed as `output` lines, so that a timeout or a crash keeps it.
-import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { inspect } from 'node:util';
 import { SerialQueue } from '../../core/serial-queue.js';
 // The runner's own parts, not the playwright module's face: this process loads only what it runs.
 import { ANSWER_FD, type ExecuteMessage, type HelloMessage, type ResultMessage, type ToRunner } from '../../playwright/protocol.js';
 import { Capture, routeProcessOutput } from '../../playwright/runner/capture.js';
-import { startOrphanWatchdog } from '../../playwright/runner/watchdog.js';
+import { serveRunner } from '../../playwright/runner/serve.js';
 import { REPL_TEXT_LIMIT_BYTES } from '../limits.js';
 import { ReplBrowser } from './browser.js';
 import { Content } from './content.js';
@@ -97,24 +96,4 @@ function onMessage(msg: ToRunner): void {
   void cells.run(() => execute(msg));
 }
 
-let pending = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk: string) => {
-  pending += chunk;
-  let nl: number;
-  while ((nl = pending.indexOf('\n')) >= 0) {
-    const line = pending.slice(0, nl);
-    pending = pending.slice(nl + 1);
-    onMessage(JSON.parse(line) as ToRunner);
-  }
-});
-process.stdin.on('end', () => process.exit(0));
-process.stdin.on('error', () => process.exit(0));
-
-// The kernel's out-of-memory killer picks this process first, never the daemon or Chromium.
-try {
-  writeFileSync('/proc/self/oom_score_adj', '1000');
-} catch {
-  // not Linux, or /proc is not mounted: the heap limit alone stays
-}
-startOrphanWatchdog();
+serveRunner(onMessage);

@@ -15,12 +15,27 @@ test('a slot claimed by a second module throws, naming the holder and the claima
     (err: unknown) => err instanceof SlotTakenError && err.slot === 'stopWork' && err.holder === 'profiles' && err.claimant === 'other' && /profiles/.test(err.message) && /other/.test(err.message),
   );
   assert.equal(plugs.owner('stopWork'), 'profiles');
-  for (const slot of ['launchExtras', 'proxyPort', 'cdpPolicy'] as const) {
+  for (const slot of ['launchExtras', 'proxyPort'] as const) {
     const p = new BrowserPlugs();
-    const value = slot === 'cdpPolicy' ? { rewrite: () => undefined, released: () => undefined } : () => null;
-    p.use({ name: 'first', [slot]: value });
-    assert.throws(() => p.use({ name: 'second', [slot]: value }), SlotTakenError, slot);
+    p.use({ name: 'first', [slot]: () => null });
+    assert.throws(() => p.use({ name: 'second', [slot]: () => null }), SlotTakenError, slot);
   }
+});
+
+test('CDP policies are a list, composed in the order of use(): the first refusal wins, rewrites apply in turn, every module hears a client leave', () => {
+  const plugs = new BrowserPlugs();
+  const left: string[] = [];
+  plugs.use({ name: 'downloads', cdpPolicy: { rewrite: (_c, m, p) => (m === 'X.y' ? { ...p, a: 1 } : undefined), released: () => left.push('downloads') } });
+  plugs.use({ name: 'egress', cdpPolicy: { refuse: (_c, m) => (m === 'Target.createBrowserContext' ? 'egress says no' : null), rewrite: (_c, m, p) => (m === 'X.y' ? { ...p, b: 2 } : undefined), released: () => left.push('egress') } });
+  const policy = plugs.cdpPolicy();
+  assert.ok(policy !== undefined);
+  const channel = {} as Parameters<NonNullable<typeof policy.refuse>>[0];
+  assert.equal(policy.refuse?.(channel, 'Target.createBrowserContext', {}), 'egress says no');
+  assert.equal(policy.refuse?.(channel, 'Page.navigate', {}), null);
+  assert.deepEqual(policy.rewrite?.(channel, 'X.y', {}), { a: 1, b: 2 });
+  assert.equal(policy.rewrite?.(channel, 'Other.z', {}), undefined);
+  policy.released?.(channel);
+  assert.deepEqual(left, ['downloads', 'egress']);
 });
 
 test('a refused plug adds nothing: not its other slots, not its list entries', () => {

@@ -58,6 +58,14 @@ test("a declared boundary the body does not use: the body's own first line is th
   assert.deepEqual(JSON.parse(r.text), WANT);
 });
 
+test('a body of no part (its close delimiter alone) under the declared or another boundary: no part, no error', async () => {
+  for (const declared of ['b1', 'other']) {
+    const r = await post(declared, '--b1--\r\n');
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(JSON.parse(r.text), []);
+  }
+});
+
 test('a body that does not start with a delimiter line is still refused', async () => {
   const r = await post('b1', `preamble\r\n${body('b2')}`);
   assert.equal(r.status, 400);

@@ -124,8 +124,12 @@ async function firstLineBoundary(req: IncomingMessage): Promise<string | null> {
 /** The request's headers, with the body's own boundary where the declared one is not the body's. */
 async function headersForBody(req: IncomingMessage): Promise<IncomingMessage['headers']> {
   const declared = /;\s*boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(req.headers['content-type'] ?? '');
-  const inBody = await firstLineBoundary(req);
-  if (inBody === null || inBody === (declared?.[1] ?? declared?.[2])) return req.headers;
+  const line = await firstLineBoundary(req);
+  if (line === null) return req.headers;
+  // A body of no part is its close delimiter alone: `--<boundary>--`.
+  const inBody = line.endsWith('--') && line.length > 2 ? line.slice(0, -2) : line;
+  const named = declared?.[1] ?? declared?.[2];
+  if (line === named || inBody === named) return req.headers;
   return { ...req.headers, 'content-type': `multipart/form-data; boundary=${inBody}` };
 }
 

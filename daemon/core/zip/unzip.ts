@@ -140,7 +140,7 @@ class Meter extends Transform {
     cb(this.bytes === this.declared ? null : this.mismatch());
   }
   private mismatch(): ArchiveError {
-    return new ArchiveError('size_mismatch', `entry ${shortName(this.name)}: its real size differs from its declared ${this.declared} bytes`);
+    return new ArchiveError('size_mismatch', `entry ${shortName(this.name)}: its real size differs from its declared size (${this.declared} bytes)`);
   }
 }
 

@@ -108,11 +108,24 @@ async function readValue(req: IncomingMessage, opts: JsonOptions, base64Field: s
  * (the name itself, or a \u escape that could spell it).
  */
 function parseJsonBody(text: string): unknown {
-  if (!text.includes('__proto__') && !text.includes('\\u')) return JSON.parse(text);
-  return JSON.parse(text, (key, value: unknown) => {
-    if (key === '__proto__') throw new BadRequestError(['(body): a key named __proto__ is refused (it names nothing here)']);
-    return value;
-  });
+  const value: unknown = JSON.parse(text);
+  if (text.includes('__proto__') || text.includes('\\u')) {
+    const at = protoKeyIn(value, '');
+    if (at !== null) throw new BadRequestError([`${at}: a key named __proto__ is refused (it names nothing here)`]);
+  }
+  return value;
+}
+
+/** Where a key named `__proto__` is in a parsed JSON value (`env.__proto__`), or null. */
+function protoKeyIn(value: unknown, path: string): string | null {
+  if (value === null || typeof value !== 'object') return null;
+  for (const [key, inner] of Object.entries(value)) {
+    const here = Array.isArray(value) ? `${path}[${key}]` : path === '' ? key : `${path}.${key}`;
+    if (key === '__proto__' && !Array.isArray(value)) return here;
+    const found = protoKeyIn(inner, here);
+    if (found !== null) return found;
+  }
+  return null;
 }
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });

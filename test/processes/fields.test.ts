@@ -53,7 +53,7 @@ test('strings a process cannot carry are 400 naming the field: an unpaired surro
     // JSON.parse makes "__proto__" an own key; zod would drop it without a word.
     const proto = '{"command":"env","env":{"__proto__":"x","B":"y"}}';
     const err = await expectError(await d.fetch(`${PROC}/${route}`, { method: 'POST', body: proto, headers: { 'content-type': 'application/json' } }), 400, 'bad_request');
-    assert.match(String(err.message), /^env\.__proto__: the variable name __proto__ is refused/);
+    assert.match(String(err.message), /^env\.__proto__: a key named __proto__ is refused/);
   }
   // A pair of surrogates (an emoji) is valid Unicode and reaches the child as UTF-8.
   const r = await execProcess(d, { command: 'printf', args: ['%s', '\ud83d\ude00'] });

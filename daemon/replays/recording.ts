@@ -2,9 +2,10 @@
 // (k / framerate seconds after the start) gets the newest frame Chromium had captured by then, the
 // same frame again while the page does not change (or Chromium restarts), so video time is wall
 // time. Only a slot whose frame changed is sent (in a Matroska stream, with its time: mkv.ts), and
-// an unchanged one once a second (so that fragments keep reaching the disk) and at the end: ffmpeg
-// repeats a frame at its output's constant rate without decoding and scaling it again, so a page
-// that does not change costs almost nothing. Frames are placed by Chromium's capture time, not by when they arrive: the video is written
+// an unchanged one once a second (so that fragments keep reaching the disk) and at the end. The
+// video keeps those times (variable frame rate, at most `framerate` a second; a frame lasts until
+// the next), so a page that does not change costs almost nothing: no frame decoded, scaled or
+// encoded again 10 times a second. Frames are placed by Chromium's capture time, not by when they arrive: the video is written
 // LATENCY_MS behind the clock, so a frame that arrives late on a busy machine still lands in its
 // slot. Encoded to H.264 (yuv420p, the size of the first frame made even) in a fragmented MP4,
 // so that a recording cut short by a crash or SIGKILL is still a playable file. Stopping closes
@@ -26,7 +27,7 @@ const SIGINT_MS = 5_000;
 const CHECK_MS = 1000;
 /** An unchanged frame is sent again after this many seconds of video (the fragments keep reaching the disk). */
 const REPEAT_S = 1;
-/** The last slots sent whatever they hold: ffmpeg extends the last frame by the spacing of the ones before it. */
+/** The last slots sent whatever they hold: the last frame lasts one slot, and the video ends at the stop. */
 const TAIL_SLOTS = 3;
 /** How far behind the clock the video is written: frames arriving up to this late still land in their slot. */
 export const LATENCY_MS = 1000;
@@ -62,7 +63,7 @@ export interface RecordingSpec {
   onSelfStop(reason: StopReason): void;
 }
 
-/** ffmpeg's arguments: MJPEG frames with their times on stdin (Matroska), H.264 at `fps` (constant) in a fragmented MP4 of `width`×`height`. */
+/** ffmpeg's arguments: MJPEG frames with their times on stdin (Matroska), H.264 with the same times in a fragmented MP4 of `width`×`height`. */
 export function ffmpegArgs(fps: number, width: number, height: number, out: string): string[] {
   const w = Math.max(2, width - (width % 2));
   const h = Math.max(2, height - (height % 2));
@@ -78,11 +79,11 @@ export function ffmpegArgs(fps: number, width: number, height: number, out: stri
     '-c:v', 'libx264',
     '-preset', 'veryfast',
     '-tune', 'zerolatency',
-    // A keyframe every 2 s: each fragment is complete on disk, a crash loses at most the last one.
+    // A keyframe every 2 s of video (and every 2 s of frames): each fragment is complete on disk, a crash loses at most the last one.
     '-g', String(fps * 2),
-    // A constant rate out: a frame not sent again is repeated here (encoded, not decoded nor scaled).
-    '-r', String(fps),
-    '-fps_mode', 'cfr',
+    '-force_key_frames', 'expr:gte(t,n_forced*2)',
+    // The frames' own times: a frame not sent again lasts until the next one.
+    '-fps_mode', 'vfr',
     '-movflags', '+frag_keyframe+empty_moov+default_base_moof',
     '-f', 'mp4',
     '-y', out,

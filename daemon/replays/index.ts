@@ -200,7 +200,7 @@ export function createReplays(ctx: ModuleContext, deps: ReplaysDeps): Replays {
       Object.assign(r, { state: failed ? 'failed' : 'stopped', stop_reason: why, finished_at: new Date().toISOString(), duration_ms: endMs, size_bytes: size, error: failed ? `ffmpeg: ${a.rec.errorText() || `exit ${exit.code ?? exit.signal}`}` : null });
       await save(r);
       active.delete(id);
-      log.info({ event: 'replay_stopped', replay_id: id, reason: why, size_bytes: size, duration_ms: endMs, frames: a.rec.frames }, 'recording stopped');
+      log.info({ event: 'replay_stopped', replay_id: id, reason: why, size_bytes: size, duration_ms: endMs, frames: a.rec.frames, frames_sent: a.rec.framesSent }, 'recording stopped');
       return { ...r };
     })();
     return a.stopped;

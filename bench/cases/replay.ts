@@ -1,10 +1,16 @@
-// 18. Recording (replays): what one recording costs at 1280×720 and the default framerate (10 fps)
-// while the page animates, against the same minutes without a recording.
+// 18. Recording (replays): what one recording costs at 1920×1080 and the default framerate (10 fps).
 // - CPU: the daemon's whole process tree (the daemon, Chromium's processes, ffmpeg) over a window
-//   of WINDOW_MS with a page repainting continuously, as a share of one core; the peer is the same
-//   tree and page, not recording.
+//   of WINDOW_MS with a page repainting continuously, as a share of one core, less the same tree and
+//   page not recording: what the recording adds. Its peer: ffmpeg encoding the same JPEG frames (the
+//   page's, 10 a second of video) read from a file with the same settings, CPU per second of video.
+// - The same added CPU while the page does not change (nothing new to encode).
 // - A page load (navigation to its load event) while recording vs not, p50.
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { CLOCK_TICKS_PER_SEC, listProcessesNow } from '../../daemon/core/process/proc.js';
@@ -15,10 +21,33 @@ import { median, progress, type Bench, type Row } from '../lib.js';
 
 const WINDOW_MS = 10_000;
 const LOADS = 20;
-const ANIMATED = `<!doctype html><body style="margin:0"><canvas id=c width=1280 height=720></canvas><script>
+const W = 1920;
+const H = 1080;
+const FPS = 10;
+const ANIMATED = `<!doctype html><body style="margin:0"><canvas id=c width=${W} height=${H}></canvas><script>
 const x = document.getElementById('c').getContext('2d'); let i = 0;
-(function f() { i++; x.fillStyle = 'hsl(' + (i % 360) + ',80%,50%)'; x.fillRect(0, 0, 1280, 720); x.fillStyle = '#fff'; x.font = '64px sans-serif'; x.fillText(String(i), 100, 200); requestAnimationFrame(f); })();
+(function f() { i++; x.fillStyle = 'hsl(' + (i % 360) + ',80%,50%)'; x.fillRect(0, 0, ${W}, ${H}); x.fillStyle = '#fff'; x.font = '64px sans-serif'; x.fillText(String(i), 100, 200); requestAnimationFrame(f); })();
 </script></body>`;
+const STATIC = `<!doctype html><body style="margin:0;background:#369"><h1>a page that does not change</h1></body>`;
+const run = promisify(execFile);
+
+/** CPU share (% of one core) ffmpeg takes to encode `frames` (JPEGs, FPS a second of video) read from a file, as a recording does. */
+async function ffmpegFromFile(frames: Buffer[]): Promise<number> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'bench-replay-'));
+  try {
+    const input = path.join(dir, 'frames.mjpeg');
+    await writeFile(input, Buffer.concat(frames));
+    const args = ['-hide_banner', '-loglevel', 'error', '-f', 'image2pipe', '-c:v', 'mjpeg', '-framerate', String(FPS), '-i', input,
+      '-vf', `scale=${W}:${H}:force_original_aspect_ratio=decrease,pad=${W}:${H}:(ow-iw)/2:(oh-ih)/2,format=yuv420p`,
+      '-c:v', 'libx264', '-preset', 'veryfast', '-tune', 'zerolatency', '-g', String(FPS * 2), '-r', String(FPS),
+      '-movflags', '+frag_keyframe+empty_moov+default_base_moof', '-f', 'mp4', '-y', path.join(dir, 'out.mp4')];
+    const { stderr } = await run('/usr/bin/time', ['-f', '%U %S', 'ffmpeg', ...args]);
+    const [u, sys] = stderr.trim().split('\n').at(-1)!.split(' ').map(Number);
+    return (100 * ((u as number) + (sys as number))) / (frames.length / FPS);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 const PAGE = `<!doctype html><title>load</title><body>${'<p>paragraph of a page to load</p>'.repeat(500)}</body>`;
 
 /** CPU seconds (user + system) of `root` and every process below it now. */
@@ -40,10 +69,10 @@ export const replayBench: Bench = {
   name: 'replay',
   what: 'a recording at 1280×720, 10 fps: CPU of the daemon tree and a page load while recording vs not',
   run: async (): Promise<Row[]> => {
-    const origin = createServer((req, res) => void res.writeHead(200, { 'content-type': 'text/html', 'cache-control': 'no-store' }).end(req.url === '/animated' ? ANIMATED : PAGE));
+    const origin = createServer((req, res) => void res.writeHead(200, { 'content-type': 'text/html', 'cache-control': 'no-store' }).end(req.url === '/animated' ? ANIMATED : req.url === '/static' ? STATIC : PAGE));
     await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
     const base = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-    const d = await startDaemon({ autostart: true, env: { BROWSERD_VIEWPORT: '1280x720' } });
+    const d = await startDaemon({ autostart: true, env: { BROWSERD_VIEWPORT: `${W}x${H}` } });
     try {
       await waitBrowser(d, (s) => s.state === 'ready', 'ready');
       const cdp = await daemonCdp(d);
@@ -63,11 +92,24 @@ export const replayBench: Bench = {
         const res = await d.fetch(`/browsers/local/replays/${id}/stop`, { method: 'POST' });
         if (res.status !== 200) throw new Error(`stop: ${res.status} ${await res.text()}`);
       };
-      progress('replay: CPU without, then with a recording');
+      progress('replay: CPU without, then with a recording, repainting');
       const idle = await cpuShare();
       const id = await start();
       const recording = await cpuShare();
       await stop(id);
+      progress('replay: the page\'s JPEG frames encoded by ffmpeg from a file');
+      const frames: Buffer[] = [];
+      for (let i = 0; i < (FPS * WINDOW_MS) / 1000; i++) {
+        const shot = await cdp.send('Page.captureScreenshot', { format: 'jpeg', quality: 80 }, { sessionId: tab.sessionId });
+        frames.push(Buffer.from(shot.data, 'base64'));
+      }
+      const peer = await ffmpegFromFile(frames);
+      progress('replay: CPU of a static page without, then with a recording');
+      await tab.navigate(`${base}/static`);
+      const idleStatic = await cpuShare();
+      const idS = await start();
+      const recordingStatic = await cpuShare();
+      await stop(idS);
       progress('replay: page loads without and with a recording');
       const load = async (): Promise<number> => {
         const t0 = performance.now();
@@ -82,7 +124,8 @@ export const replayBench: Bench = {
       await stop(id2);
       cdp.close();
       return [
-        { name: '18. recording CPU, daemon tree, 1280×720 @ 10 fps', unit: '% core', browserd: recording, peer: idle, peerName: 'the same tree and animating page, not recording', note: `${WINDOW_MS / 1000} s each; the page repaints every frame (the worst case for the encoder)` },
+        { name: '18. recording CPU added, 1920×1080 @ 10 fps, repainting', unit: '% core', browserd: recording - idle, peer, peerName: 'ffmpeg encoding the same JPEG frames read from a file (CPU per second of video)', note: `daemon tree recording ${recording.toFixed(0)} % − not recording ${idle.toFixed(0)} %, ${WINDOW_MS / 1000} s each; the page repaints every frame (the worst case); target ≤ 1.3× and ≤ 60 %` },
+        { name: '18. recording CPU added, 1920×1080, static page', unit: '% core', browserd: recordingStatic - idleStatic, peer: 10, peerName: 'the target (10 % of a core)', note: `daemon tree recording ${recordingStatic.toFixed(0)} % − not recording ${idleStatic.toFixed(0)} %, ${WINDOW_MS / 1000} s each` },
         { name: '18. page load while recording, p50', unit: 'ms', browserd: median(recorded), peer: median(plain), peerName: 'the same page load, not recording', note: `${LOADS} loads each (navigation to load event)` },
       ];
     } finally {

@@ -4,7 +4,9 @@
 // FOLLOW_MS it asks which page is current and moves to it when the tab changed, so a tab switch
 // shows in the frames; a Chromium restart is a pause (the last frame stays the latest) until the
 // new run has a page. Frames are JPEG, as Chromium sends them (Page.screencastFrame, acknowledged
-// at once so that Chromium keeps sending); a page that does not change sends no frames, so a
+// at once so that Chromium keeps sending, or later when every consumer asked for fewer frames a
+// second: Chromium encodes no frame while two wait for their acknowledgement, so a recording at
+// 10 fps does not pay for 60 JPEGs a second); a page that does not change sends no frames, so a
 // consumer that needs a constant rate repeats the latest frame.
 import { Buffer } from 'node:buffer';
 import type { CdpClient } from '../cdp/client.js';
@@ -53,7 +55,10 @@ export function jpegSize(b: Buffer): { width: number; height: number } | null {
 }
 
 export class Screencast {
-  private readonly consumers = new Set<(frame: Frame) => void>();
+  /** Each consumer and the frames a second it needs (Infinity: all of them). */
+  private readonly consumers = new Map<(frame: Frame) => void, number>();
+  /** When the last acknowledgement is (or was) sent, to space them by the rate consumers need. */
+  private lastAck = 0;
   private latestFrame: Frame | null = null;
   private shown: { cdp: CdpClient; sessionId: string; off: () => void } | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -70,9 +75,13 @@ export class Screencast {
     return this.consumers.size > 0;
   }
 
-  /** Frames to `consumer` from now on; the returned function unsubscribes (the last one stops the screencast). */
-  subscribe(consumer: (frame: Frame) => void): () => void {
-    this.consumers.add(consumer);
+  /**
+   * Frames to `consumer` from now on, at least `maxFps` a second when the page changes that often
+   * (Chromium sends no more than the most any consumer asks for); the returned function
+   * unsubscribes (the last one stops the screencast).
+   */
+  subscribe(consumer: (frame: Frame) => void, maxFps = Infinity): () => void {
+    this.consumers.set(consumer, maxFps);
     if (this.timer === null) {
       this.timer = setInterval(() => this.follow(), FOLLOW_MS);
       this.follow();
@@ -117,7 +126,10 @@ export class Screencast {
       const { cdp, sessionId } = page;
       const off = cdp.on('Page.screencastFrame', (p, sid) => {
         if (sid !== sessionId) return;
-        cdp.send('Page.screencastFrameAck', { sessionId: p.sessionId }, { sessionId }).catch(() => undefined);
+        const ack = (): void => void cdp.send('Page.screencastFrameAck', { sessionId: p.sessionId }, { sessionId }).catch(() => undefined);
+        const wait = this.ackAt() - Date.now();
+        if (wait <= 0) ack();
+        else setTimeout(ack, wait).unref();
         const ts = p.metadata.timestamp;
         this.emit(Buffer.from(p.data, 'base64'), ts === undefined ? Date.now() : Math.min(Date.now(), ts * 1000));
       });
@@ -137,12 +149,20 @@ export class Screencast {
     }
   }
 
+  /** When the next acknowledgement may go: acknowledgements spaced by 1 / (the highest rate any consumer needs). */
+  private ackAt(): number {
+    const fps = Math.max(0, ...this.consumers.values());
+    const now = Date.now();
+    this.lastAck = fps === Infinity || fps <= 0 ? now : Math.max(now, this.lastAck + 1000 / fps);
+    return this.lastAck;
+  }
+
   private emit(jpeg: Buffer, at: number): void {
     const size = jpegSize(jpeg);
     if (size === null) return;
     const frame: Frame = { jpeg, width: size.width, height: size.height, at };
     this.latestFrame = frame;
-    for (const c of [...this.consumers]) c(frame);
+    for (const c of [...this.consumers.keys()]) c(frame);
   }
 
   private stopShown(): void {

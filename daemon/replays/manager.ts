@@ -153,7 +153,7 @@ export class RecordManager {
       await store.save(r);
       this.active.delete(id);
       a.release();
-      log.info({ event: 'replay_stopped', replay_id: id, reason: why, size_bytes: size, duration_ms: endMs, frames: a.rec.frames }, 'recording stopped');
+      log.info({ event: 'replay_stopped', replay_id: id, reason: why, size_bytes: size, duration_ms: endMs, frames: a.rec.frames, frames_sent: a.rec.framesSent }, 'recording stopped');
       return { ...r };
     })();
     return a.stopped;

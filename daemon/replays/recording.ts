@@ -1,7 +1,11 @@
-// One recording: the screencast's frames fed to ffmpeg at a constant rate — each slot of the video
+// One recording: the screencast's frames fed to ffmpeg on a constant grid — each slot of the video
 // (k / framerate seconds after the start) gets the newest frame Chromium had captured by then, the
 // same frame again while the page does not change (or Chromium restarts), so video time is wall
-// time. Frames are placed by Chromium's capture time, not by when they arrive: the video is written
+// time. Only a slot whose frame changed is sent (in a Matroska stream, with its time: mkv.ts), and
+// an unchanged one once a second (so that fragments keep reaching the disk) and at the end. The
+// video keeps those times (variable frame rate, at most `framerate` a second; a frame lasts until
+// the next), so a page that does not change costs almost nothing: no frame decoded, scaled or
+// encoded again 10 times a second. Frames are placed by Chromium's capture time, not by when they arrive: the video is written
 // LATENCY_MS behind the clock, so a frame that arrives late on a busy machine still lands in its
 // slot. Encoded to H.264 (yuv420p, the size of the first frame made even) in a fragmented MP4,
 // so that a recording cut short by a crash or SIGKILL is still a playable file. Stopping closes
@@ -14,12 +18,17 @@ import { launch, type Child, type ExitInfo } from '../core/process/launch.js';
 import { endGroups, signalGroup } from '../core/process/group.js';
 import type { Logger } from '../core/log.js';
 import type { Frame, Screencast } from '../computer/index.js';
+import { mkvFrame, mkvHeader } from './mkv.js';
 
 /** How long ffmpeg gets to finish the file after its stdin closes, and after SIGINT, before SIGTERM then SIGKILL. */
 const FINISH_MS = 10_000;
 const SIGINT_MS = 5_000;
 /** How often the size, the free disk space and the duration are checked. */
 const CHECK_MS = 1000;
+/** An unchanged frame is sent again after this many seconds of video (the fragments keep reaching the disk). */
+const REPEAT_S = 1;
+/** The last slots sent whatever they hold: the last frame lasts one slot, and the video ends at the stop. */
+const TAIL_SLOTS = 3;
 /** How far behind the clock the video is written: frames arriving up to this late still land in their slot. */
 export const LATENCY_MS = 1000;
 
@@ -54,25 +63,27 @@ export interface RecordingSpec {
   onSelfStop(reason: StopReason): void;
 }
 
-/** ffmpeg's arguments: MJPEG frames on stdin at `fps`, H.264 in a fragmented MP4 of `width`×`height`. */
+/** ffmpeg's arguments: MJPEG frames with their times on stdin (Matroska), H.264 with the same times in a fragmented MP4 of `width`×`height`. */
 export function ffmpegArgs(fps: number, width: number, height: number, out: string): string[] {
   const w = Math.max(2, width - (width % 2));
   const h = Math.max(2, height - (height % 2));
   return [
     '-hide_banner',
     '-loglevel', 'error',
-    '-f', 'image2pipe',
-    '-c:v', 'mjpeg',
-    '-framerate', String(fps),
+    '-f', 'matroska',
+    // The track states its rate: no frames are held back to measure it.
+    '-fpsprobesize', '0',
     '-i', 'pipe:0',
     // A frame of another size (a tab switch, a viewport change) is fitted into the first one's.
     '-vf', `scale=${w}:${h}:force_original_aspect_ratio=decrease,pad=${w}:${h}:(ow-iw)/2:(oh-ih)/2,format=yuv420p`,
     '-c:v', 'libx264',
     '-preset', 'veryfast',
     '-tune', 'zerolatency',
-    // A keyframe every 2 s: each fragment is complete on disk, a crash loses at most the last one.
+    // A keyframe every 2 s of video (and every 2 s of frames): each fragment is complete on disk, a crash loses at most the last one.
     '-g', String(fps * 2),
-    '-r', String(fps),
+    '-force_key_frames', 'expr:gte(t,n_forced*2)',
+    // The frames' own times: a frame not sent again lasts until the next one.
+    '-fps_mode', 'vfr',
     '-movflags', '+frag_keyframe+empty_moov+default_base_moof',
     '-f', 'mp4',
     '-y', out,
@@ -85,6 +96,9 @@ export class Recording {
   readonly width: number;
   readonly height: number;
   private written = 0;
+  private sent = 0;
+  /** The slot last sent to ffmpeg. */
+  private lastSent = -Infinity;
   private ticker: NodeJS.Timeout | null = null;
   private checker: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
@@ -116,9 +130,14 @@ export class Recording {
     return r;
   }
 
-  /** Frames written to ffmpeg so far. */
+  /** Slots of the video written so far (its frames). */
   get frames(): number {
     return this.written;
+  }
+
+  /** Frames sent to ffmpeg so far (changed ones, a repeat a second, the tail). */
+  get framesSent(): number {
+    return this.sent;
   }
 
   /** The video's duration so far: its frames at the framerate. */
@@ -144,11 +163,12 @@ export class Recording {
       if (this.stderr.length > 20) this.stderr.shift();
     });
     child.stdout.resume();
+    child.stdin?.write(mkvHeader(spec.framerate));
     this.unsubscribe = spec.screencast.subscribe((frame) => {
       // In capture order (a frame of an earlier capture than the last queued one is out of date).
       const last = this.queue.at(-1);
       if (last === undefined || frame.at >= last.at) this.queue.push(frame);
-    });
+    }, spec.framerate);
     const period = 1000 / spec.framerate;
     this.ticker = setInterval(() => this.tick(Date.now() - LATENCY_MS), Math.max(5, Math.floor(period / 2)));
     this.tick(Date.now() - LATENCY_MS);
@@ -174,10 +194,18 @@ export class Recording {
     // ffmpeg, the missing ones are written in a burst, as far as ffmpeg reads.
     const due = until < start ? 0 : Math.floor(((until - start) * fps) / 1000) + 1;
     while (this.written < due) {
-      const slot = start + (this.written * 1000) / fps;
-      while (this.queue.length > 0 && (this.queue[0] as Frame).at <= slot) this.current = this.queue.shift() as Frame;
+      const k = this.written;
+      const slot = start + (k * 1000) / fps;
+      let changed = false;
+      while (this.queue.length > 0 && (this.queue[0] as Frame).at <= slot) {
+        this.current = this.queue.shift() as Frame;
+        changed = true;
+      }
       this.written++;
-      if (!stdin.write(this.current.jpeg) && !flush) break;
+      if (!changed && k - this.lastSent < REPEAT_S * fps && !(flush && due - k <= TAIL_SLOTS)) continue;
+      this.lastSent = k;
+      this.sent++;
+      if (!stdin.write(mkvFrame(this.current.jpeg, (k * 1000) / fps)) && !flush) break;
     }
   }
 

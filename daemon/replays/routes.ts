@@ -71,8 +71,8 @@ export function replayRoutes(deps: RouteDeps): Route[] {
         summary: 'Start recording what the browser shows',
         description:
           'Records the page a person would see (the one the computer controls act on; a tab switch shows in the video) from Chromium\u2019s ' +
-          'screencast, at a constant framerate (the last frame repeated while nothing changes, and while Chromium restarts: a restart is a ' +
-          'gap in the video, not its end), into H.264 MP4 (yuv420p, the size of the first frame made even). Several recordings may run at once; ' +
+          'screencast, at most framerate frames a second, each lasting until the next (a frame that does not change is not repeated, ' +
+          'and while Chromium restarts the last one lasts: a restart is a gap in the video, not its end; video time is wall time), into H.264 MP4 (yuv420p, the size of the first frame made even). Several recordings may run at once; ' +
           'they share one screencast. record_audio: true is 422 unsupported_field (no audio source). A browser that is not ready, or a page ' +
           'that sends no frame within 10 s, is 503 browser_unavailable; ffmpeg missing is 503 dependency_missing. ' + limitsText,
         body: startBody(),

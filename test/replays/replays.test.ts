@@ -90,10 +90,14 @@ async function ffprobe(file: string): Promise<Probe> {
   return { codec: s.codec_name, width: s.width, height: s.height, duration: Number(j.format.duration), frames: Number(s.nb_read_frames) };
 }
 
-/** The colour of the centre of the frame at `sec`. */
+/**
+ * The colour of the centre of the frame a player shows at `sec`: the last one that starts at or
+ * before it (a frame lasts until the next: the video's frame rate is variable).
+ */
 async function colourAt(file: string, sec: number): Promise<[number, number, number]> {
-  const { stdout } = await run('ffmpeg', ['-v', 'error', '-ss', String(sec), '-i', file, '-frames:v', '1', '-vf', 'crop=8:8:iw/2:ih/2,scale=1:1', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'], { encoding: 'buffer' });
-  return [stdout[0] as number, stdout[1] as number, stdout[2] as number];
+  const { stdout } = await run('ffmpeg', ['-v', 'error', '-i', file, '-vf', `trim=end=${sec + 0.001},crop=8:8:iw/2:ih/2,scale=1:1`, '-fps_mode', 'passthrough', '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'], { encoding: 'buffer' });
+  const last = stdout.length - 3;
+  return [stdout[last] as number, stdout[last + 1] as number, stdout[last + 2] as number];
 }
 
 function near(a: [number, number, number], b: [number, number, number]): boolean {
@@ -108,7 +112,7 @@ async function download(id: string): Promise<string> {
   return file;
 }
 
-test('start → 3 s of a page changing colour every second → stop → download: H.264 of the viewport, the wall time, framerate × duration frames, the right colour at 2 s', async () => {
+test('start → 3 s of a page changing colour every second → stop → download: H.264 of the viewport, the wall time, at most framerate × duration frames, the right colour at 2 s', async () => {
   const kernel = sdk(d);
   const started = await kernel.browsers.replays.start('local', { framerate: 10 });
   const t0 = Date.now();
@@ -147,7 +151,8 @@ test('start → 3 s of a page changing colour every second → stop → download
   assert.equal(p.codec, 'h264');
   assert.deepEqual([p.width, p.height], [w - (w % 2), h - (h % 2)]);
   assert.ok(p.duration >= wallMin * 0.9 && p.duration <= wallMax * 1.1, `duration ${p.duration} s within 10% of the wall time, ${wallMin}–${wallMax} s`);
-  assert.ok(Math.abs(p.frames - 10 * p.duration) <= 10 * p.duration * 0.1, `${p.frames} frames ≈ 10 × ${p.duration}`);
+  // A frame only when the page changed (here once a second) and one a second while it did not, at most the framerate.
+  assert.ok(p.frames >= Math.floor(p.duration) && p.frames <= 10 * p.duration * 1.1, `${p.frames} frames: at least one a second, at most 10 × ${p.duration}`);
   // What a person saw 2 s in: colour 1, painted from 1.1 s (its paints are noted, for the message).
   // A frame shows a paint a little after it, never before; 1.1 s leaves 0.9 s for that on a loaded
   // machine, and the next colour comes only at 2.1 s.

@@ -183,6 +183,17 @@ export async function safeUnzip(zipPath: string, dest: string, limits: UnzipLimi
     let declared = 0;
     let count = 0;
     const seen = new Set<string>();
+    // Folders made (or found) so far: a file's parents are made once, not checked again for each of
+    // its siblings. Safe because `dest` is the caller's own empty folder that no one else writes
+    // while it is unpacked into (fs: a 0700 temp folder; extensions: the daemon's), and a folder
+    // cannot turn into a file later (its name is taken: `wx` refuses).
+    const made = new Set<string>();
+    const parents = async (segs: string[]): Promise<void> => {
+      const key = segs.join('/');
+      if (made.has(key)) return;
+      await mkdirFixed(dest, segs);
+      made.add(key);
+    };
     for await (const entry of zip.eachEntry()) {
       count++;
       if (count > limits.maxEntries) {
@@ -201,7 +212,7 @@ export async function safeUnzip(zipPath: string, dest: string, limits: UnzipLimi
       seen.add(rel);
       const target = path.join(dest, ...segments);
       if (kind === 'dir') {
-        await mkdirFixed(dest, segments);
+        await parents(segments);
         continue;
       }
       if (entry.isEncrypted()) throw new ArchiveError('encrypted', `entry ${shortName(name)} is encrypted`);
@@ -210,7 +221,7 @@ export async function safeUnzip(zipPath: string, dest: string, limits: UnzipLimi
       }
       declared += entry.uncompressedSize;
       if (declared > limits.maxUnpackedBytes) throw tooLarge(limits);
-      await mkdirFixed(dest, segments.slice(0, -1));
+      await parents(segments.slice(0, -1));
       await extractFile(zip, entry, target, new Meter(total, limits, entry.uncompressedSize, name), name);
     }
     return { entries: count, bytes: total.bytes };

@@ -25,7 +25,7 @@ import { createDownloads } from './downloads/index.js';
 import { createCurl } from './curl/index.js';
 import { createTelemetry, type Telemetry } from './telemetry/index.js';
 import { createWebDriver } from './webdriver/index.js';
-import { ListenAddress, type Module, type ModuleContext } from './module.js';
+import { ListenAddress, stopOnSignals, type Module, type ModuleContext } from './module.js';
 import { KeyRing } from './http/auth.js';
 import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
@@ -67,26 +67,7 @@ async function main(): Promise<void> {
 
   for (const m of modules) await m.start?.().catch((err: unknown) => exitAtStart(log, m.name, err));
 
-  let stopping = false;
-  const shutdown = async (signal: string): Promise<void> => {
-    if (stopping) {
-      log.warn({ event: 'stopping', signal }, 'second signal: stopping now');
-      server.destroy();
-      for (const m of [...modules].reverse()) m.destroy?.();
-      process.exit(1);
-    }
-    stopping = true;
-    log.info({ event: 'stopping', signal, deadline_ms: config.http.shutdownTimeoutMs }, 'stopping');
-    for (const m of modules) m.beginShutdown?.();
-    await server.close(config.http.shutdownTimeoutMs);
-    for (const m of [...modules].reverse()) {
-      await m.close?.().catch((err: unknown) => log.error({ event: 'stop_error', module: m.name, err }, 'a module did not stop cleanly'));
-    }
-    log.info({ event: 'stopped' }, 'stopped');
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  stopOnSignals(modules, server, log, config.http.shutdownTimeoutMs);
   process.on('SIGHUP', () => keyring.reload());
 
   const address = await server.listen().catch((err: unknown) => {

@@ -47,3 +47,38 @@ export class ListenAddress implements ApiAddress {
     this.port = listen.port === 0 ? null : listen.port;
   }
 }
+
+/** What the stop needs of the HTTP server. */
+interface Drainable {
+  close(deadlineMs: number): Promise<void>;
+  destroy(): void;
+}
+
+/**
+ * The stop of the whole list on SIGTERM and SIGINT: the first signal begins every module's shutdown
+ * (list order), drains the HTTP server within `deadlineMs`, then closes the modules (reverse order),
+ * logging any that does not stop cleanly, and exits 0; a second signal destroys everything now and
+ * exits 1.
+ */
+export function stopOnSignals(modules: readonly Module[], server: Drainable, log: Logger, deadlineMs: number): void {
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) {
+      log.warn({ event: 'stopping', signal }, 'second signal: stopping now');
+      server.destroy();
+      for (const m of [...modules].reverse()) m.destroy?.();
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ event: 'stopping', signal, deadline_ms: deadlineMs }, 'stopping');
+    for (const m of modules) m.beginShutdown?.();
+    await server.close(deadlineMs);
+    for (const m of [...modules].reverse()) {
+      await m.close?.().catch((err: unknown) => log.error({ event: 'stop_error', module: m.name, err }, 'a module did not stop cleanly'));
+    }
+    log.info({ event: 'stopped' }, 'stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}

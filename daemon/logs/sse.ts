@@ -5,10 +5,10 @@
 // (follow=false) or the client or the daemon goes away. A reader that takes none of a batch for
 // SSE_STALL_MS gets `event: dropped` with `{event, reason, timestamp}` and is dropped.
 import type { ServerResponse } from 'node:http';
-import { sseEvent, writeEventStream } from '../core/streams/sse.js';
+import { sseEvent, writeEventStream, type EventStreamOptions } from '../core/streams/sse.js';
 import type { LogSource } from './source.js';
 
-export async function streamLogs(res: ServerResponse, source: LogSource, opts: { signal: AbortSignal; heartbeatMs?: number }): Promise<void> {
+export async function streamLogs(res: ServerResponse, source: LogSource, opts: EventStreamOptions): Promise<void> {
   await writeEventStream(
     res,
     {

@@ -130,6 +130,8 @@ export interface EventStreamOptions {
   signal: AbortSignal;
   heartbeatMs?: number;
   stallMs?: number;
+  /** Called when a reader is dropped for falling behind (a metric counts it). */
+  onDrop?: () => void;
 }
 
 /**
@@ -151,7 +153,10 @@ export async function writeEventStream(res: ServerResponse, feed: EventFeed, opt
         continue;
       }
       const reason = `the reader took none of ${text.length} bytes for ${stallMs / 1000} s`;
-      if (!(await writeOrDrop(res, text, signal, () => feed.farewell(reason), stallMs))) return;
+      if (!(await writeOrDrop(res, text, signal, () => feed.farewell(reason), stallMs))) {
+        opts.onDrop?.();
+        return;
+      }
     }
   } finally {
     feed.close?.();

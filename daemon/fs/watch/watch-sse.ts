@@ -6,13 +6,13 @@
 // (the rest of what was taken waits for the next); a reader that takes none of it for SSE_STALL_MS
 // gets `event: dropped` with `{"type":"DROPPED","path","reason"}` and is dropped (the watch goes on).
 import type { ServerResponse } from 'node:http';
-import { SSE_BATCH_BYTES, sseEvent, writeEventStream } from '../../core/streams/sse.js';
+import { SSE_BATCH_BYTES, sseEvent, writeEventStream, type EventStreamOptions } from '../../core/streams/sse.js';
 import type { DirWatch, FsEvent } from './watch.js';
 
 /** Longer than any heartbeat (a setTimeout at most). */
 const UNTIL_IDLE_MS = 2 ** 31 - 1;
 
-export async function streamWatch(res: ServerResponse, watch: DirWatch, opts: { signal: AbortSignal; heartbeatMs?: number; stallMs?: number }): Promise<void> {
+export async function streamWatch(res: ServerResponse, watch: DirWatch, opts: EventStreamOptions): Promise<void> {
   /** Taken from the watch's queue but not written yet (bounded by the queue's length). */
   let pending: FsEvent[] = [];
   const frames = (): string => {

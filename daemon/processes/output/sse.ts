@@ -20,6 +20,7 @@ interface StreamOptions {
   signal: AbortSignal;
   heartbeatMs?: number;
   stallMs?: number;
+  onDrop?: () => void;
 }
 
 /** Writes the stream until the exit event, the client leaving or `signal` aborting. */

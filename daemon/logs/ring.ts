@@ -20,37 +20,15 @@ export interface LogLine {
   timestamp: string;
 }
 
-export class LogRing {
-  private readonly ring: SeqRing<LogLine>;
-
+export class LogRing extends SeqRing<LogLine> {
   constructor(readonly maxLines: number) {
     if (!Number.isInteger(maxLines) || maxLines < 1) throw new RangeError('maxLines must be a whole number ≥ 1');
-    this.ring = new SeqRing({ maxItems: maxLines, maxBytes: maxLines * (2 * (MAX_LINE_CHARS + 1) + 64) });
+    super({ maxItems: maxLines, maxBytes: maxLines * (2 * (MAX_LINE_CHARS + 1) + 64) });
   }
 
-  push(message: string, at: Date = new Date()): void {
+  /** Keeps one line (cut past MAX_LINE_CHARS), numbered `end`. */
+  add(message: string, at: Date = new Date()): void {
     const text = message.length > MAX_LINE_CHARS ? `${message.slice(0, MAX_LINE_CHARS)}…` : message;
-    this.ring.push({ seq: this.ring.end, message: text, timestamp: at.toISOString() }, lineBytes(text));
-  }
-
-  /** The number of the oldest line kept. */
-  get first(): number {
-    return this.ring.first;
-  }
-
-  /** The number the next line will get. */
-  get end(): number {
-    return this.ring.end;
-  }
-
-  /** Up to `max` lines from `from` (or from the oldest kept, counting the ones lost before it). */
-  read(from: number, max: number): { lines: LogLine[]; lost: number; next: number } {
-    const { items, lost, next } = this.ring.read(from, max);
-    return { lines: items, lost, next };
-  }
-
-  /** Resolves once a line numbered `from` or later exists, or `signal` aborts. */
-  wait(from: number, signal: AbortSignal): Promise<void> {
-    return this.ring.wait(from, signal);
+    this.push({ seq: this.end, message: text, timestamp: at.toISOString() }, lineBytes(text));
   }
 }

@@ -29,6 +29,7 @@ export interface Metrics {
   logStreams: Gauge<'source'>;
   fsBytes: Counter<'direction'>;
   fsWatches: Gauge;
+  sseDropped: Counter<'stream'>;
   /**
    * Registers a pool of the memory budget (docs/memory.md): `read` gives its bytes held now, read at
    * every scrape as browserd_memory_pool_bytes{pool}. A later registration of the same pool replaces it.
@@ -189,6 +190,12 @@ export function createMetrics(): Metrics {
     fsWatches: new Gauge({
       name: 'browserd_fs_watches',
       help: 'Folder watches alive',
+      registers: [registry],
+    }),
+    sseDropped: new Counter({
+      name: 'browserd_sse_readers_dropped_total',
+      help: 'Event stream readers dropped for taking none of a write for SSE_STALL_MS, by stream (process_output, fs_watch, logs, telemetry)',
+      labelNames: ['stream'],
       registers: [registry],
     }),
     unhandledRejections: new Counter({

@@ -27,8 +27,8 @@ export function createLogRings(config: Config): LogRings {
   return {
     browserd,
     chromium,
-    daemonLine: (line) => browserd.push(line),
-    chromiumLine: (line) => chromium.push(redactTokens(line)),
+    daemonLine: (line) => browserd.add(line),
+    chromiumLine: (line) => chromium.add(redactTokens(line)),
   };
 }
 

@@ -101,7 +101,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
           const opened = await openSource(q);
           metrics.logStreams.inc({ source: opened.label });
           try {
-            await streamLogs(ctx.res, opened.source, { signal: ctx.signal });
+            await streamLogs(ctx.res, opened.source, { signal: ctx.signal, onDrop: () => metrics.sseDropped.inc({ stream: 'logs' }) });
           } finally {
             metrics.logStreams.dec({ source: opened.label });
           }

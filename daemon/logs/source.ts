@@ -50,9 +50,9 @@ export class RingSource implements LogSource {
       const r = this.ring.read(this.pos, max);
       // At most SSE_BATCH_BYTES of text per batch (one line past it at most): a stream's one write.
       let keep = 0;
-      for (let chars = 0; keep < r.lines.length && chars < SSE_BATCH_BYTES; keep++) chars += (r.lines[keep] as { message: string }).message.length + 64;
-      this.pos = r.next - (r.lines.length - keep);
-      if (keep > 0 || r.lost > 0) return { events: r.lines.slice(0, keep).map((l) => ({ event: 'log', message: l.message, timestamp: l.timestamp })), lost: r.lost };
+      for (let chars = 0; keep < r.items.length && chars < SSE_BATCH_BYTES; keep++) chars += (r.items[keep] as { message: string }).message.length + 64;
+      this.pos = r.next - (r.items.length - keep);
+      if (keep > 0 || r.lost > 0) return { events: r.items.slice(0, keep).map((l) => ({ event: 'log', message: l.message, timestamp: l.timestamp })), lost: r.lost };
       if (signal.aborted) return EMPTY;
       await this.ring.wait(this.pos, signal);
       if (signal.aborted) return EMPTY;

@@ -1,8 +1,9 @@
 // The telemetry bus: every event gets the next seq (from 1, monotonic for the daemon's life) and
 // goes into a ring bounded both by count and by bytes (the envelope's JSON, made once here and sent
-// as is to every reader). A reader holds only the seq it wants next: it reads what the ring has,
+// as is to every reader; the ring is core/seq-ring.ts). A reader holds only the seq it wants next: it reads what the ring has,
 // waits for more, and learns how many it lost when the ring moved past it (it read too slowly, or
 // resumed from too far back). Publishing never waits for a reader, and no reader holds a queue.
+import { SeqRing } from '../core/seq-ring.js';
 import { CATEGORIES, DEFAULT_ON, nowMicros, type Category, type EventCategory, type EventSource, type TelemetryEvent } from './event.js';
 
 export interface Stored {
@@ -27,15 +28,12 @@ export interface BusLimits {
 export type CategorySwitches = Record<Category, boolean>;
 
 export class TelemetryBus {
-  private readonly ring: Stored[] = [];
-  private head = 0;
-  private bytes = 0;
-  private nextSeq = 1;
-  private waiters = new Set<() => void>();
+  private readonly ring: SeqRing<Stored>;
   private readonly switches: CategorySwitches;
   private readonly switchListeners: ((s: CategorySwitches) => void)[] = [];
 
   constructor(readonly limits: BusLimits) {
+    this.ring = new SeqRing({ maxItems: limits.maxEvents, maxBytes: limits.maxBytes, firstSeq: 1 });
     this.switches = Object.fromEntries(CATEGORIES.map((c) => [c, DEFAULT_ON.has(c)])) as CategorySwitches;
   }
 
@@ -73,7 +71,7 @@ export class TelemetryBus {
     const event: TelemetryEvent = { ts: opts.ts ?? nowMicros(), type, category, source };
     if (data !== undefined) event.data = data;
     if (opts.truncated === true) event.truncated = true;
-    const seq = this.nextSeq++;
+    const seq = this.ring.end;
     let json = JSON.stringify({ seq, event });
     let bytes = Buffer.byteLength(json);
     if (bytes > this.limits.maxEventBytes) {
@@ -82,79 +80,37 @@ export class TelemetryBus {
       json = JSON.stringify({ seq, event });
       bytes = Buffer.byteLength(json);
     }
-    this.store({ seq, category, ts: event.ts, json, bytes });
+    this.ring.push({ seq, category, ts: event.ts, json, bytes }, bytes);
     return seq;
-  }
-
-  private store(s: Stored): void {
-    const size = s.bytes;
-    while (this.size > 0 && (this.size >= this.limits.maxEvents || this.bytes + size > this.limits.maxBytes)) this.dropOldest();
-    this.ring.push(s);
-    this.bytes += size;
-    if (this.waiters.size > 0) {
-      const waiters = this.waiters;
-      this.waiters = new Set();
-      for (const w of waiters) w();
-    }
-  }
-
-  private dropOldest(): void {
-    const old = this.ring[this.head] as Stored;
-    this.bytes -= old.bytes;
-    this.head++;
-    // Compacted now and then: amortised O(1) per event.
-    if (this.head > 1024 && this.head * 2 > this.ring.length) {
-      this.ring.splice(0, this.head);
-      this.head = 0;
-    }
   }
 
   /** The seq of the oldest event kept (end() when none is). */
   get first(): number {
-    return this.ring.length > this.head ? (this.ring[this.head] as Stored).seq : this.nextSeq;
+    return this.ring.first;
   }
 
   /** The seq the next event will get. */
   get end(): number {
-    return this.nextSeq;
+    return this.ring.end;
   }
 
   get size(): number {
-    return this.ring.length - this.head;
+    return this.ring.size;
   }
 
   /** Up to `max` events from seq `from` on (or from the oldest kept, counting the ones lost before it). */
   read(from: number, max: number): { events: Stored[]; lost: number; next: number } {
-    const first = this.first;
-    const lost = from < first ? first - from : 0;
-    const start = Math.max(from, first);
-    const count = Math.max(0, Math.min(max, this.nextSeq - start));
-    // Seqs are consecutive in the ring: the index of `start` is its distance from the oldest.
-    const at = this.head + (start - first);
-    return { events: this.ring.slice(at, at + count), lost, next: start + count };
+    const { items, lost, next } = this.ring.read(from, max);
+    return { events: items, lost, next };
   }
 
-  /** Events at or before seq `before` (exclusive), newest first, up to `max` (paging downwards). */
+  /** Events before seq `before`, newest first, up to `max` (paging downwards). */
   readBack(before: number, max: number): Stored[] {
-    const first = this.first;
-    const end = Math.min(before, this.nextSeq);
-    if (end <= first) return [];
-    const stop = this.head + (end - first);
-    const startIdx = Math.max(this.head, stop - max);
-    return this.ring.slice(startIdx, stop).reverse();
+    return this.ring.readBack(before, max);
   }
 
   /** Resolves once an event numbered `from` or later exists, or `signal` aborts. */
   wait(from: number, signal: AbortSignal): Promise<void> {
-    if (this.nextSeq > from || signal.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = (): void => {
-        signal.removeEventListener('abort', done);
-        this.waiters.delete(done);
-        resolve();
-      };
-      this.waiters.add(done);
-      signal.addEventListener('abort', done, { once: true });
-    });
+    return this.ring.wait(from, signal);
   }
 }

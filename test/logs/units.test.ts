@@ -26,31 +26,31 @@ const messages = (b: Batch | null): string[] => (b === null ? [] : b.events.map(
 
 test('the ring keeps the last lines, numbered; a reader behind it learns how many it lost; long lines are cut', () => {
   const ring = new LogRing(3);
-  for (const m of ['a', 'b', 'c', 'd', 'e']) ring.push(m);
+  for (const m of ['a', 'b', 'c', 'd', 'e']) ring.add(m);
   assert.equal(ring.first, 2);
   assert.equal(ring.end, 5);
   const r = ring.read(0, 10);
   assert.equal(r.lost, 2);
-  assert.deepEqual(r.lines.map((l) => [l.seq, l.message]), [[2, 'c'], [3, 'd'], [4, 'e']]);
+  assert.deepEqual(r.items.map((l) => [l.seq, l.message]), [[2, 'c'], [3, 'd'], [4, 'e']]);
   assert.equal(r.next, 5);
-  assert.deepEqual(ring.read(3, 1).lines.map((l) => l.message), ['d']);
-  ring.push('x'.repeat(MAX_LINE_CHARS + 10));
-  const long = ring.read(5, 1).lines[0]?.message ?? '';
+  assert.deepEqual(ring.read(3, 1).items.map((l) => l.message), ['d']);
+  ring.add('x'.repeat(MAX_LINE_CHARS + 10));
+  const long = ring.read(5, 1).items[0]?.message ?? '';
   assert.equal(long.length, MAX_LINE_CHARS + 1);
   assert.ok(long.endsWith('…'));
 });
 
 test('a ring reader: without follow it ends after what was there; with follow it waits for the next line', async () => {
   const ring = new LogRing(10);
-  ring.push('one');
+  ring.add('one');
   const once = new RingSource(ring, false);
   assert.deepEqual(messages(await once.next(never)), ['one']);
-  ring.push('later');
+  ring.add('later');
   assert.equal(await once.next(never), null);
   const live = new RingSource(ring, true);
   assert.deepEqual(messages(await live.next(never)), ['one', 'later']);
   const waiting = live.next(never);
-  ring.push('new');
+  ring.add('new');
   assert.deepEqual(messages(await waiting), ['new']);
   const stop = new AbortController();
   const idle = live.next(stop.signal);
@@ -86,10 +86,10 @@ test('SSE: a reader that falls behind the ring gets `event: lost` with the count
     const pad = 'p'.repeat(1024);
     const total = 50_000; // 50 MB: more than the socket buffers can hold (tcp_rmem max 32 MiB + tcp_wmem max 4 MiB)
     for (let i = 0; i < total; i++) {
-      ring.push(`${i} ${pad}`);
+      ring.add(`${i} ${pad}`);
       if (i % 500 === 0) await yieldNow();
     }
-    ring.push('END');
+    ring.add('END');
     res.setEncoding('utf8');
     let text = '';
     await new Promise<void>((resolve) => {
@@ -116,7 +116,7 @@ test('SSE: a reader that falls behind the ring gets `event: lost` with the count
 
 test('SSE: an idle stream gets comment lines (heartbeats); each event is a LogEvent', async () => {
   const ring = new LogRing(10);
-  ring.push('hello');
+  ring.add('hello');
   const { res, close } = await serve(new RingSource(ring, true), 30);
   try {
     res.setEncoding('utf8');

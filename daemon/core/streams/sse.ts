@@ -1,7 +1,9 @@
-// Server-Sent Events: the writing side every event stream of the daemon shares (process output,
-// log streams, folder watches). The response's headers, one event's frame, the heartbeat comment,
-// waiting for a full socket to drain and for the next event at most a heartbeat long. What each
-// stream sends, and when it ends, is its own.
+// Server-Sent Events: the one writer every event stream of the daemon uses (process output, log
+// streams, folder watches, telemetry): writeEventStream. The response's headers, one event's frame
+// (a one-word event name, JSON data), the heartbeat comment while idle, one write of at most about
+// SSE_BATCH_BYTES waiting for the socket to take it (so a reader costs at most one batch), the drop
+// of a reader that takes none of it for SSE_STALL_MS (a last frame says why), the end when the
+// client or the daemon goes away. What each stream sends, and when it ends, is its source's.
 import type { ServerResponse } from 'node:http';
 
 /** A comment line at this interval keeps idle connections (and proxies in between) open. */
@@ -108,5 +110,56 @@ export async function waitAtMost<T>(signal: AbortSignal, ms: number, wait: (sign
   } finally {
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** What one event stream sends: its source gives the frames, the writer does the rest. */
+export interface EventFeed {
+  /**
+   * The frames of the next batch (at most about SSE_BATCH_BYTES: one event past it at most), waiting
+   * for some until `idle` aborts: '' when none came, null when the stream is over.
+   */
+  next(idle: AbortSignal): Promise<string | null>;
+  /** The last frame for a reader that is dropped because it fell behind (`reason` says how). */
+  farewell(reason: string): string;
+  /** Called once when the stream ends, however it ends. */
+  close?(): void;
+}
+
+export interface EventStreamOptions {
+  signal: AbortSignal;
+  heartbeatMs?: number;
+  stallMs?: number;
+  /** Called when a reader is dropped for falling behind (a metric counts it). */
+  onDrop?: () => void;
+}
+
+/**
+ * Answers with the event stream of `feed` until it is over (null), the client leaves or `signal`
+ * aborts: each batch written and waited for (writeOrDrop), a heartbeat after `heartbeatMs` idle.
+ */
+export async function writeEventStream(res: ServerResponse, feed: EventFeed, opts: EventStreamOptions): Promise<void> {
+  const { signal } = opts;
+  const heartbeatMs = opts.heartbeatMs ?? SSE_HEARTBEAT_MS;
+  const stallMs = opts.stallMs ?? SSE_STALL_MS;
+  const gone = (): boolean => streamGone(res, signal);
+  try {
+    if (!openEventStream(res)) return;
+    while (!gone()) {
+      const { value: text, quiet } = await waitAtMost(signal, heartbeatMs, (idle) => feed.next(idle));
+      if (text === null || gone()) break;
+      if (text === '') {
+        if (quiet) res.write(SSE_KEEPALIVE);
+        continue;
+      }
+      const reason = `the reader took none of ${text.length} bytes for ${stallMs / 1000} s`;
+      if (!(await writeOrDrop(res, text, signal, () => feed.farewell(reason), stallMs))) {
+        opts.onDrop?.();
+        return;
+      }
+    }
+  } finally {
+    feed.close?.();
+    endStream(res);
   }
 }

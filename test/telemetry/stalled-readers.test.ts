@@ -60,11 +60,11 @@ test('24 readers that never read cost at most their documented buffers, then are
   t.diagnostic(`RSS grew ${grown.toFixed(1)} MiB with ${READERS} stalled readers and ${EVENTS} events of 14 KB (bound ${bound.toFixed(1)} MiB)`);
   assert.ok(grown < bound, `RSS grew ${grown.toFixed(1)} MiB for ${READERS} stalled readers (bound ${bound.toFixed(1)} MiB)`);
   // After SSE_STALL_MS without a byte taken, each is dropped: a new stream is allowed again.
-  await until('the stalled readers dropped (a new stream is no longer 429)', async () => {
-    const res = await d.fetch('/telemetry/stream', { signal: AbortSignal.timeout(2000) }).catch(() => null);
-    if (res === null) return undefined;
-    const ok = res.status === 200;
-    await res.body?.cancel();
+  // Half of the slots free again at once (one free slot could be a reader refused 429 under load).
+  await until('the stalled readers dropped (half the streams can open again)', async () => {
+    const opened = await Promise.all(Array.from({ length: READERS / 2 }, () => d.fetch('/telemetry/stream', { signal: AbortSignal.timeout(2000) }).catch(() => null)));
+    const ok = opened.every((res) => res?.status === 200);
+    await Promise.all(opened.map((res) => res?.body?.cancel().catch(() => undefined)));
     return ok ? true : undefined;
   }, 90_000, 1000);
   // Reading them now: each that had a stream gets, last, a frame saying why, and the stream ends. A

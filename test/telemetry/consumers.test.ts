@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { kernel } from '../helpers/fs.js';
+import { collectTelemetry } from '../helpers/telemetry.js';
 import { post } from '../helpers/computer.js';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
 import { until } from '../kit/wait.js';
@@ -42,15 +42,7 @@ before(async () => {
   d = await startDaemon({ autostart: true, env: { BROWSERD_COMPUTER_TIMEOUT_MS: '120000' } });
   await until('/readyz says ready', async () => (await fetch(`${d.url}/readyz`)).status === 200, 60_000, 20);
   await d.call('/browsers/local/telemetry', { method: 'PATCH', json: { browser: { console: { enabled: true }, network: { enabled: true }, page: { enabled: true } } } });
-  collector = new AbortController();
-  const stream = await kernel(d).browsers.telemetry.stream('local', { replay: 'all' }, { signal: collector.signal });
-  void (async () => {
-    try {
-      for await (const e of stream) seen.push(e as unknown as Envelope);
-    } catch {
-      // aborted at the end
-    }
-  })();
+  collector = await collectTelemetry(d, seen);
 });
 after(async () => {
   collector?.abort();

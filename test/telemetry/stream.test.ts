@@ -11,6 +11,7 @@ import { after, before, test } from 'node:test';
 import puppeteer from 'puppeteer-core';
 import { expectUploaded, indexed, upload } from '../helpers/extensions.js';
 import { kernel } from '../helpers/fs.js';
+import { collectTelemetry } from '../helpers/telemetry.js';
 import { fixtureZip } from '../helpers/zip.js';
 import { waitBrowser } from '../kit/browser.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
@@ -56,15 +57,7 @@ before(async () => {
   const cfg = await d.call<{ browser: Record<string, { enabled: boolean }> }>('/browsers/local/telemetry', { method: 'PATCH', json: { browser: { console: { enabled: true }, network: { enabled: true }, page: { enabled: true } } } });
   assert.equal(cfg.browser.console?.enabled, true);
   assert.equal(cfg.browser.control?.enabled, true, 'operational categories stay on');
-  collector = new AbortController();
-  const stream = await kernel(d).browsers.telemetry.stream('local', { replay: 'all' }, { signal: collector.signal });
-  void (async () => {
-    try {
-      for await (const e of stream) seen.push(e as unknown as Envelope);
-    } catch {
-      // aborted at the end
-    }
-  })();
+  collector = await collectTelemetry(d, seen);
 });
 after(async () => {
   collector.abort();

@@ -46,9 +46,10 @@ function main(): void {
 
   const driverSock = path.join(dir, DRIVER_SOCKET);
   rmSync(driverSock, { force: true });
-  net.createServer((s) => pipeTo(s, () => net.connect(DRIVER_PORT, '127.0.0.1'))).listen(driverSock);
+  // TCP without Nagle's delay (noDelay): each WebDriver and CDP message is a small write answered at once.
+  net.createServer((s) => pipeTo(s, () => net.connect({ port: DRIVER_PORT, host: '127.0.0.1', noDelay: true }))).listen(driverSock);
   const devtoolsSock = path.join(dir, DEVTOOLS_SOCKET);
-  net.createServer((s) => pipeTo(s, () => net.connect(devtoolsSock))).listen(DEVTOOLS_PORT, '127.0.0.1');
+  net.createServer({ noDelay: true }, (s) => pipeTo(s, () => net.connect(devtoolsSock))).listen(DEVTOOLS_PORT, '127.0.0.1');
 }
 
 main();

@@ -24,7 +24,8 @@
 //
 // Between changes, the answer of the last round is kept and no page is asked again. A round's answer
 // stays current until one of these, each of which makes the next action probe again:
-//  - a Target event on the controls' session (a tab opened, closed, navigated, crashed, detached);
+//  - a Target event on the controls' session about a page (a tab opened, closed, navigated, crashed,
+//    detached; not one about another kind of target: a worker, /curl's hidden tabs of type `other`);
 //  - a command to the browser from anyone but the computer controls (a CDP client's
 //    Page.bringToFront, Target.activateTarget, Emulation.*, the daemon's own live viewport change,
 //    …: the multiplexer counts every client's commands, Channel.browserCommands, and the tracker
@@ -191,6 +192,7 @@ export class PageTracker {
       }
     }
     this.onLookup('probed');
+    this.log.debug({ event: 'computer_page_probe', fresh: opts.fresh === true, known: k !== null, gen_moved: k !== null && k.gen !== this.gen, others_moved: k === null || others === null ? null : others - k.others }, 'the computer controls ask the pages which one is current');
     /** Until when pages open but none visible are waited for (NO_PAGE_GRACE_MS), from the first round that found none. */
     let graceUntil: number | null = null;
     for (;;) {
@@ -230,6 +232,9 @@ export class PageTracker {
     // and nothing changed while the round ran.
     if (others !== null && this.gen === gen && this.others() === others && candidates.every((t) => answered.has(t) && t.watched && t.probing === null)) {
       this.known = { gen, others, t: best };
+    } else {
+      const unsettled = candidates.filter((t) => !(answered.has(t) && t.watched && t.probing === null)).map((t) => ({ target_id: t.targetId, answered: answered.has(t), watched: t.watched, probing: t.probing !== null }));
+      this.log.debug({ event: 'computer_page_not_kept', gen_moved: this.gen !== gen, others_moved: others === null ? null : (this.others() ?? 0) - others, unsettled }, 'the round is not kept: the next action asks the pages again');
     }
     return new Page(this, best, sessionId, best.viewport as Viewport);
   }
@@ -303,14 +308,17 @@ export class PageTracker {
     }
   }
 
+  // Only targets that are, or were, pages change which page is current: the others (workers, /curl's
+  // hidden tabs, of type `other`) come and go without making the next action ask the pages again.
   private upsert(info: Protocol.Target.TargetInfo): void {
-    this.changed();
     const known = this.pages.get(info.targetId);
     if (known !== undefined) {
+      this.changed();
       known.info = info;
       return;
     }
     if (info.type !== 'page') return;
+    this.changed();
     this.pages.set(info.targetId, {
       targetId: info.targetId,
       info,
@@ -331,18 +339,19 @@ export class PageTracker {
   }
 
   private forgetWorld(targetId: string): void {
-    this.changed();
     const t = this.pages.get(targetId);
     if (t !== undefined) {
+      this.changed();
       t.world = null;
       t.watched = false;
     }
   }
 
   private destroyed(targetId: string): void {
-    this.changed();
     const t = this.pages.get(targetId);
-    if (t?.sessionId != null) this.bySession.delete(t.sessionId);
+    if (t === undefined) return;
+    this.changed();
+    if (t.sessionId !== null) this.bySession.delete(t.sessionId);
     this.pages.delete(targetId);
   }
 

@@ -29,6 +29,7 @@ export interface Metrics {
   logStreams: Gauge<'source'>;
   fsBytes: Counter<'direction'>;
   fsWatches: Gauge;
+  curlTabs: Gauge<'state'>;
   sseDropped: Counter<'stream'>;
   /**
    * Registers a pool of the memory budget (docs/memory.md): `read` gives its bytes held now, read at
@@ -190,6 +191,12 @@ export function createMetrics(): Metrics {
     fsWatches: new Gauge({
       name: 'browserd_fs_watches',
       help: 'Folder watches alive',
+      registers: [registry],
+    }),
+    curlTabs: new Gauge({
+      name: 'browserd_curl_tabs',
+      help: "The hidden tabs of requests through the browser, by state: in_use (a request's, or being closed: its last commands not yet answered) and idle (kept warm for the next request)",
+      labelNames: ['state'],
       registers: [registry],
     }),
     sseDropped: new Counter({

@@ -7,6 +7,7 @@ import { CdpCallError } from '../cdp/client.js';
 import type { Config } from '../core/config.js';
 import { Deadline, deadlineEnded } from '../core/deadline.js';
 import type { Logger } from '../core/log.js';
+import type { Metrics } from '../core/metrics.js';
 import type { Browser } from '../chromium/index.js';
 import { WarmTabs } from './tabs.js';
 import { requestThroughBrowser, type BrowserAnswer, type BrowserRequest } from './through-browser.js';
@@ -21,9 +22,14 @@ export interface FetchOptions {
 
 export class BrowserFetcher {
   private readonly slots: Slots;
-  readonly tabs = new WarmTabs();
+  readonly tabs: WarmTabs;
 
-  constructor(private readonly deps: { config: Config; log: Logger; browser: Browser }) {
+  constructor(private readonly deps: { config: Config; log: Logger; browser: Browser; metrics: Metrics }) {
+    const gauge = deps.metrics.curlTabs;
+    this.tabs = new WarmTabs((inUse, idle) => {
+      gauge.set({ state: 'in_use' }, inUse);
+      gauge.set({ state: 'idle' }, idle);
+    });
     const max = deps.config.curl.maxConcurrent;
     this.slots = new Slots({ what: 'requests through the browser', max, message: `too many requests through the browser at once (limit ${max}, BROWSERD_CURL_MAX_CONCURRENT)` });
     // A session of the module's own in every run: its tabs, their sessions and Fetch are its alone.

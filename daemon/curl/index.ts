@@ -7,7 +7,7 @@ import { curlRoutes } from './routes.js';
 
 export function createCurl(ctx: ModuleContext, deps: { browser: Browser; proxies: { forwarderPort(): number | null } }): Module & { routes: Route[] } {
   const { config } = ctx;
-  const fetcher = new BrowserFetcher({ config, log: ctx.log.child({ module: 'curl' }), browser: deps.browser });
+  const fetcher = new BrowserFetcher({ config, log: ctx.log.child({ module: 'curl' }), browser: deps.browser, metrics: ctx.metrics });
   // Requests through the browser never target the daemon's own ports (its API, once it listens; the forwarding proxy).
   const ownPorts = (): number[] => [ctx.api.port, deps.proxies.forwarderPort()].filter((p): p is number => p !== null);
   return { name: 'curl', routes: curlRoutes({ config, fetcher, ownPorts }) };

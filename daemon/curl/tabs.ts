@@ -20,11 +20,21 @@ export const KEEP_IDLE = 1;
 export class WarmTabs {
   private cdp: CdpClient | null = null;
   private idle: PageSession[] = [];
+  /** Tabs taken and not yet handed back, or being closed (their close not yet answered). */
+  private inUse = 0;
+
+  /** `counted`: told of the tabs in use and idle at each change (browserd_curl_tabs). */
+  constructor(private readonly counted: (inUse: number, idle: number) => void = () => undefined) {}
 
   /** A new Chromium run and the module's session of it (the old run's tabs went with the old Chromium). */
   runStarted(cdp: CdpClient): void {
     this.cdp = cdp;
     this.idle = [];
+    this.count();
+  }
+
+  private count(): void {
+    this.counted(this.inUse, this.idle.length);
   }
 
   /** How many tabs wait for a request now. */
@@ -36,14 +46,28 @@ export class WarmTabs {
   async take(deadline: Deadline): Promise<PageSession> {
     const cdp = this.cdp;
     if (cdp === null || cdp.isClosed) throw new BrowserUnavailableError('Chromium is not ready: it went away a moment ago', { retryable: true });
-    for (let tab = this.idle.pop(); tab !== undefined; tab = this.idle.pop()) if (!tab.isDetached) return tab;
-    const tab = await openPage(cdp, { url: 'about:blank', background: true, hidden: true }, { deadline });
+    this.inUse++;
+    for (let tab = this.idle.pop(); tab !== undefined; tab = this.idle.pop()) {
+      if (!tab.isDetached) {
+        this.count();
+        return tab;
+      }
+    }
+    this.count();
+    let tab: PageSession;
+    try {
+      tab = await openPage(cdp, { url: 'about:blank', background: true, hidden: true }, { deadline });
+    } catch (err) {
+      this.inUse--;
+      this.count();
+      throw err;
+    }
     try {
       await tab.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }] }, { deadline });
       // Fetch never shows Set-Cookie: the raw header lines come from Network's ExtraInfo events (set-cookie.ts).
       await tab.send('Network.enable', {}, { deadline });
     } catch (err) {
-      void tab.close();
+      this.close(tab);
       throw err;
     }
     return tab;
@@ -51,7 +75,18 @@ export class WarmTabs {
 
   /** A request is over: its tab waits for the next one when `reusable` (and there is room), else it is closed. */
   give(tab: PageSession, reusable: boolean): void {
-    if (reusable && !tab.isDetached && tab.cdp === this.cdp && this.idle.length < KEEP_IDLE) this.idle.push(tab);
-    else void tab.close();
+    if (reusable && !tab.isDetached && tab.cdp === this.cdp && this.idle.length < KEEP_IDLE) {
+      this.idle.push(tab);
+      this.inUse--;
+      this.count();
+    } else this.close(tab);
+  }
+
+  /** Closes a taken tab; it counts as in use until Chromium has answered. */
+  private close(tab: PageSession): void {
+    void tab.close().finally(() => {
+      this.inUse--;
+      this.count();
+    });
   }
 }

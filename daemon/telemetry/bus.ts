@@ -30,7 +30,7 @@ export type CategorySwitches = Record<Category, boolean>;
 export class TelemetryBus {
   private readonly ring: SeqRing<Stored>;
   private readonly switches: CategorySwitches;
-  private readonly switchListeners: ((s: CategorySwitches) => void)[] = [];
+  private readonly switchListeners: ((s: CategorySwitches) => Promise<void> | void)[] = [];
 
   constructor(readonly limits: BusLimits) {
     this.ring = new SeqRing({ maxItems: limits.maxEvents, maxBytes: limits.maxBytes, firstSeq: 1 });
@@ -47,8 +47,12 @@ export class TelemetryBus {
     return { ...this.switches };
   }
 
-  /** Sets some switches (the others stay); listeners hear of the new set. */
-  setCategories(patch: Partial<CategorySwitches>): CategorySwitches {
+  /**
+   * Sets some switches (the others stay); listeners hear of the new set. Resolves once every
+   * listener has applied it (the monitor's domains enabled or disabled on every page: an event a
+   * page makes after that is captured, or not, by the new switches). Never rejects.
+   */
+  async setCategories(patch: Partial<CategorySwitches>): Promise<CategorySwitches> {
     let changed = false;
     for (const c of CATEGORIES) {
       const v = patch[c];
@@ -57,11 +61,13 @@ export class TelemetryBus {
         changed = true;
       }
     }
-    if (changed) for (const l of this.switchListeners) l(this.categories());
-    return this.categories();
+    const now = this.categories();
+    if (changed) await Promise.allSettled(this.switchListeners.map(async (l) => l(now)));
+    return now;
   }
 
-  onSwitch(listener: (s: CategorySwitches) => void): void {
+  /** `listener` applies a new set of switches; setCategories waits for the promise it returns (which must settle: bound its work). */
+  onSwitch(listener: (s: CategorySwitches) => Promise<void> | void): void {
     this.switchListeners.push(listener);
   }
 

@@ -56,6 +56,8 @@ export class CdpMonitor {
   private cdp: CdpClient | null = null;
   private offs: (() => void)[] = [];
   private readonly sessions = new Map<string, Session>();
+  /** The domains of sessions just attached, being enabled (apply waits for them: see TelemetryBus.setCategories). */
+  private readonly enabling = new Set<Promise<unknown>>();
   private readonly pending = new Map<string, Map<string, Pending>>();
   private attached = false;
   private launches = 0;
@@ -64,7 +66,7 @@ export class CdpMonitor {
     private readonly bus: TelemetryBus,
     private readonly log: Logger,
   ) {
-    bus.onSwitch((s) => void this.apply(s));
+    bus.onSwitch((s) => this.apply(s)); // each command is bounded (timeoutMs): the PATCH answers once they are
   }
 
   private get cdpOn(): boolean {
@@ -136,7 +138,8 @@ export class CdpMonitor {
         this.attached = want;
         await cdp.send('Target.setAutoAttach', { autoAttach: want, waitForDebuggerOnStart: false, flatten: true });
       }
-      await Promise.all([...this.sessions.values()].map((sess) => this.enableDomains(sess, s)));
+      // The sessions auto-attach just reported are being set up by onAttached: waited for too.
+      await Promise.all([...[...this.sessions.values()].map((sess) => this.enableDomains(sess, s)), ...this.enabling]);
     } catch (err) {
       if (!cdp.isClosed) this.log.debug({ event: 'telemetry_monitor_apply_failed', err: (err as Error).message }, 'telemetry switches not applied to every target');
     }
@@ -187,7 +190,9 @@ export class CdpMonitor {
     // Frames (out-of-process iframes) and dedicated workers of this target, flat, on this session.
     const s = this.bus.categories();
     const opts = { sessionId: p.sessionId, timeoutMs: 10_000 };
-    void Promise.allSettled([this.enableDomains(sess, s), info.type === 'page' || info.type === 'iframe' ? cdp.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true }, opts) : null]);
+    const enabling = Promise.allSettled([this.enableDomains(sess, s), info.type === 'page' || info.type === 'iframe' ? cdp.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true }, opts) : null]);
+    this.enabling.add(enabling);
+    void enabling.finally(() => this.enabling.delete(enabling));
   }
 
   private onDetached(p: Protocol.Target.DetachedFromTargetEvent): void {

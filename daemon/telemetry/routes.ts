@@ -129,14 +129,14 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         description:
           'The body is the SDK\'s BrowserTelemetryConfig: `{"browser":{"console":{"enabled":true},…}}`. ' +
           'Operational categories (control, connection, system, captcha) are on by default; the CDP ones (console, network, page, interaction) and screenshot are off. ' +
-          'Turning a CDP category on enables its DevTools domains on every page at once; off disables them. Takes effect for events from then on.',
+          'Turning a CDP category on enables its DevTools domains on every page at once; off disables them. The answer comes once every page has them (each page answers within 10 s or is left as it is): events a page makes after the answer follow the new switches.',
         body: configBody(),
         responses: configResponse(),
         errors: [400],
       }),
       handler: async (ctx) => {
         const body = ctx.body as ConfigBody;
-        return { status: 200, body: configOf(bus.setCategories(switchesOf(body, method === 'PUT' ? 'defaults' : null))) };
+        return { status: 200, body: configOf(await bus.setCategories(switchesOf(body, method === 'PUT' ? 'defaults' : null))) };
       },
     });
 

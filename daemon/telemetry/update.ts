@@ -56,7 +56,7 @@ export function telemetryUpdatePart(bus: TelemetryBus): BrowserUpdatePart {
       const t = body.telemetry as Update | null | undefined;
       if (t === undefined || t === null) return;
       const next = switchesAfter(t, bus.categories());
-      if (next !== null) bus.setCategories(next);
+      if (next !== null) await bus.setCategories(next);
     },
   };
 }

@@ -35,11 +35,11 @@ test('the ring keeps within its bytes; an event past the per-event limit loses i
   assert.equal(e.event.truncated, true);
 });
 
-test('switched-off categories are not recorded; monitor follows the CDP categories', () => {
+test('switched-off categories are not recorded; monitor follows the CDP categories', async () => {
   const bus = new TelemetryBus({ maxEvents: 10, maxBytes: 1 << 20, maxEventBytes: 1 << 16 });
   assert.equal(bus.emit('c', 'console', src), null);
   assert.equal(bus.enabled('monitor'), false);
-  bus.setCategories({ console: true });
+  await bus.setCategories({ console: true });
   assert.equal(bus.enabled('monitor'), true);
   assert.equal(bus.emit('c', 'console', src), 1);
 });

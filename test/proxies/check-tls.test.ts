@@ -65,7 +65,10 @@ test('tinyproxy waits for a line end after the ClientHello: the probe finds plai
   const err = await lastError(id);
   assert.equal(err.code, 'tls_failed');
   assert.ok(err.message.startsWith(NOT_TLS_HINT), err.message);
-  assert.match(err.message, /the same port answers plain HTTP: "HTTP\/1\.\d 400/);
+  // Mostly tinyproxy waits for the end of its request line, and the probe at the deadline finds it;
+  // when the ClientHello's random bytes happen to hold the line ends it waits for, it answers at once
+  // (the path of the next test). Either way the hint is given.
+  assert.match(err.message, /the same port answers plain HTTP: "HTTP\/1\.\d 400|answered the TLS ClientHello with bytes that are no TLS: ERR_SSL_WRONG_VERSION_NUMBER/);
   // The suggested fix works.
   const fixed = await createProxy(d, { type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port: tiny.port } });
   const res = await d.fetch(`/proxies/${fixed}/check`, { method: 'POST' });

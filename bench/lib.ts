@@ -6,8 +6,21 @@ import { accessSync, constants, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { CLOCK_TICKS_PER_SEC } from '../daemon/core/process/proc.js';
+import { startDaemon, type Daemon } from './daemon.js';
 
 export const CHROMIUM = process.env.BROWSERD_CHROMIUM ?? '/usr/lib/chromium/chromium';
+
+/** The daemon with its Chromium ready (the `chromium_ready` line, within 60 s); ended again when it does not get there. */
+export async function readyDaemon(env?: Record<string, string>): Promise<Daemon> {
+  const d = await startDaemon({ autostart: true, env });
+  try {
+    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
+    return d;
+  } catch (err) {
+    await d.cleanup();
+    throw err;
+  }
+}
 
 // ---------------------------------------------------------------- statistics
 

@@ -1,10 +1,8 @@
 // browserd: wiring only. Settings → logger → keys → the modules (one list) → routes → server →
 // start each module → listen → serve; the signals stop the list in reverse. The process's own steps
 // are core/boot.ts's; a module's shape is module.ts's.
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { afterListening, EXIT_BAD_SETTING, EXIT_RETRY, exitBadSetting, harden, logListening, prepare, settingsOrExit } from './core/boot.js';
-import type { Logger } from './core/log.js';
+import { afterListening, harden, listenOrExit, logListening, orExitBadSetting, packageVersion, prepare, settingsOrExit } from './core/boot.js';
 import { createMetrics } from './core/metrics.js';
 import { createSystemd } from './core/systemd.js';
 import { createBrowser, type Browser } from './chromium/index.js';
@@ -12,7 +10,7 @@ import { createProxies } from './proxies/index.js';
 import { createEgress } from './egress/index.js';
 import { createProfiles } from './profiles/index.js';
 import { createExtensions } from './extensions/index.js';
-import { createProcesses, PtyUnavailableError } from './processes/index.js';
+import { createProcesses } from './processes/index.js';
 import { createComputer } from './computer/index.js';
 import { createReplays } from './replays/index.js';
 import { createLive } from './live/index.js';
@@ -25,9 +23,8 @@ import { createDownloads } from './downloads/index.js';
 import { createCurl } from './curl/index.js';
 import { createTelemetry, type Telemetry } from './telemetry/index.js';
 import { createWebDriver } from './webdriver/index.js';
-import { ListenAddress, stopOnSignals, type Module, type ModuleContext } from './module.js';
+import { ListenAddress, serveAll, startAll, stopOnSignals, type Module, type ModuleContext } from './module.js';
 import { KeyRing } from './http/auth.js';
-import { buildOpenApi } from './http/openapi.js';
 import { HttpServer } from './http/server.js';
 import { systemRoutes } from './http/system-routes.js';
 import { tokenRoutes } from './http/jwt/routes.js';
@@ -41,43 +38,28 @@ async function main(): Promise<void> {
     return { rings: r, tap: r.daemonLine };
   });
   prepare(config, log, metrics, hardened);
-  const version = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  const version = packageVersion(import.meta.url);
   const api = new ListenAddress(config.listen);
   const ctx: ModuleContext = { config, log, metrics, api };
   // First: it takes NOTIFY_SOCKET & co. out of process.env before anything spawns.
   const systemd = createSystemd({ log, waitForBrowser: config.chromium.autostart, api });
-  let keyring: KeyRing;
-  let made: ReturnType<typeof makeModules>;
-  try {
-    keyring = KeyRing.create(config, log, metrics);
-    made = makeModules(ctx, keyring, rings);
-  } catch (err) {
-    exitBadSetting(log, err);
-  }
-  const { browser, telemetry } = made;
+  const keyring = orExitBadSetting(log, () => KeyRing.create(config, log, metrics));
+  const { browser, telemetry, ...made } = orExitBadSetting(log, () => makeModules(ctx, keyring, rings));
   systemd.watchBrowser(browser);
   const modules: Module[] = [systemd, ...made.modules]; // systemd first: it stops last (its watchdog pings go on while the rest stops)
 
-  // The OpenAPI document is built at its first request (~30 ms of zod's JSON Schema conversion, and its memory).
-  let openapi: Record<string, unknown> | null = null;
-  const description = 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz, /openapi.json and /docs (this document as a page to read) takes a bearer token.';
-  const openapiDoc = (): Record<string, unknown> => (openapi ??= buildOpenApi(server.router.routes, { version, description }));
-  const routes = [...systemRoutes({ metrics, notReadyReason: () => browser.notReadyReason(), openapi: openapiDoc }), ...tokenRoutes(keyring), ...modules.flatMap((m) => m.routes ?? [])];
+  const system = systemRoutes({ metrics, version, notReadyReason: () => browser.notReadyReason(), routes: () => server.router.routes });
+  const routes = [...system, ...tokenRoutes(keyring), ...modules.flatMap((m) => m.routes ?? [])];
   const server = new HttpServer({ config, log, metrics, keyring, routes, onRequestDone: (r) => telemetry.requestDone(r) });
 
-  for (const m of modules) await m.start?.().catch((err: unknown) => exitAtStart(log, m.name, err));
-
+  await startAll(modules, log);
   stopOnSignals(modules, server, log, config.http.shutdownTimeoutMs);
   process.on('SIGHUP', () => keyring.reload());
 
-  const address = await server.listen().catch((err: unknown) => {
-    log.fatal({ event: 'listen_failed', setting: 'BROWSERD_LISTEN', err }, `BROWSERD_LISTEN: cannot listen: ${(err as Error).message}`);
-    process.exit((err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? EXIT_RETRY : EXIT_BAD_SETTING);
-  });
-  api.host = address.address;
-  api.port = address.port;
+  const address = await listenOrExit(log, () => server.listen());
+  api.bound(address);
   logListening(config, log, address, version);
-  for (const m of modules) m.serve?.(); // systemd's READY=1, Chromium's autostart
+  serveAll(modules); // systemd's READY=1, Chromium's autostart
   afterListening(config, log);
 }
 
@@ -118,15 +100,6 @@ function makeModules(ctx: ModuleContext, keyring: KeyRing, rings: LogRings): { m
     createWebDriver(ctx, { browser, issueToken: (identity, scopes) => keyring.derive(identity, { scopes }), relayScript: fileURLToPath(new URL('./webdriver/relay.js', import.meta.url)) }),
   ];
   return { modules, browser, telemetry };
-}
-
-/** A module that cannot start: a bad setting or a missing dependency exits 2 (no restart), anything else is a crash. */
-function exitAtStart(log: Logger, name: string, err: unknown): never {
-  if (err instanceof PtyUnavailableError) {
-    log.fatal({ event: 'dependency_missing', module: name, package: err.pkg }, err.message);
-    process.exit(EXIT_BAD_SETTING);
-  }
-  exitBadSetting(log, err);
 }
 
 await main();

@@ -1,6 +1,8 @@
 // The one shape of a module: what each area of daemon/ gives main.ts. main builds the list of
 // modules once and runs every lifecycle step over it, in the list's order (stops in reverse); a
 // module declares only the steps it has. Adding a module is its folder and one entry in main's list.
+import type { AddressInfo } from 'node:net';
+import { exitAtStart } from './core/boot.js';
 import type { Config } from './core/config.js';
 import type { Logger } from './core/log.js';
 import type { Metrics } from './core/metrics.js';
@@ -46,6 +48,22 @@ export class ListenAddress implements ApiAddress {
     this.host = listen.host;
     this.port = listen.port === 0 ? null : listen.port;
   }
+
+  /** Once the daemon listens: the bound address. */
+  bound(address: AddressInfo): void {
+    this.host = address.address;
+    this.port = address.port;
+  }
+}
+
+/** Each module's start, in list order; a module that cannot start ends the process (core/boot.ts's exitAtStart). */
+export async function startAll(modules: readonly Module[], log: Logger): Promise<void> {
+  for (const m of modules) await m.start?.().catch((err: unknown) => exitAtStart(log, m.name, err));
+}
+
+/** Each module's serve, in list order, once the daemon listens (systemd's READY=1, Chromium's autostart). */
+export function serveAll(modules: readonly Module[]): void {
+  for (const m of modules) m.serve?.();
 }
 
 /** What the stop needs of the HTTP server. */

@@ -23,7 +23,7 @@ import { fixtures } from '../../test/kit/daemon.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, type Daemon } from '../daemon.js';
-import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
 
 const LIVE_N = 50;
 /** Idle time before each sample (the removal of the previous extension settles). */
@@ -63,12 +63,11 @@ async function remove(d: Daemon, name: string): Promise<void> {
 export async function benchActivationLive(): Promise<Row[]> {
   const zip = fixtureZip(FIXTURE);
   const work = tempDir('browserd-bench-live-');
-  const d = await startDaemon({ autostart: true });
+  const d = await readyDaemon();
   let hand: HandChromium | null = null;
   let cdp: CdpClient | null = null;
   let second: CdpClient | null = null;
   try {
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     hand = await startChromium(daemonFlags(path.join(work, 'profile')));
     cdp = await CdpClient.overWebSocket(hand.wsUrl);
     const watch = await TargetWatch.start(cdp);

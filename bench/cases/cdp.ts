@@ -16,8 +16,8 @@ import { CdpClient } from '../../daemon/cdp/client.js';
 import { cdpConnect, cdpUrl } from '../../test/kit/browser.js';
 import { tempDir } from '../../test/kit/cleanup.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
-import { startDaemon } from '../daemon.js';
-import { median, percentile, progress, type Bench, type Row } from '../lib.js';
+
+import { median, percentile, progress, readyDaemon, type Bench, type Row } from '../lib.js';
 
 const ROUND_TRIPS = 2000;
 /** Round trips per side before the other side takes its turn. */
@@ -93,12 +93,11 @@ async function screenshot(side: Side, keep: boolean): Promise<void> {
 }
 
 export async function benchCdp(): Promise<Row[]> {
-  const d = await startDaemon({ autostart: true });
+  const d = await readyDaemon();
   let hand: HandChromium | null = null;
   const page = await servePage();
   const clients: CdpClient[] = [];
   try {
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     hand = await startChromium(daemonFlags(path.join(tempDir('browserd-bench-cdp-'), 'profile')));
     const viaDaemon = await cdpConnect(cdpUrl(d), d.token);
     clients.push(viaDaemon);

@@ -22,8 +22,8 @@ import { startTinyproxy, type Tinyproxy } from '../../test/helpers/proxies/serve
 import { cdpConnect, cdpUrl } from '../../test/kit/browser.js';
 import { onCleanup, tempDir } from '../../test/kit/cleanup.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
-import { startDaemon, type Daemon } from '../daemon.js';
-import { median, notInstalled, percentile, progress, skippedRow, which, type Bench, type Row } from '../lib.js';
+import type { Daemon } from '../daemon.js';
+import { median, notInstalled, percentile, progress, readyDaemon, skippedRow, which, type Bench, type Row } from '../lib.js';
 import { privateTinyproxy } from './forwarder.js';
 
 const MB50 = 50 * 1024 * 1024;
@@ -154,8 +154,7 @@ export async function benchForwarderChromium(): Promise<Row[]> {
     origin = await startOrigin();
     tinyA = await privateTinyproxy(origin.port);
     tinyB = await startTinyproxy({ connectPorts: [origin.port] });
-    d = await startDaemon({ autostart: true, env: { BROWSERD_PROXY_CHECK_URLS: `http://127.0.0.1:${origin.port}/ip` } });
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
+    d = await readyDaemon({ BROWSERD_PROXY_CHECK_URLS: `http://127.0.0.1:${origin.port}/ip` });
     const proxy = (port: number): unknown => ({ type: 'custom', protocol: 'http', config: { host: '127.0.0.1', port } });
     const a = (await d.call<{ id: string }>('/proxies', { method: 'POST', json: proxy(tinyA.port) }, 201)).id;
     const b = (await d.call<{ id: string }>('/proxies', { method: 'POST', json: proxy(tinyB.port) }, 201)).id;

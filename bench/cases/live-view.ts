@@ -15,8 +15,8 @@ import { daemonCdp } from '../../test/kit/browser.js';
 import { tempDir } from '../../test/kit/cleanup.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
-import { startDaemon, TEST_TOKEN } from '../daemon.js';
-import { median, percentile, progress, type Bench, type Row } from '../lib.js';
+import { TEST_TOKEN } from '../daemon.js';
+import { median, percentile, progress, readyDaemon, type Bench, type Row } from '../lib.js';
 
 const N = 40;
 const WARMUP = 3;
@@ -58,13 +58,12 @@ export async function benchLiveView(): Promise<Row[]> {
   const server = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(PAGE));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  const d = await startDaemon({ autostart: true });
+  const d = await readyDaemon();
   let hand: HandChromium | null = null;
   let viaProxy: CdpClient | null = null;
   let bare: CdpClient | null = null;
   let ws: WebSocket | null = null;
   try {
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     hand = await startChromium(daemonFlags(path.join(tempDir('browserd-bench-profile-'), 'profile')));
     viaProxy = await daemonCdp(d);
     bare = await CdpClient.overWebSocket(hand.wsUrl, { maxPayload: 256 * 1024 * 1024 });

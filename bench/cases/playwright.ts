@@ -12,8 +12,8 @@ import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { checkRunning, onCleanup } from '../../test/kit/cleanup.js';
 import { repoRoot } from '../../test/kit/daemon.js';
-import { TEST_TOKEN, startDaemon, type Daemon } from '../daemon.js';
-import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
+import { TEST_TOKEN, type Daemon } from '../daemon.js';
+import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
 
 const N_RETURN = 200;
 const N_FRESH = 5;
@@ -35,8 +35,7 @@ export async function benchPlaywright(): Promise<Row[]> {
   let d: Daemon | null = null;
   try {
     checkRunning();
-    d = await startDaemon({ autostart: true });
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
+    d = await readyDaemon();
     const daemon = d;
     const execute = async (code: string): Promise<Answer> => {
       const a = await daemon.call<Answer>('/browsers/local/playwright/execute', { method: 'POST', json: { code } });

@@ -6,8 +6,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentTempDir } from '../../test/kit/agent.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
-import { startDaemon, type LogLine } from '../daemon.js';
-import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
+import type { LogLine } from '../daemon.js';
+import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
 
 const N = 15;
 /** Idle time before each sample. */
@@ -28,10 +28,9 @@ function collectPhases(lines: LogLine[], into: Record<string, number[]>, seen: S
 }
 
 export async function benchRestart(): Promise<Row[]> {
-  const d = await startDaemon({ autostart: true });
+  const d = await readyDaemon();
   let hand: HandChromium | null = null;
   try {
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     // The peer does the same work as the daemon: Chromium as the agent user, sandboxed (docs/security.md).
     const profile = path.join(agentTempDir('browserd-bench-profile-'), 'profile');
     const args = daemonFlags(profile, { asAgent: true });

@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import puppeteer from 'puppeteer-core';
-import { startDaemon, TEST_TOKEN } from '../daemon.js';
-import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
+import { TEST_TOKEN } from '../daemon.js';
+import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
 
 const N = 20;
 const PARTS = 20;
@@ -23,10 +23,9 @@ export async function benchTelemetry(): Promise<Row[]> {
   });
   await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-  const d = await startDaemon({ autostart: true });
+  const d = await readyDaemon();
   const reader = new AbortController();
   try {
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     const headers = { authorization: `Bearer ${TEST_TOKEN}` };
     const b = await puppeteer.connect({ browserURL: `${d.url}/browsers/local/cdp`, headers });
     const page = await b.newPage();

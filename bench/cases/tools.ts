@@ -5,8 +5,8 @@
 // current tab over CDP), against page.evaluate in an already-connected playwright-core, interleaved.
 import { chromium, type Browser } from 'playwright-core';
 import { checkRunning } from '../../test/kit/cleanup.js';
-import { TEST_TOKEN, startDaemon, type Daemon } from '../daemon.js';
-import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
+import { TEST_TOKEN, type Daemon } from '../daemon.js';
+import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
 
 const N_EXECUTOR = 5;
 const N_REPL = 50;
@@ -20,8 +20,7 @@ export async function benchTools(): Promise<Row[]> {
   let d: Daemon | null = null;
   try {
     checkRunning();
-    d = await startDaemon({ autostart: true });
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
+    d = await readyDaemon();
     const daemon = d;
     const wsUrl = `${daemon.url.replace(/^http/, 'ws')}/browsers/local/cdp`;
     const connect = (): Promise<Browser> => chromium.connectOverCDP(wsUrl, { headers: { authorization: `Bearer ${TEST_TOKEN}` }, isLocal: true, noDefaults: true });

@@ -14,8 +14,8 @@ import WebSocket from 'ws';
 import { tempDir } from '../../test/kit/cleanup.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
-import { startDaemon, TEST_TOKEN } from '../daemon.js';
-import { median, notInstalled, percentile, progress, skippedRow, which, type Bench, type Row } from '../lib.js';
+import { TEST_TOKEN } from '../daemon.js';
+import { median, notInstalled, percentile, progress, readyDaemon, skippedRow, which, type Bench, type Row } from '../lib.js';
 
 const SAMPLES = 200;
 const BLOCK = 20;
@@ -109,14 +109,13 @@ export async function benchWebDriver(): Promise<Row[]> {
     const why = notInstalled('chromedriver');
     return [skippedRow('41. WebDriver findElement + click, p50', 'ms', peerName, why), skippedRow('41. WebDriver BiDi script.evaluate, p50', 'ms', peerName, why)];
   }
-  const d = await startDaemon({ autostart: true });
+  const d = await readyDaemon();
   const page = await servePage();
   let hand: HandChromium | null = null;
   const driverPort = 9515 + Math.floor(Math.random() * 1000);
   const driver = spawn(chromedriver, [`--port=${driverPort}`], { stdio: 'ignore', detached: true });
   const sides: Side[] = [];
   try {
-    await d.waitLog((l) => l.event === 'chromium_ready', 60_000);
     hand = await startChromium(daemonFlags(path.join(tempDir('browserd-bench-webdriver-'), 'profile')));
     const debuggerAddress = new URL(hand.wsUrl).host;
     const directBase = `http://127.0.0.1:${driverPort}`;

@@ -1,6 +1,7 @@
 // The daemon process's own steps around its modules (main.ts wires them): hardening before anything
 // else, the settings (or exit 2), the one state-dir lock, the bugs that escape every handler, and
 // the work once it listens (the compile cache, the start's garbage).
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger, flushLogs, type Logger } from './log.js';
@@ -12,6 +13,7 @@ import { collectAfterStart, START_GC_DELAY_MS } from './start-gc.js';
 import { compileCacheState, saveCompileCache } from './compile-cache.js';
 import { closeStrayFds, inheritableFds, makeNonDumpable } from './harden.js';
 import { coverInChildren } from './process/launch.js';
+import { PtyUnavailableError } from './process/pty.js';
 
 export const EXIT_BAD_SETTING = 2;
 /** Restartable (the unit's RestartPreventExitStatus is 2): e.g. the port is still held by the previous instance. */
@@ -41,6 +43,41 @@ export function exitBadSetting(log: Logger, err: unknown): never {
   if (!(err instanceof ConfigError)) throw err;
   log.fatal({ event: 'bad_setting', setting: err.setting }, err.message);
   process.exit(EXIT_BAD_SETTING);
+}
+
+/** `make()`, or exit 2 where it throws a ConfigError (a module's or the keys' bad setting); anything else is a crash. */
+export function orExitBadSetting<T>(log: Logger, make: () => T): T {
+  try {
+    return make();
+  } catch (err) {
+    exitBadSetting(log, err);
+  }
+}
+
+/** A module that cannot start: a bad setting or a missing dependency exits 2 (no restart), anything else is a crash. */
+export function exitAtStart(log: Logger, name: string, err: unknown): never {
+  if (err instanceof PtyUnavailableError) {
+    log.fatal({ event: 'dependency_missing', module: name, package: err.pkg }, err.message);
+    process.exit(EXIT_BAD_SETTING);
+  }
+  exitBadSetting(log, err);
+}
+
+/**
+ * The package's version, from the package.json two folders above `entryUrl`: the daemon's entry,
+ * main.js or the bundle, both in dist/daemon/ (a file of core/ cannot name it: in the bundle its
+ * import.meta.url is the bundle's).
+ */
+export function packageVersion(entryUrl: string): string {
+  return (JSON.parse(readFileSync(new URL('../../package.json', entryUrl), 'utf8')) as { version: string }).version;
+}
+
+/** The API's socket bound, or exit: 1 (restartable) while the port is still held (EADDRINUSE), else 2 (a bad BROWSERD_LISTEN). */
+export async function listenOrExit(log: Logger, listen: () => Promise<AddressInfo>): Promise<AddressInfo> {
+  return listen().catch((err: unknown) => {
+    log.fatal({ event: 'listen_failed', setting: 'BROWSERD_LISTEN', err }, `BROWSERD_LISTEN: cannot listen: ${(err as Error).message}`);
+    process.exit((err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? EXIT_RETRY : EXIT_BAD_SETTING);
+  });
 }
 
 /**

@@ -6,6 +6,7 @@ import { BrowserUnavailableError } from '../core/errors.js';
 import type { Route } from './router.js';
 import { routesIn } from './route.js';
 import { DOCS_PAGE_CSP, renderDocsPage } from './docs-page.js';
+import { buildOpenApi } from './openapi.js';
 
 const route = routesIn('daemon/http/system-routes.ts');
 
@@ -13,14 +14,21 @@ interface SystemDeps {
   metrics: Metrics;
   /** null when Chromium answers DevTools; else why not (for the 503 message). */
   notReadyReason(): string | null;
-  /** The OpenAPI document (built once the route table is complete). */
-  openapi(): Record<string, unknown>;
+  /** The server's whole route table (read at the document's first request, once the table is complete). */
+  routes(): readonly Route[];
+  /** The package's version, the document's info.version. */
+  version: string;
 }
+
+const DESCRIPTION = 'browserd: the per-VM browser-host daemon. Every route but /healthz, /readyz, /openapi.json and /docs (this document as a page to read) takes a bearer token.';
 
 const statusSchema = lazy(() => z.object({ status: z.literal('ok') }));
 const whoamiSchema = lazy(() => z.object({ key_id: z.string(), scopes: z.array(z.string()), project: z.string().nullable() }));
 
 export function systemRoutes(deps: SystemDeps): Route[] {
+  // The OpenAPI document is built at its first request (~30 ms of zod's JSON Schema conversion, and its memory).
+  let openapi: Record<string, unknown> | null = null;
+  const openapiDoc = (): Record<string, unknown> => (openapi ??= buildOpenApi(deps.routes(), { version: deps.version, description: DESCRIPTION }));
   let docsPage: string | null = null;
   return [
     route({
@@ -50,7 +58,7 @@ export function systemRoutes(deps: SystemDeps): Route[] {
       path: '/openapi.json',
       scope: null,
       doc: () => ({ summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'the document', schema: { type: 'object' } } } }),
-      handler: async () => ({ status: 200, body: deps.openapi() }),
+      handler: async () => ({ status: 200, body: openapiDoc() }),
     }),
     route({
       method: 'GET',
@@ -64,7 +72,7 @@ export function systemRoutes(deps: SystemDeps): Route[] {
         responses: { 200: { description: 'the page', mediaType: 'text/html; charset=utf-8', schema: { type: 'string' } } },
       }),
       handler: async (ctx) => {
-        docsPage ??= renderDocsPage(deps.openapi());
+        docsPage ??= renderDocsPage(openapiDoc());
         ctx.res
           .writeHead(200, {
             'content-type': 'text/html; charset=utf-8',

@@ -7,9 +7,10 @@ import type { SwitchTo } from '../core/users.js';
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { endGroups } from '../core/process/group.js';
-import { BrowserUnavailableError, LimitExceededError } from '../core/errors.js';
+import { BrowserUnavailableError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
+import { Slots } from '../core/slots.js';
 import type { HelloMessage } from './protocol.js';
 import { RunnerProcess, type Execution } from './runner-process.js';
 
@@ -50,11 +51,19 @@ export class RunnerPool {
   /** The named executors' runners (executors.ts): ended with the pool's. */
   private readonly named = new Set<RunnerProcess>();
   /** Executions under way (a runner starting for one counts). */
-  private busy = 0;
+  private readonly busy: Slots;
   private startedCount = 0;
   private closed = false;
 
-  constructor(private readonly deps: PoolDeps) {}
+  constructor(private readonly deps: PoolDeps) {
+    const { max } = deps;
+    this.busy = new Slots({
+      what: 'Playwright executions',
+      max,
+      message: `${max} Playwright execution${max === 1 ? '' : 's'} run already (BROWSERD_PLAYWRIGHT_RUNNERS=${max}; one execution at a time per runner)`,
+      retryAfterMs: 1000,
+    });
+  }
 
   get size(): number {
     return this.all.size;
@@ -62,7 +71,7 @@ export class RunnerPool {
 
   /** Executions of the shared runners under way. */
   get running(): number {
-    return this.busy;
+    return this.busy.used;
   }
 
   get isClosed(): boolean {
@@ -77,14 +86,7 @@ export class RunnerPool {
 
   async run(code: string, timeoutMs: number, abandon: AbortSignal): Promise<PoolExecution> {
     if (this.closed) throw new BrowserUnavailableError('browserd is stopping', { retryable: false });
-    const { max } = this.deps;
-    if (this.busy >= max) {
-      throw new LimitExceededError('Playwright executions', max, {
-        message: `${max} Playwright execution${max === 1 ? '' : 's'} run already (BROWSERD_PLAYWRIGHT_RUNNERS=${max}; one execution at a time per runner)`,
-        retryAfterMs: 1000,
-      });
-    }
-    this.busy++;
+    const release = this.busy.take();
     let runner: RunnerProcess | undefined;
     try {
       runner = this.takeIdle();
@@ -93,7 +95,7 @@ export class RunnerPool {
       const execution = await runner.execute(code, timeoutMs, abandon);
       return { ...execution, runnerPid: runner.pid, startedRunner };
     } finally {
-      this.busy--;
+      release();
       if (runner !== undefined && runner.alive && !this.closed) this.idle.push(runner);
     }
   }

@@ -6,7 +6,8 @@
 // output buffers together, the oldest is forgotten early, so that retained output buffers cannot grow
 // without bound under many short processes.
 import type { Metrics } from '../core/metrics.js';
-import { LimitExceededError, NotFoundError } from '../core/errors.js';
+import { NotFoundError } from '../core/errors.js';
+import { Slots } from '../core/slots.js';
 import type { ManagedProcess } from './managed-process.js';
 
 /** At most this many finished processes are kept (the oldest forgotten first). */
@@ -26,19 +27,20 @@ export class ProcessTable {
   private readonly procs = new Map<string, ManagedProcess>();
   /** Finished processes (exited, group gone) by id, in that order, with their removal timers. */
   private readonly exited = new Map<string, NodeJS.Timeout>();
-  private live = 0;
+  private readonly live: Slots;
 
   constructor(private readonly opts: ProcessTableOptions) {
+    this.live = new Slots({ what: 'live processes', max: opts.maxLive });
     opts.metrics.processesLive.set(0);
   }
 
   get liveCount(): number {
-    return this.live;
+    return this.live.used;
   }
 
   /** true when no live slot is free. */
   get full(): boolean {
-    return this.live >= this.opts.maxLive;
+    return this.live.used >= this.live.max;
   }
 
   /**
@@ -46,15 +48,14 @@ export class ProcessTable {
    * Returns the release function (idempotent): call it when the child's group is gone or the child did not start.
    */
   reserve(): () => void {
-    if (this.live >= this.opts.maxLive) throw new LimitExceededError('live processes', this.opts.maxLive);
-    this.live++;
-    this.opts.metrics.processesLive.set(this.live);
+    const release = this.live.take();
+    this.opts.metrics.processesLive.set(this.live.used);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      this.live--;
-      this.opts.metrics.processesLive.set(this.live);
+      release();
+      this.opts.metrics.processesLive.set(this.live.used);
     };
   }
 

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { until } from '../kit/wait.js';
 import { createLogger } from '../../daemon/core/log.js';
 import { backoffFor, CrashLoop } from '../../daemon/chromium/state/crash-loop.js';
 import { blockingPolicy, explainLaunchFailure, stderrGist } from '../../daemon/chromium/launch/diagnose.js';
@@ -270,7 +270,7 @@ test('Chromium identity: executables learned from a run (its --type= children) a
     try {
       const id = new ChromiumIdentity('/nonexistent/wrapper.sh', file, silent);
       const child = (): boolean => groupMembers(leader.pid as number).some((pid) => pid !== leader.pid);
-      for (let i = 0; i < 200 && !child(); i++) await sleep(25);
+      await until("the wrapper's child", child, 5000, 25);
       await id.learnFrom(leader.pid as number);
       assert.ok(id.executables().has(real));
       assert.deepEqual(JSON.parse(readFileSync(file, 'utf8')), [real]);

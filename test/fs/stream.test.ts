@@ -15,6 +15,7 @@ import { bigFile, curl, MiB, peakRss } from '../helpers/fs.js';
 import { agentScratchDirs, giveToAgent } from '../kit/agent.js';
 import { TEST_TOKEN, startDaemon, type Daemon } from '../kit/daemon.js';
 import { rssOf } from '../kit/procs.js';
+import { until } from '../kit/wait.js';
 
 const scratch = agentScratchDirs('browserd-fs-stream-');
 const F = '/browsers/local/fs';
@@ -164,11 +165,11 @@ describe('atomic writes', () => {
     socket.write(`PUT ${F}/write_file${q(file)} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TEST_TOKEN}\r\ncontent-length: 1000000\r\n\r\n`);
     socket.write(Buffer.alloc(300_000, 1));
     // The temp file appears beside the target while the body arrives...
-    while (!readdirSync(dir).some((n) => n.endsWith('.tmp'))) await new Promise((r) => setTimeout(r, 5));
+    await until('the temp file beside the target', () => readdirSync(dir).some((n) => n.endsWith('.tmp')), 30_000, 5);
     socket.destroy();
     // ...and is removed once the daemon sees the client gone.
     await d.waitLog((l) => l.event === 'request' && l.route === '/browsers/{id}/fs/write_file' && l.status === 499);
-    while (readdirSync(dir).length > 0) await new Promise((r) => setTimeout(r, 5));
+    await until(() => `the temp file removed; left: ${readdirSync(dir).join(', ')}`, () => readdirSync(dir).length === 0, 30_000, 5);
     assert.equal(existsSync(file), false);
   });
 });

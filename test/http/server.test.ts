@@ -17,6 +17,7 @@ import { Writable } from 'node:stream';
 import { rmSync } from 'node:fs';
 import { tempDir } from '../kit/cleanup.js';
 import { TEST_TOKEN } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
 
 const logLines: Record<string, unknown>[] = [];
 const sink = new Writable({
@@ -52,13 +53,8 @@ let base = '';
 const stateDir = tempDir();
 
 /** Polls the captured log lines until one matches (no fixed sleeps). */
-async function logLine(pred: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
-  for (let i = 0; i < 500; i++) {
-    const line = logLines.find(pred);
-    if (line) return line;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('log line not seen');
+function logLine(pred: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
+  return until('the log line', () => logLines.find(pred), 5000, 10);
 }
 const auth = { authorization: `Bearer ${TEST_TOKEN}` };
 

@@ -94,8 +94,10 @@ test('a served request moves the request-duration histogram of its route and sta
   const before = healthzCount((await scrape()).samples);
   assert.equal((await daemon.fetch('/healthz')).status, 200);
   // The access-log/metric hook runs when the response closes: scrape until it shows (no sleep).
-  let now = before;
-  for (let i = 0; i < 50 && now === before; i++) now = healthzCount((await scrape()).samples);
+  const now = await until('the /healthz request in the histogram', async () => {
+    const n = healthzCount((await scrape()).samples);
+    return n !== before ? n : undefined;
+  });
   assert.equal(now, before + 1);
   const { samples } = await scrape();
   const inf = samples.find(

@@ -2,7 +2,8 @@
 // time (a new reader takes over; the previous stream ends), and a watch that has had no reader
 // for BROWSERD_FS_WATCH_IDLE_SEC is stopped, so forgotten watches cannot pile up.
 import type { Logger } from '../../core/log.js';
-import { LimitExceededError, NotFoundError } from '../../core/errors.js';
+import { NotFoundError } from '../../core/errors.js';
+import { Slots } from '../../core/slots.js';
 import type { Guard } from '../paths/guard.js';
 import { DirWatch } from './watch.js';
 
@@ -17,33 +18,38 @@ interface Entry {
   watch: DirWatch;
   reader: AbortController | null;
   idle: NodeJS.Timeout | null;
+  /** Gives its slot back. */
+  release: () => void;
 }
 
 export class WatchSet {
   private readonly entries = new Map<string, Entry>();
-  private starting = 0;
+  /** One per watch, taken before it starts (a watch starting counts) and given back when it is removed. */
+  private readonly slots: Slots;
 
   constructor(
     private readonly guard: Guard,
     private readonly limits: WatchSetLimits,
     private readonly log: Logger,
     private readonly onCount: (n: number) => void = () => undefined,
-  ) {}
+  ) {
+    this.slots = new Slots({ what: 'folder watches', max: limits.max, message: `too many folder watches (limit ${limits.max}, BROWSERD_FS_MAX_WATCHES); stop one first` });
+  }
 
   get size(): number {
     return this.entries.size;
   }
 
   async start(input: string, recursive: boolean): Promise<DirWatch> {
-    if (this.entries.size + this.starting >= this.limits.max) throw new LimitExceededError('folder watches', this.limits.max, { message: `too many folder watches (limit ${this.limits.max}, BROWSERD_FS_MAX_WATCHES); stop one first` });
-    this.starting++;
+    const release = this.slots.take();
     let watch: DirWatch;
     try {
       watch = await DirWatch.start(this.guard, input, recursive, { queue: this.limits.queue, maxDirs: this.limits.maxDirs }, this.log);
-    } finally {
-      this.starting--;
+    } catch (err) {
+      release();
+      throw err;
     }
-    const entry: Entry = { watch, reader: null, idle: null };
+    const entry: Entry = { watch, reader: null, idle: null, release };
     this.entries.set(watch.id, entry);
     this.armIdle(entry);
     this.onCount(this.entries.size);
@@ -96,6 +102,7 @@ export class WatchSet {
     const entry = this.entries.get(id);
     if (entry === undefined) return;
     this.entries.delete(id);
+    entry.release();
     if (entry.idle !== null) clearTimeout(entry.idle);
     entry.watch.close(reason);
     entry.reader?.abort();

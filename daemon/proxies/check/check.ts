@@ -8,7 +8,8 @@ import ipaddr from 'ipaddr.js';
 import type { Config } from '../../core/config.js';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../../core/metrics.js';
-import { LimitExceededError, OperationFailedError } from '../../core/errors.js';
+import { OperationFailedError } from '../../core/errors.js';
+import { Slots } from '../../core/slots.js';
 import { bypasses } from '../store/bypass.js';
 import type { Resolver } from './resolve.js';
 import { resolveTarget, type CheckUrl, type GuardedTarget } from './ssrf.js';
@@ -38,6 +39,8 @@ interface CheckerDeps {
 
 export class ProxyChecker {
   private readonly running = new Map<string, Promise<unknown>>();
+  /** One per run (not per caller: callers of one key share its run and its slot). */
+  private readonly slots: Slots;
   private readonly stopping = new AbortController();
   private readonly stopReason = 'the daemon is stopping';
 
@@ -46,6 +49,7 @@ export class ProxyChecker {
 
   constructor(private readonly deps: CheckerDeps) {
     this.directToPort = deps.config.testHooks.directToPort;
+    this.slots = new Slots({ what: 'proxy checks', max: deps.config.proxies.maxConcurrentChecks });
   }
 
   /**
@@ -58,9 +62,17 @@ export class ProxyChecker {
       log.debug({ event: 'proxy_check_joined', key }, 'joined a check of this proxy that is already running');
       return existing as Promise<T>;
     }
-    const limit = this.deps.config.proxies.maxConcurrentChecks;
-    if (this.running.size >= limit) throw new LimitExceededError('proxy checks', limit);
-    const run = work().finally(() => this.running.delete(key));
+    const release = this.slots.take();
+    let run: Promise<T>;
+    try {
+      run = work().finally(() => {
+        this.running.delete(key);
+        release();
+      });
+    } catch (err) {
+      release();
+      throw err;
+    }
     this.running.set(key, run);
     return run;
   }

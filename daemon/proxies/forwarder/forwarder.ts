@@ -273,6 +273,20 @@ export class Forwarder {
    * The egress policy's decision that needs no lookup (names, literal addresses); a direct target is
    * judged again by every address its name resolves to (connectDirect). null: it may go on.
    */
+  /** The refusals before anything is forwarded, answered 403: one of the daemon's own ports, or the egress policy by name. true when it answered. */
+  private refused(host: string, port: number, decision: Decision, dial: Dial | null, answer: (status: number, text: string, fields?: Readonly<Record<string, string>>) => void): boolean {
+    if (decision.kind === 'refuse') {
+      this.stats.refused('own_port', { target: `${host}:${port}` }, `forwarding proxy: ${decision.why}`);
+      answer(403, `browserd: ${decision.why}\n`);
+      return true;
+    }
+    const denied = this.policyByName(host, port, decision);
+    if (denied === null) return false;
+    dial?.destroy();
+    answer(403, policyDeniedText(denied), POLICY_DENIED_HEADERS);
+    return true;
+  }
+
   private policyByName(host: string, port: number, decision: Decision): Denial | null {
     const egress = this.deps.egress;
     if (egress === undefined) return null;
@@ -313,15 +327,7 @@ export class Forwarder {
       this.stats.refused('bad_request', { target: (req.url ?? '').slice(0, 200) }, 'forwarding proxy: not an absolute-form http:// request');
       return answer(400, "browserd: this is the browser's forwarding proxy: it takes CONNECT and absolute-form http:// requests\n");
     }
-    if (decision.kind === 'refuse') {
-      this.stats.refused('own_port', { target: `${host}:${port}` }, `forwarding proxy: ${decision.why}`);
-      return answer(403, `browserd: ${decision.why}\n`);
-    }
-    const denied = this.policyByName(host, port, decision);
-    if (denied !== null) {
-      dial?.destroy();
-      return answer(403, policyDeniedText(denied), POLICY_DENIED_HEADERS);
-    }
+    if (this.refused(host, port, decision, dial, answer)) return;
     const hooks = this.hooks(client, decision, `${host}:${port}`, answer);
     if (!hooks.current()) return answer(502, `browserd: ${SWITCHED}\n`);
     if (decision.kind === 'upstream' && this.active?.upstream === null) return hooks.failed(new CheckFailure('proxy_unreachable', this.active.problem ?? 'the proxy cannot be used', true));
@@ -359,15 +365,7 @@ export class Forwarder {
       return answer(400, 'browserd: CONNECT needs host:port\n');
     }
     const { host, port } = target;
-    if (decision.kind === 'refuse') {
-      this.stats.refused('own_port', { target: `${host}:${port}` }, `forwarding proxy: ${decision.why}`);
-      return answer(403, `browserd: ${decision.why}\n`);
-    }
-    const denied = this.policyByName(host, port, decision);
-    if (denied !== null) {
-      dial?.destroy();
-      return answer(403, policyDeniedText(denied), POLICY_DENIED_HEADERS);
-    }
+    if (this.refused(host, port, decision, dial, answer)) return;
     const hooks = this.hooks(client, decision, `${host}:${port}`, answer);
     if (!hooks.current()) {
       dial?.destroy();

@@ -63,15 +63,18 @@ test('two executors keep their own globals and tabs, and run at the same time', 
   assert.deepEqual(a2.result, ['a', `${siteUrl}/a`, a1.result]);
   assert.deepEqual(b2.result, ['b', `${siteUrl}/b`, b1.result]);
   assert.deepEqual(a2.tab, { target_id: a1.tab.target_id, created: false });
-  // At once: each waits until the other has started (a file would do; a global of the browser is enough).
+  // At once: each waits until the other has started, meeting in a's tab (both runners see every tab;
+  // the order of context.pages() is each runner's own, so the tab is found by its address).
   const both = await Promise.all(
     ['a', 'b'].map((name) =>
       execute(
         `const other = '${name === 'a' ? 'b' : 'a'}';
-         await context.pages()[0].evaluate((n) => { (window as any).started = ((window as any).started ?? []).concat(n); }, '${name}');
+         const meet = context.pages().find((p) => p.url() === '${siteUrl}/a');
+         if (meet === undefined) return 'no tab at ${siteUrl}/a';
+         await meet.evaluate((n) => { (window as any).started = ((window as any).started ?? []).concat(n); }, '${name}');
          // Until the other has started (a deadline far past a busy machine's delays, not a proof by time).
          for (const end = Date.now() + 150_000; Date.now() < end; ) {
-           const started = await context.pages()[0].evaluate(() => (window as any).started ?? []);
+           const started = await meet.evaluate(() => (window as any).started ?? []);
            if (started.includes(other)) return 'saw ' + other;
            await new Promise((r) => setTimeout(r, 50));
          }

@@ -26,6 +26,14 @@ export function median(samples: readonly number[]): number {
   return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 }
 
+/** A smoke run (`npm run bench -- --quick name…`, or BROWSERD_BENCH_QUICK=1): few samples, nothing written. */
+export const QUICK = process.argv.includes('--quick') || process.env.BROWSERD_BENCH_QUICK === '1';
+
+/** How many samples a case takes: `full`, or at most `quick` in a smoke run (cases that read it: run.ts's header). */
+export function samples(full: number, quick = 2): number {
+  return QUICK ? Math.min(full, quick) : full;
+}
+
 /** Milliseconds that `fn` took, with its result. */
 export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const t0 = performance.now();

@@ -13,9 +13,9 @@ import { agentTempDir } from '../../test/kit/agent.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, type Daemon } from '../daemon.js';
-import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, samples, timed, type Bench, type Row } from '../lib.js';
 
-const N = 8;
+const N = samples(8);
 /** Idle time before each sample (a fresh Chromium keeps the cores busy for a while). */
 const SETTLE_MS = 1000;
 const VIEWPORT = { width: 1280, height: 720 };

@@ -15,11 +15,11 @@ import { tempDir } from '../../test/kit/cleanup.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, TEST_TOKEN } from '../daemon.js';
-import { median, notInstalled, percentile, progress, skippedRow, which, type Bench, type Row } from '../lib.js';
+import { median, notInstalled, percentile, progress, samples, skippedRow, which, type Bench, type Row } from '../lib.js';
 
-const SAMPLES = 200;
-const BLOCK = 20;
-const WARM_UP = 10;
+const SAMPLES = samples(200, 4);
+const BLOCK = samples(20);
+const WARM_UP = samples(10);
 /** A command that takes longer fails the benchmark (rather than hanging it). */
 const COMMAND_TIMEOUT_MS = 30_000;
 const PAGE = '<!doctype html><title>bench</title><button id="go" onclick="this.dataset.n = (+this.dataset.n || 0) + 1">go</button>';

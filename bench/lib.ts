@@ -34,6 +34,17 @@ export function samples(full: number, quick = 2): number {
   return QUICK ? Math.min(full, quick) : full;
 }
 
+/**
+ * The spread of the per-round ratios ours[i] / theirs[i] (the load of a shared machine moves both sides
+ * of a round alike, so this moves less than either side): "per-round ratio p25–p75 a–b×, min–max c–d×".
+ */
+export function roundSpread(ours: readonly number[], theirs: readonly number[]): string {
+  const r = ours.map((x, i) => x / (theirs[i] as number)).filter((x) => Number.isFinite(x));
+  if (r.length === 0) return 'per-round ratio –';
+  const f = (x: number): string => x.toFixed(2);
+  return `per-round ratio p25–p75 ${f(percentile(r, 25))}–${f(percentile(r, 75))}×, min–max ${f(Math.min(...r))}–${f(Math.max(...r))}×`;
+}
+
 /** Milliseconds that `fn` took, with its result. */
 export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const t0 = performance.now();

@@ -18,7 +18,7 @@ import { tempDir } from '../../test/kit/cleanup.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { TEST_TOKEN, startDaemon } from '../daemon.js';
-import { median, percentile, progress, samples, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, roundSpread, samples, timed, type Bench, type Row } from '../lib.js';
 
 const SHOT_N = samples(40);
 const CLICK_N = samples(60);
@@ -134,7 +134,6 @@ export async function benchComputer(): Promise<Row[]> {
         if (i >= WARMUP) steps[step].push(r.ms);
       }
     }
-    const stepRatios = steps.sdk.map((v, i) => v / (steps.bare[i] as number)).sort((a, b) => a - b);
     progress(`computer-use step: SDK ${median(steps.sdk).toFixed(1)} ms, raw CDP ${median(steps.bare).toFixed(1)} ms`);
     return [
       {
@@ -164,7 +163,7 @@ export async function benchComputer(): Promise<Row[]> {
         peer: median(steps.bare),
         peerName: 'the same three over raw CDP on one page of a hand-started Chromium: Page.captureScreenshot, Input.dispatchMouseEvent pressed + released, Page.captureScreenshot',
         note:
-          `N=${STEP_N} each, interleaved; @onkernel/sdk captureScreenshot (the PNG read to the end), clickMouse, captureScreenshot; per-round ratio p25–p75 ${percentile(stepRatios, 25).toFixed(2)}–${percentile(stepRatios, 75).toFixed(2)}×; ` +
+          `N=${STEP_N} each, interleaved; @onkernel/sdk captureScreenshot (the PNG read to the end), clickMouse, captureScreenshot; ${roundSpread(steps.sdk, steps.bare)}; ` +
           `p95 ${percentile(steps.sdk, 95).toFixed(1)} vs ${percentile(steps.bare, 95).toFixed(1)} ms; target ≤ 1.25×`,
       },
     ];

@@ -16,7 +16,7 @@ import { agentTempDir } from '../../test/kit/agent.js';
 import { onCleanup } from '../../test/kit/cleanup.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, type Daemon } from '../daemon.js';
-import { median, percentile, progress, samples, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, roundSpread, samples, timed, type Bench, type Row } from '../lib.js';
 
 const N = samples(8);
 /** Idle time before each sample (a fresh Chromium keeps the cores busy for a while). */
@@ -89,7 +89,6 @@ export async function benchConfigure(): Promise<Row[]> {
       }
       progress(`configure ${i}/${N}: ${configure.at(-1)?.toFixed(0)} ms, by hand ${byHand.at(-1)?.toFixed(0)} ms, the daemon's bare restart ${restart.at(-1)?.toFixed(0)} ms`);
     }
-    const spread = configure.map((c, i) => c / (byHand[i] as number));
     return [
       {
         name: '23. configure (flag + policy + viewport), one restart, p50',
@@ -98,7 +97,7 @@ export async function benchConfigure(): Promise<Row[]> {
         peer: median(byHand),
         peerName: 'by hand, as the agent user with the sandbox: the same policy in a file of the managed folder, SIGTERM the group until gone, the same flags + the flag + the viewport flags, DevTools line + Browser.getVersion',
         note:
-          `N=${N} each, interleaved (the order rotates, ${SETTLE_MS} ms idle before each), every round changes all three values; per-round ratio ${Math.min(...spread).toFixed(2)}–${Math.max(...spread).toFixed(2)}×; ` +
+          `N=${N} each, interleaved (the order rotates, ${SETTLE_MS} ms idle before each), every round changes all three values; ${roundSpread(configure, byHand)}; ` +
           `p95 ${percentile(configure, 95).toFixed(0)} vs ${percentile(byHand, 95).toFixed(0)} ms; target ≤ 1.3×; the daemon's chromium.ready_ms p50 ${median(readyMs).toFixed(0)} ms; ` +
           `its bare POST …/restart in the same rounds p50 ${median(restart).toFixed(0)} ms (configure over a restart: ${(median(configure) / median(restart)).toFixed(2)}×)`,
       },

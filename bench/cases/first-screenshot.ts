@@ -13,7 +13,7 @@ import { agentTempDir } from '../../test/kit/agent.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, type Daemon } from '../daemon.js';
-import { median, percentile, progress, samples, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, roundSpread, samples, timed, type Bench, type Row } from '../lib.js';
 
 const N = samples(8);
 /** Idle time before each sample (a fresh Chromium keeps the cores busy for a while). */
@@ -110,7 +110,7 @@ export async function benchFirstScreenshot(): Promise<Row[]> {
         browserd: median(cold.daemon),
         peer: median(cold.hand),
         peerName: 'Chromium by hand (agent user, sandbox, the same flags and viewport) until DevTools answers, a session on its launch tab, Page.captureScreenshot',
-        note: `N=${N} each, interleaved, ${VIEWPORT.width}×${VIEWPORT.height}; ${p95(cold.daemon, cold.hand)}; target ≤ 1.15×; the daemon's figure includes its own start (node, the bundle) and the /readyz polling (every 5 ms)`,
+        note: `N=${N} each, interleaved, ${VIEWPORT.width}×${VIEWPORT.height}; ${roundSpread(cold.daemon, cold.hand)}; ${p95(cold.daemon, cold.hand)}; target ≤ 1.15×; the daemon's figure includes its own start (node, the bundle) and the /readyz polling (every 5 ms)`,
       },
       {
         name: '21. restart → first screenshot, p50',
@@ -118,7 +118,7 @@ export async function benchFirstScreenshot(): Promise<Row[]> {
         browserd: median(restart.daemon),
         peer: median(restart.hand),
         peerName: 'by hand: SIGTERM the group until gone, the same start, a session on the launch tab, Page.captureScreenshot',
-        note: `N=${N} each, interleaved; ${p95(restart.daemon, restart.hand)}; target ≤ 1.15×`,
+        note: `N=${N} each, interleaved; ${roundSpread(restart.daemon, restart.hand)}; ${p95(restart.daemon, restart.hand)}; target ≤ 1.15×`,
       },
     ];
   } finally {

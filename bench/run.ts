@@ -3,8 +3,8 @@
 // description to bench/RESULTS.md. Every process a benchmark starts is ended, even on Ctrl-C.
 // `npm run bench -- --quick name…` (or BROWSERD_BENCH_QUICK=1) is a smoke run: the cases that take
 // their sample counts from lib.ts's samples() (first-screenshot, tools, webdriver, computer, configure,
-// curl, unzip, telemetry) take two or so, the others their full counts; a quick run never writes
-// RESULTS.md. To smoke one case without the tsc build:
+// curl, unzip, telemetry, replay, fs) take two or so, the others their full counts; a quick run never
+// writes RESULTS.md. To smoke one case without the tsc build:
 // `node scripts/transpile.mjs && node scripts/bundle.mjs && node dist/bench/run.js --quick NAME`.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';

@@ -1,8 +1,9 @@
 // 18. Recording (replays): what one recording costs at 1920×1080 and the default framerate (10 fps).
 // - CPU: the daemon's whole process tree (the daemon, Chromium's processes, ffmpeg) over a window
 //   of WINDOW_MS with a page repainting continuously, as a share of one core, less the same tree and
-//   page not recording in the window just before: what the recording adds. ROUNDS such pairs (a new
-//   recording each), the median and the spread of the rounds reported. Its peer: ffmpeg encoding the
+//   page not recording in the window just before: what the recording adds (the recording's window
+//   starts SETTLE_MS after its start: the steady state). ROUNDS such pairs (a new recording each),
+//   the median and the spread of the rounds reported. Its peer: ffmpeg encoding the
 //   same JPEG frames (the page's, 10 a second of video) read from a file with the same settings, CPU
 //   per second of video.
 // - The same added CPU while the page does not change (nothing new to encode).
@@ -19,9 +20,16 @@ import { CLOCK_TICKS_PER_SEC, listProcessesNow } from '../../daemon/core/process
 import { openTab } from '../../test/helpers/computer.js';
 import { daemonCdp, waitBrowser } from '../../test/kit/browser.js';
 import { startDaemon } from '../daemon.js';
-import { QUICK, median, progress, samples, type Bench, type Row } from '../lib.js';
+import { median, progress, samples, type Bench, type Row } from '../lib.js';
 
-const WINDOW_MS = QUICK ? 2000 : 5000;
+/**
+ * Each window. Also in a smoke run: the first start comes one window after the tab opened, and a
+ * recording started within ~2 s of a client opening a tab finds no frame (503, again on retries;
+ * reported to the lead 2026-11-29).
+ */
+const WINDOW_MS = 5000;
+/** A recording runs this long before its window: ffmpeg's start and the first frames are not in the steady state. */
+const SETTLE_MS = 2000;
 const ROUNDS = samples(3, 1);
 /** JPEG frames the ffmpeg peer encodes from a file: 10 s of video. */
 const PEER_FRAMES = samples(100, 20);
@@ -109,6 +117,7 @@ export const replayBench: Bench = {
         for (let i = 0; i < ROUNDS; i++) {
           idle.push(await cpuShare());
           const id = await start();
+          await new Promise((r) => setTimeout(r, SETTLE_MS));
           recording.push(await cpuShare());
           await stop(id);
           progress(`replay, ${what} ${i + 1}/${ROUNDS}: not recording ${idle.at(-1)?.toFixed(0)} %, recording ${recording.at(-1)?.toFixed(0)} % of a core`);
@@ -148,7 +157,7 @@ export const replayBench: Bench = {
           browserd: median(moving.added),
           peer,
           peerName: `ffmpeg encoding ${PEER_FRAMES} of the page's JPEG frames read from a file (CPU per second of video)`,
-          note: `median of ${ROUNDS} rounds (${range(moving.added)}), each a ${WINDOW_MS / 1000} s window not recording then one recording; daemon tree p50 recording ${moving.recording.toFixed(0)} % vs not ${moving.idle.toFixed(0)} %; the page repaints every frame (the worst case); target ≤ 1.3× and ≤ 60 %`,
+          note: `median of ${ROUNDS} rounds (${range(moving.added)}), each a ${WINDOW_MS / 1000} s window not recording then one recording (from ${SETTLE_MS / 1000} s after its start: the steady state); daemon tree p50 recording ${moving.recording.toFixed(0)} % vs not ${moving.idle.toFixed(0)} %; the page repaints every frame (the worst case); target ≤ 1.3× and ≤ 60 %`,
         },
         {
           name: '18. recording CPU added, 1920×1080, static page',

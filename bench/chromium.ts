@@ -1,11 +1,16 @@
 // The peer of browserd's Chromium handling: the same binary with the same flags (imported from the
 // daemon's flags module), started by hand with its own temp profile, ready when its
 // "DevTools listening on ws://…" line was seen and Browser.getVersion answered on that endpoint
-// (the daemon's own CDP client, straight to the port).
+// (the daemon's own CDP client, straight to the port). With --remote-debugging-pipe among its flags
+// (pipeFlags) it speaks DevTools over fds 3 and 4 as the daemon's Chromium does, ready when
+// Browser.getVersion answers over the pipe, and `pipe` is that client.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import type { Readable, Writable } from 'node:stream';
+import type { Channel } from '../daemon/cdp/channel.js';
 import { CdpClient } from '../daemon/cdp/client.js';
+import { CdpPipe } from '../daemon/cdp/pipe.js';
 import { chromiumEnv, chromiumFlags } from '../daemon/chromium/flags.js';
 import { agentIds } from '../test/kit/agent.js';
 import { checkRunning, onCleanup } from '../test/kit/cleanup.js';
@@ -18,7 +23,10 @@ const DEVTOOLS_RE = /DevTools listening on (ws:\/\/\S+)/;
 export interface HandChromium {
   proc: ChildProcess;
   pid: number;
+  /** The DevTools endpoint; '' in pipe mode. */
   wsUrl: string;
+  /** Pipe mode: the client on the DevTools pipe (closed with the process). */
+  pipe: CdpClient | null;
   /** ms from spawn to ready. */
   readyMs: number;
   /** SIGTERM to its group; resolves once every member is gone. Idempotent. */
@@ -39,6 +47,24 @@ export function daemonFlags(profileDir: string, opts: { extensionPaths?: string[
   }).map((f) => (f === '--remote-debugging-pipe' ? '--remote-debugging-port=0' : f));
 }
 
+/** `args` with DevTools over the pipe (fds 3 and 4) instead of a port, as the daemon runs Chromium. */
+export function pipeFlags(args: string[]): string[] {
+  return args.map((f) => (f === '--remote-debugging-port=0' ? '--remote-debugging-pipe' : f));
+}
+
+/** The daemon's CDP client on a Chromium's DevTools pipe (the framing is the daemon's CdpPipe; no multiplexer). */
+function pipeClient(out: Writable, input: Readable): Promise<CdpClient> {
+  return CdpClient.overChannel(async (sink) => {
+    const pipe = new CdpPipe(out, input, 256 * 1024 * 1024, {
+      message: (data) => sink.message(data),
+      tooBig: () => undefined,
+      closed: () => sink.ended({ message: 'the DevTools pipe closed' }),
+    });
+    // The four calls CdpClient makes on a channel; a raw pipe has no other client to count.
+    return { send: (text: string) => pipe.send(text), close: () => pipe.close(), reportMalformed: () => undefined, browserCommands: () => 0 } as unknown as Channel;
+  });
+}
+
 /** Spawns Chromium in its own process group and waits until it is ready (DevTools line + Browser.getVersion). */
 export async function startChromium(args: string[], timeoutMs = 60_000, opts: { asAgent?: boolean } = {}): Promise<HandChromium> {
   checkRunning();
@@ -49,19 +75,31 @@ export async function startChromium(args: string[], timeoutMs = 60_000, opts: { 
   const [command, argv] = opts.asAgent === true ? ['setpriv', [`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--inh-caps=-all', CHROMIUM, ...args]] : [CHROMIUM, args];
   const tmp = opts.asAgent === true ? path.dirname(profileDir) : (process.env.TMPDIR ?? '/tmp');
   const t0 = performance.now();
-  const proc = spawn(command, argv, { env: chromiumEnv(process.env, profileDir, tmp), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  const overPipe = args.includes('--remote-debugging-pipe');
+  const proc = spawn(command, argv, { env: chromiumEnv(process.env, profileDir, tmp), detached: true, stdio: overPipe ? ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'ignore', 'pipe'] });
   const pid = proc.pid as number;
   const exited = exitOf(proc);
   let stopping: Promise<void> | null = null;
+  let pipe: CdpClient | null = null;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       unregister();
+      pipe?.close();
       await stopGroup(pid, { exited });
     })();
     return stopping;
   };
   const unregister = onCleanup(stop);
   try {
+    if (overPipe) {
+      pipe = await pipeClient(proc.stdio[3] as Writable, proc.stdio[4] as Readable);
+      proc.stderr?.resume();
+      const client = pipe;
+      // Chromium reads the pipe once DevTools is up: the first command's answer is the ready signal.
+      const first = await Promise.race([client.send('Browser.getVersion', {}, { timeoutMs }).then(() => 'ready' as const), exited.then(() => 'exited' as const)]);
+      if (first === 'exited') throw new Error('Chromium exited before it was ready');
+      return { proc, pid, wsUrl: '', pipe: client, readyMs: performance.now() - t0, stop };
+    }
     const wsUrl = await new Promise<string>((resolve, reject) => {
       let buf = '';
       let tail = '';
@@ -94,7 +132,7 @@ export async function startChromium(args: string[], timeoutMs = 60_000, opts: { 
       }
     };
     await until(`Browser.getVersion answered at ${wsUrl}`, answers, Math.max(0, timeoutMs - (performance.now() - t0)), 20);
-    return { proc, pid, wsUrl, readyMs: performance.now() - t0, stop };
+    return { proc, pid, wsUrl, pipe: null, readyMs: performance.now() - t0, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -39,6 +39,25 @@ export function median(samples: readonly number[]): number {
   return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 }
 
+/** A smoke run (`npm run bench -- --quick name…`, or BROWSERD_BENCH_QUICK=1): few samples, nothing written. */
+export const QUICK = process.argv.includes('--quick') || process.env.BROWSERD_BENCH_QUICK === '1';
+
+/** How many samples a case takes: `full`, or at most `quick` in a smoke run (cases that read it: run.ts's header). */
+export function samples(full: number, quick = 2): number {
+  return QUICK ? Math.min(full, quick) : full;
+}
+
+/**
+ * The spread of the per-round ratios ours[i] / theirs[i] (the load of a shared machine moves both sides
+ * of a round alike, so this moves less than either side): "per-round ratio p25–p75 a–b×, min–max c–d×".
+ */
+export function roundSpread(ours: readonly number[], theirs: readonly number[]): string {
+  const r = ours.map((x, i) => x / (theirs[i] as number)).filter((x) => Number.isFinite(x));
+  if (r.length === 0) return 'per-round ratio –';
+  const f = (x: number): string => x.toFixed(2);
+  return `per-round ratio p25–p75 ${f(percentile(r, 25))}–${f(percentile(r, 75))}×, min–max ${f(Math.min(...r))}–${f(Math.max(...r))}×`;
+}
+
 /** Milliseconds that `fn` took, with its result. */
 export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const t0 = performance.now();

@@ -5,20 +5,25 @@
 // its 204) vs the bare Input.dispatchMouseEvent press + release on that port. The same page (text,
 // a gradient, a table, served on loopback) in a tab opened with Target.createTarget on both, both
 // viewports set to 1280 × 720 at scale 1 by a client session; samples interleaved after a warm-up.
+// And a computer-use step as an agent's loop does it (issue 43): screenshot + click + screenshot through
+// the official SDK (@onkernel/sdk, its HTTP client, the PNG read to the end) vs the same three commands
+// over raw CDP on the hand Chromium's page.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import Kernel from '@onkernel/sdk';
 import { CdpClient } from '../../daemon/cdp/client.js';
 import { daemonCdp } from '../../test/kit/browser.js';
 import { tempDir } from '../../test/kit/cleanup.js';
 import { until } from '../../test/kit/wait.js';
 import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
+import { TEST_TOKEN } from '../daemon.js';
+import { median, percentile, progress, readyDaemon, roundSpread, samples, timed, type Bench, type Row } from '../lib.js';
 
-import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
-
-const SHOT_N = 40;
-const CLICK_N = 60;
-const WARMUP = 3;
+const SHOT_N = samples(40);
+const CLICK_N = samples(60);
+const STEP_N = samples(30);
+const WARMUP = samples(3, 1);
 const VIEWPORT = { width: 1280, height: 720, deviceScaleFactor: 1, mobile: false };
 
 const PAGE = `<!doctype html><html><head><meta charset="utf-8"><style>
@@ -107,6 +112,28 @@ export async function benchComputer(): Promise<Row[]> {
     const kept = (after.kept ?? 0) - (before.kept ?? 0);
     const probed = (after.probed ?? 0) - (before.probed ?? 0);
     progress(`click: browserd ${median(clicks.api).toFixed(1)} ms, bare ${median(clicks.bare).toFixed(1)} ms, HTTP floor ${median(clicks.floor).toFixed(1)} ms`);
+
+    // A computer-use step: screenshot + click + screenshot, through the SDK vs raw CDP.
+    const sdk = new Kernel({ apiKey: TEST_TOKEN, baseURL: d.url });
+    const sdkShot = async (): Promise<number> => (await (await sdk.browsers.computer.captureScreenshot('local')).arrayBuffer()).byteLength;
+    const sdkStep = async (): Promise<void> => {
+      await sdkShot();
+      await sdk.browsers.computer.clickMouse('local', { x: 640, y: 600 });
+      await sdkShot();
+    };
+    const bareStep = async (): Promise<void> => {
+      await bareShot();
+      await bareClick();
+      await bareShot();
+    };
+    const steps = { sdk: [] as number[], bare: [] as number[] };
+    for (let i = 0; i < STEP_N + WARMUP; i++) {
+      for (const step of i % 2 === 0 ? (['sdk', 'bare'] as const) : (['bare', 'sdk'] as const)) {
+        const r = await timed(step === 'sdk' ? sdkStep : bareStep);
+        if (i >= WARMUP) steps[step].push(r.ms);
+      }
+    }
+    progress(`computer-use step: SDK ${median(steps.sdk).toFixed(1)} ms, raw CDP ${median(steps.bare).toFixed(1)} ms`);
     return [
       {
         name: '9. screenshot 1280×720 PNG, p50',
@@ -127,6 +154,16 @@ export async function benchComputer(): Promise<Row[]> {
         note:
           `N=${CLICK_N} each, interleaved; p95 ${percentile(clicks.api, 95).toFixed(1)} vs ${percentile(clicks.bare, 95).toFixed(1)} ms; browserd also finds the current page ` +
           `(kept from the last probe round in ${kept} of ${kept + probed} clicks, 2 pages open); the HTTP floor (get_mouse_position, no Chromium) is ${median(clicks.floor).toFixed(1)} ms p50`,
+      },
+      {
+        name: '9. a computer-use step (screenshot + click + screenshot) via the SDK, p50',
+        unit: 'ms',
+        browserd: median(steps.sdk),
+        peer: median(steps.bare),
+        peerName: 'the same three over raw CDP on one page of a hand-started Chromium: Page.captureScreenshot, Input.dispatchMouseEvent pressed + released, Page.captureScreenshot',
+        note:
+          `N=${STEP_N} each, interleaved; @onkernel/sdk captureScreenshot (the PNG read to the end), clickMouse, captureScreenshot; ${roundSpread(steps.sdk, steps.bare)}; ` +
+          `p95 ${percentile(steps.sdk, 95).toFixed(1)} vs ${percentile(steps.bare, 95).toFixed(1)} ms; target ≤ 1.25×`,
       },
     ];
   } finally {

@@ -4,18 +4,18 @@
 // viewport) → DevTools answering → a session on its launch tab → Page.captureScreenshot (PNG,
 // optimizeForSpeed, as the daemon asks) decoded to bytes; and after a restart, POST …/restart → the
 // screenshot vs stopping the hand Chromium, starting it again, and the same capture. The hand peer
-// speaks DevTools over a port (bench/chromium.ts), the daemon over its pipe. Interleaved, one warm-up.
+// speaks DevTools over the pipe as the daemon does (bench/chromium.ts pipeFlags): ready when
+// Browser.getVersion answers there, no port, no WebSocket. Interleaved, one warm-up.
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CdpClient } from '../../daemon/cdp/client.js';
 import { viewportFlags } from '../../daemon/chromium/settings/viewport.js';
 import { agentTempDir } from '../../test/kit/agent.js';
 import { until } from '../../test/kit/wait.js';
-import { daemonFlags, startChromium, type HandChromium } from '../chromium.js';
+import { daemonFlags, pipeFlags, startChromium, type HandChromium } from '../chromium.js';
 import { startDaemon, type Daemon } from '../daemon.js';
-import { median, percentile, progress, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, roundSpread, samples, timed, type Bench, type Row } from '../lib.js';
 
-const N = 8;
+const N = samples(8);
 /** Idle time before each sample (a fresh Chromium keeps the cores busy for a while). */
 const SETTLE_MS = 1000;
 const VIEWPORT = { width: 1280, height: 720 };
@@ -28,24 +28,20 @@ async function daemonShot(d: Daemon): Promise<number> {
   return png.length;
 }
 
-/** By hand: a session on the launch tab of `hand` and Page.captureScreenshot, as bytes. */
+/** By hand, over its DevTools pipe: a session on the launch tab of `hand` and Page.captureScreenshot, as bytes. */
 async function handShot(hand: HandChromium): Promise<number> {
-  const cdp = await CdpClient.overWebSocket(hand.wsUrl);
-  try {
-    const { targetInfos } = await cdp.send('Target.getTargets');
-    const tab = targetInfos.find((t) => t.type === 'page');
-    if (tab === undefined) throw new Error('the hand Chromium has no launch tab');
-    const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: tab.targetId, flatten: true });
-    const shot = await cdp.send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: false, optimizeForSpeed: true }, { sessionId });
-    return Buffer.from(shot.data, 'base64').length;
-  } finally {
-    cdp.close();
-  }
+  const cdp = hand.pipe;
+  if (cdp === null) throw new Error('the hand Chromium was started without its pipe');
+  const launchTab = async (): Promise<string | undefined> => (await cdp.send('Target.getTargets')).targetInfos.find((t) => t.type === 'page')?.targetId;
+  const targetId = await until('the hand Chromium\'s launch tab', launchTab, 30_000, 5);
+  const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true });
+  const shot = await cdp.send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: false, optimizeForSpeed: true }, { sessionId });
+  return Buffer.from(shot.data, 'base64').length;
 }
 
 export async function benchFirstScreenshot(): Promise<Row[]> {
   const profile = path.join(agentTempDir('browserd-bench-profile-'), 'profile');
-  const args = [...daemonFlags(profile, { asAgent: true }), ...viewportFlags(VIEWPORT, true)];
+  const args = pipeFlags([...daemonFlags(profile, { asAgent: true }), ...viewportFlags(VIEWPORT, true)]);
   const env = { BROWSERD_VIEWPORT: `${VIEWPORT.width}x${VIEWPORT.height}` };
   const cold = { daemon: [] as number[], hand: [] as number[] };
   const restart = { daemon: [] as number[], hand: [] as number[] };
@@ -109,16 +105,16 @@ export async function benchFirstScreenshot(): Promise<Row[]> {
         unit: 'ms',
         browserd: median(cold.daemon),
         peer: median(cold.hand),
-        peerName: 'Chromium by hand (agent user, sandbox, the same flags and viewport) until DevTools answers, a session on its launch tab, Page.captureScreenshot',
-        note: `N=${N} each, interleaved, ${VIEWPORT.width}×${VIEWPORT.height}; ${p95(cold.daemon, cold.hand)}; target ≤ 1.15×; the daemon's figure includes its own start (node, the bundle) and the /readyz polling (every 5 ms)`,
+        peerName: 'Chromium by hand (agent user, sandbox, the same flags and viewport, DevTools over the pipe) until Browser.getVersion answers, a session on its launch tab, Page.captureScreenshot',
+        note: `N=${N} each, interleaved, ${VIEWPORT.width}×${VIEWPORT.height}; ${roundSpread(cold.daemon, cold.hand)}; ${p95(cold.daemon, cold.hand)}; target ≤ 1.15×; the daemon's figure includes its own start (node, the bundle) and the /readyz polling (every 5 ms)`,
       },
       {
         name: '21. restart → first screenshot, p50',
         unit: 'ms',
         browserd: median(restart.daemon),
         peer: median(restart.hand),
-        peerName: 'by hand: SIGTERM the group until gone, the same start, a session on the launch tab, Page.captureScreenshot',
-        note: `N=${N} each, interleaved; ${p95(restart.daemon, restart.hand)}; target ≤ 1.15×`,
+        peerName: 'by hand: SIGTERM the group until gone, the same start (over the pipe), a session on the launch tab, Page.captureScreenshot',
+        note: `N=${N} each, interleaved; ${roundSpread(restart.daemon, restart.hand)}; ${p95(restart.daemon, restart.hand)}; target ≤ 1.15×`,
       },
     ];
   } finally {

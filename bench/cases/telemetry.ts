@@ -7,9 +7,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import puppeteer from 'puppeteer-core';
 import { TEST_TOKEN } from '../daemon.js';
-import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, readyDaemon, roundSpread, samples, timed, type Bench, type Row } from '../lib.js';
 
-const N = 20;
+const N = samples(20);
 const PARTS = 20;
 
 export async function benchTelemetry(): Promise<Row[]> {
@@ -75,7 +75,7 @@ export async function benchTelemetry(): Promise<Row[]> {
         browserd: median(withTelemetry),
         peer: median(off),
         peerName: 'the same load with the CDP categories off (the default)',
-        note: `the daemon's CPU per load p50 ${median(cpu.on ?? []).toFixed(0)} ms on vs ${median(cpu.off ?? []).toFixed(0)} ms off; a document, ${PARTS} scripts logging, ${PARTS} fetches; N=${N} each, interleaved; p95 ${percentile(withTelemetry, 95).toFixed(0)} vs ${percentile(off, 95).toFixed(0)} ms; goal: under 5% slower`,
+        note: `the daemon's CPU per load p50 ${median(cpu.on ?? []).toFixed(0)} ms on vs ${median(cpu.off ?? []).toFixed(0)} ms off; a document, ${PARTS} scripts logging, ${PARTS} fetches; N=${N} each, interleaved; ${roundSpread(withTelemetry, off)}; p95 ${percentile(withTelemetry, 95).toFixed(0)} vs ${percentile(off, 95).toFixed(0)} ms; goal: under 5% slower`,
       },
     ];
   } finally {

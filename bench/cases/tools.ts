@@ -1,4 +1,4 @@
-// 21. The agent's newest tools (issue 40). The first execution of a new named Playwright executor
+// 22. The agent's newest tools (issue 40). The first execution of a new named Playwright executor
 // (its runner starts, connects playwright-core to the daemon's CDP endpoint and opens its tab), against
 // raw playwright-core in this process doing the same from nothing: connectOverCDP to the daemon,
 // a new page, page.evaluate. And one call of the warm REPL (a cell that evaluates `1 + 1` in the
@@ -6,10 +6,10 @@
 import { chromium, type Browser } from 'playwright-core';
 import { checkRunning } from '../../test/kit/cleanup.js';
 import { TEST_TOKEN, type Daemon } from '../daemon.js';
-import { median, percentile, progress, readyDaemon, timed, type Bench, type Row } from '../lib.js';
+import { median, percentile, progress, readyDaemon, samples, timed, type Bench, type Row } from '../lib.js';
 
-const N_EXECUTOR = 5;
-const N_REPL = 50;
+const N_EXECUTOR = samples(5);
+const N_REPL = samples(50, 5);
 
 interface Answer {
   success: boolean;
@@ -72,7 +72,7 @@ export async function benchTools(): Promise<Row[]> {
     progress(`REPL call p50 ${median(repl).toFixed(1)} ms, page.evaluate ${median(direct).toFixed(1)} ms`);
     return [
       {
-        name: '21. first execute of a new named executor, p50',
+        name: '22. first execute of a new named executor, p50',
         unit: 'ms',
         browserd: median(firstExec),
         peer: median(cold),
@@ -80,7 +80,7 @@ export async function benchTools(): Promise<Row[]> {
         note: `the executor's runner starts (Node, playwright-core), connects, opens its tab; N=${N_EXECUTOR}, p95 ${percentile(firstExec, 95).toFixed(0)} / ${percentile(cold, 95).toFixed(0)} ms`,
       },
       {
-        name: '21. a REPL call (Runtime.evaluate of 1 + 1 in the current tab), p50',
+        name: '22. a REPL call (Runtime.evaluate of 1 + 1 in the current tab), p50',
         unit: 'ms',
         browserd: median(repl),
         peer: median(direct),
@@ -93,4 +93,4 @@ export async function benchTools(): Promise<Row[]> {
   }
 }
 
-export const toolsBench: Bench = { name: 'tools', what: '21. named executor first execute vs cold playwright-core; a REPL call vs page.evaluate', run: benchTools };
+export const toolsBench: Bench = { name: 'tools', what: '22. named executor first execute vs cold playwright-core; a REPL call vs page.evaluate', run: benchTools };

@@ -16,6 +16,14 @@ import type { Logger } from '../core/log.js';
 
 /** How often the source checks which page is current. */
 export const FOLLOW_MS = 500;
+/**
+ * How long a move to the current page may take (its lookup, a screenshot, the screencast's start):
+ * while another page is shown, a move that takes longer is tried again at the next check; while
+ * none is, the longer bound, so that a page just opened on a busy machine (its first probe and a
+ * first screenshot of a large, repainting viewport) can get there at all.
+ */
+const MOVE_MS = FOLLOW_MS * 4;
+const FIRST_MOVE_MS = 10_000;
 /** JPEG quality of the frames (0–100). */
 const QUALITY = 80;
 
@@ -116,7 +124,7 @@ export class Screencast {
   }
 
   private async moveToCurrent(): Promise<void> {
-    const deadline = Deadline.in(FOLLOW_MS * 4, 'the screencast page');
+    const deadline = Deadline.in(this.shown === null ? FIRST_MOVE_MS : MOVE_MS, 'the screencast page');
     try {
       const page = await this.deps.currentPage(deadline);
       if (this.consumers.size === 0) return;

@@ -211,7 +211,11 @@ async function main(): Promise<number> {
   await sample();
   const sampler = setInterval(() => void sample().catch(() => undefined), SAMPLE_MS);
   let firstSnapshot: Promise<string> | undefined;
-  const warmup = snapshots ? setTimeout(() => (firstSnapshot = heapSnapshot(d, snapDir)), (minutes * 60_000) / 4) : undefined;
+  const warmup = snapshots
+    ? setTimeout(() => {
+        firstSnapshot = heapSnapshot(d, snapDir);
+      }, (minutes * 60_000) / 4)
+    : undefined;
   await Promise.all(Array.from({ length: CLIENTS }, (_, c) => client(c)));
   clearInterval(sampler);
   clearTimeout(warmup);

@@ -2,7 +2,8 @@
 // the package's version, its probes name public GET routes of the OpenAPI document a real daemon
 // serves, every BROWSERD_* setting it sets is one the daemon reads, every folder setting is a
 // writable mount (the root file system is read-only), its capabilities are exactly those of
-// systemd/browserd.service, and the Service selects the pod and its named port. And the pod's
+// systemd/browserd.service, its command is the unit's node command line (the same V8 flags), and
+// the Service selects the pod and its named port. And the pod's
 // security model works: a daemon as uid 0 holding only the manifest's capabilities, with
 // no_new_privs (setpriv stands in for the container runtime), starts a sandboxed Chromium as the
 // agent user and runs a command through the API as that user.
@@ -22,6 +23,7 @@ interface Probe { httpGet?: { path: string; port: string | number } }
 interface Container {
   name: string;
   image: string;
+  command: string[];
   ports: { name: string; containerPort: number }[];
   env: { name: string; value?: string }[];
   startupProbe?: Probe;
@@ -82,6 +84,11 @@ test('the image is browserd at the package version', () => {
   const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
   assert.match(container.image, /(^|\/)browserd:[^/:@]+$/, container.image);
   assert.equal(container.image.split(':').at(-1), pkg.version, `${MANIFEST}: the image tag must be the package version ${pkg.version}`);
+});
+
+test("the container runs node as the unit's ExecStart does, with the same flags (after notify-exec.pl, which only systemd needs)", () => {
+  const argv = unitValue('ExecStart').split(' ');
+  assert.deepEqual(container.command, argv.slice(argv.indexOf('/opt/browserd/bin/node')));
 });
 
 test('the probes name public GET routes of the served OpenAPI document, on the port the daemon listens on', () => {

@@ -107,11 +107,13 @@ test('the probes name public GET routes of the served OpenAPI document, on the p
   }
 });
 
-test('every BROWSERD_* setting it sets is one the daemon reads, and every folder setting is a writable mount', () => {
+test("every BROWSERD_* setting it sets is one the daemon reads, the rest is the unit's Environment=, and every folder setting is a writable mount", () => {
   const config = readFileSync(path.join(repoRoot, 'daemon/core/config.ts'), 'utf8');
   const known = new Set([...config.matchAll(/'(BROWSERD_[A-Z0-9_]+)'/g)].map((m) => m[1]));
-  for (const { name } of container.env) {
-    assert.ok(name.startsWith('BROWSERD_'), `${name}: only the daemon's settings`);
+  // Besides the daemon's settings, exactly the unit's Environment= (the allocator's), with its values.
+  const unitEnv = new Map(unitValue('Environment').split(' ').map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+  assert.deepEqual(new Map(container.env.filter((e) => !e.name.startsWith('BROWSERD_')).map((e) => [e.name, e.value])), unitEnv);
+  for (const { name } of container.env.filter((e) => e.name.startsWith('BROWSERD_'))) {
     assert.ok(known.has(name), `${name} is not a setting of daemon/core/config.ts`);
   }
   assert.equal(container.securityContext.readOnlyRootFilesystem, true);

@@ -1,16 +1,31 @@
-// `node dist/bench/soak.js [minutes]` (default 20): the daemon under mixed load for that long (issue 38:
-// "memory grows under mixed load"): four clients loop over a mix of requests (browser state, exec,
-// file write and read, screenshot, /curl through the daemon, telemetry pages, a short telemetry and
-// log stream, /metrics, refused requests), against a local origin. Every 30 s it samples the daemon's
-// RSS (/proc) and V8's heapUsed (the daemon's own /metrics: browserd_nodejs_heap_size_used_bytes), and prints
-// one JSON line per sample, then a summary: the samples after warm-up (the first quarter), and
-// whether the last third's median is within 10% of the second third's (a plateau). Not part of
-// `npm run bench` (it takes 20 minutes); the numbers of a run are in bench/ANALYSIS.md.
+// `node dist/bench/soak.js [minutes] [--heap-snapshots] [--env NAME=value]…` (default 20 minutes): the
+// daemon under mixed load for that long (issue 38: "memory grows under mixed load"): four clients loop
+// over a mix of requests (browser state, exec, file write and read, screenshot, /curl through the
+// daemon, telemetry pages, a short telemetry and log stream, /metrics, refused requests), against a
+// local origin. The daemon runs as the shipped unit runs it (systemd/browserd.service: its `Environment=`
+// lines, and its node flags as NODE_OPTIONS), then any `--env` given here (`--env NAME=` unsets one).
+// Every 30 s it samples the daemon's memory and prints one JSON line per sample:
+//   rss_mib, anon_mib, file_mib   /proc/<pid>/smaps_rollup: resident, of which anonymous (heap, malloc,
+//                                 stacks) and file-backed (node's binary, libraries)
+//   heap_used_mib, heap_total_mib V8's heap, used and reserved; external_mib: memory V8 objects hold
+//                                 outside it (Buffers, ArrayBuffers), from the daemon's own /metrics
+//   brk_mib                       of anon_mib, the brk heap (/proc/<pid>/smaps `[heap]`): glibc malloc's
+//                                 main arena, where the main thread's small allocations live
+//   threads                       the daemon's threads (glibc gives each a malloc arena as needed)
+// then a summary: whether the last third's median is within 10% of the second third's (a plateau).
+// --heap-snapshots: the daemon also runs with --heapsnapshot-signal=SIGUSR2; one snapshot after
+// warm-up (a quarter of the run) and one at the end, and the summary lists the top growers by
+// constructor between them (writing a snapshot costs the daemon RSS of its own: that sample shows it).
+// Not part of `npm run bench` (it takes 20 minutes); the numbers of a run are in bench/ANALYSIS.md.
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { rssOf } from '../test/kit/procs.js';
-import { interrupt, runCleanups } from '../test/kit/cleanup.js';
+import os from 'node:os';
+import path from 'node:path';
+import { interrupt, onCleanup, runCleanups } from '../test/kit/cleanup.js';
+import { repoRoot } from '../test/kit/daemon.js';
 import { startDaemon, type Daemon } from './daemon.js';
+import { groupsOf, growers, totalOf } from './heap-snapshot.js';
 
 const MiB = 1024 * 1024;
 const SAMPLE_MS = 30_000;
@@ -20,13 +35,78 @@ interface Sample {
   t_s: number;
   requests: number;
   rss_mib: number;
+  anon_mib: number;
+  file_mib: number;
+  brk_mib: number;
   heap_used_mib: number;
+  heap_total_mib: number;
+  external_mib: number;
+  threads: number;
 }
 
-async function heapUsed(d: Daemon): Promise<number> {
+const mib = (bytes: number): number => Math.round((bytes / MiB) * 10) / 10;
+
+/** The daemon's gauges from its own /metrics (prom-client's default metrics), in bytes. */
+async function gauges(d: Daemon): Promise<{ heapUsed: number; heapTotal: number; external: number }> {
   const text = await (await d.fetch('/metrics')).text();
-  const m = /^browserd_nodejs_heap_size_used_bytes (\d+(?:\.\d+)?(?:e\+\d+)?)$/m.exec(text);
-  return m === null ? NaN : Number(m[1]) / MiB;
+  const gauge = (name: string): number => {
+    const m = new RegExp(`^browserd_${name} (\\d+(?:\\.\\d+)?(?:e\\+\\d+)?)$`, 'm').exec(text);
+    return m === null ? NaN : Number(m[1]);
+  };
+  return { heapUsed: gauge('nodejs_heap_size_used_bytes'), heapTotal: gauge('nodejs_heap_size_total_bytes'), external: gauge('nodejs_external_memory_bytes') };
+}
+
+/**
+ * Resident bytes of a process from /proc/<pid>/smaps_rollup (kB lines): all, anonymous, and of the
+ * `[heap]` mapping (the brk heap: glibc malloc's main arena) from /proc/<pid>/smaps; its thread count.
+ */
+function residentOf(pid: number): { rss: number; anon: number; brk: number; threads: number } {
+  const kb = (text: string, field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024;
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const smaps = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  const at = smaps.indexOf(' [heap]\n');
+  const brk = at < 0 ? 0 : kb(smaps.slice(at), 'Rss');
+  const threads = Number(/^Threads:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+  return { rss: kb(rollup, 'Rss'), anon: kb(rollup, 'Anonymous'), brk, threads };
+}
+
+/**
+ * What the shipped unit gives the daemon (systemd/browserd.service): its `Environment=NAME=value` lines
+ * (unquoted words only; the unit keeps them so), and the node flags of its ExecStart (between
+ * `bin/node` and the script) as NODE_OPTIONS.
+ */
+function unitEnvironment(): Record<string, string> {
+  const unit = readFileSync(path.join(repoRoot, 'systemd', 'browserd.service'), 'utf8');
+  const out: Record<string, string> = {};
+  for (const m of unit.matchAll(/^Environment=(.*)$/gm)) {
+    for (const word of (m[1] as string).split(/\s+/)) {
+      const eq = word.indexOf('=');
+      if (eq > 0) out[word.slice(0, eq)] = word.slice(eq + 1);
+    }
+  }
+  const argv = /^ExecStart=(.*)$/m.exec(unit)?.[1]?.split(/\s+/) ?? [];
+  const node = argv.findIndex((w) => w.endsWith('/bin/node'));
+  const flags = node < 0 ? [] : argv.slice(node + 1).filter((w) => w.startsWith('--'));
+  if (flags.length > 0) out.NODE_OPTIONS = flags.join(' ');
+  return out;
+}
+
+function parseArgs(argv: string[]): { minutes: number; snapshots: boolean; env: Record<string, string | undefined> } {
+  let minutes = 20;
+  let snapshots = false;
+  const env: Record<string, string | undefined> = unitEnvironment();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--heap-snapshots') snapshots = true;
+    else if (a === '--env') {
+      const kv = argv[++i] ?? '';
+      const eq = kv.indexOf('=');
+      if (eq <= 0) throw new Error(`--env NAME=value, got ${kv}`);
+      env[kv.slice(0, eq)] = kv.slice(eq + 1) === '' ? undefined : kv.slice(eq + 1);
+    } else if (/^\d+(\.\d+)?$/.test(a)) minutes = Number(a);
+    else throw new Error(`unknown argument ${a}: [minutes] [--heap-snapshots] [--env NAME=value]…`);
+  }
+  return { minutes, snapshots, env };
 }
 
 async function drain(res: Response): Promise<void> {
@@ -49,14 +129,35 @@ async function shortStream(d: Daemon, path: string): Promise<void> {
   }
 }
 
+/** Writes a heap snapshot of the daemon (SIGUSR2, --heapsnapshot-signal) into `dir` and returns its path. */
+async function heapSnapshot(d: Daemon, dir: string): Promise<string> {
+  const before = new Set(readdirSync(dir));
+  process.kill(d.pid, 'SIGUSR2');
+  // The snapshot is written on the daemon's main thread: once /metrics answers again, the file is whole.
+  for (;;) {
+    // A connection kept alive across the pause may be reset: ask again.
+    await d
+      .fetch('/metrics')
+      .then(async (res) => res.arrayBuffer())
+      .catch(() => undefined);
+    const made = readdirSync(dir).filter((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+    if (made[0] !== undefined) return path.join(dir, made[0]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 async function main(): Promise<number> {
-  const minutes = Number(process.argv[2] ?? 20);
+  const { minutes, snapshots, env } = parseArgs(process.argv.slice(2));
   const origin = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/html', 'set-cookie': 'a=b' }).end(`<title>${req.url}</title><p>${'x'.repeat(4096)}</p>`);
   });
   await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
   const site = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-  const d = await startDaemon({ autostart: true });
+  const snapDir = mkdtempSync(path.join(os.tmpdir(), 'browserd-soak-snap-'));
+  onCleanup(() => rmSync(snapDir, { recursive: true, force: true }));
+  if (snapshots) env.NODE_OPTIONS = [env.NODE_OPTIONS, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapDir}`].filter(Boolean).join(' ');
+  process.stdout.write(`${JSON.stringify({ daemon_env: env, cpus: os.cpus().length, loadavg: os.loadavg() })}\n`);
+  const d = await startDaemon({ autostart: true, env });
   let requests = 0;
   let failures = 0;
   const steps: ((i: number) => Promise<void>)[] = [
@@ -90,28 +191,68 @@ async function main(): Promise<number> {
   };
   const samples: Sample[] = [];
   const sample = async (): Promise<void> => {
-    const s = { t_s: Math.round((Date.now() - t0) / 1000), requests, rss_mib: Math.round((rssOf(d.pid) / MiB) * 10) / 10, heap_used_mib: Math.round((await heapUsed(d)) * 10) / 10 };
+    const g = await gauges(d);
+    const r = residentOf(d.pid);
+    const s: Sample = {
+      t_s: Math.round((Date.now() - t0) / 1000),
+      requests,
+      rss_mib: mib(r.rss),
+      anon_mib: mib(r.anon),
+      file_mib: mib(r.rss - r.anon),
+      brk_mib: mib(r.brk),
+      heap_used_mib: mib(g.heapUsed),
+      heap_total_mib: mib(g.heapTotal),
+      external_mib: mib(g.external),
+      threads: r.threads,
+    };
     samples.push(s);
     process.stdout.write(`${JSON.stringify(s)}\n`);
   };
   await sample();
   const sampler = setInterval(() => void sample().catch(() => undefined), SAMPLE_MS);
+  let firstSnapshot: Promise<string> | undefined;
+  const warmup = snapshots
+    ? setTimeout(() => {
+        firstSnapshot = heapSnapshot(d, snapDir);
+      }, (minutes * 60_000) / 4)
+    : undefined;
   await Promise.all(Array.from({ length: CLIENTS }, (_, c) => client(c)));
   clearInterval(sampler);
+  clearTimeout(warmup);
   await sample();
+  let heap: object | undefined;
+  if (firstSnapshot !== undefined) {
+    const before = groupsOf(await firstSnapshot);
+    const after = groupsOf(await heapSnapshot(d, snapDir));
+    const fmt = (g: { count: number; bytes: number }): string => `${g.count} / ${Math.round(g.bytes / 1024)} KiB`;
+    heap = {
+      before: fmt(totalOf(before)),
+      after: fmt(totalOf(after)),
+      top_growers: growers(before, after, 15).map((x) => ({ [x.key]: `${fmt(x.before)} -> ${fmt(x.after)}` })),
+    };
+  }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
   const third = Math.max(1, Math.floor(samples.length / 3));
   const mid = samples.slice(third, 2 * third);
   const last = samples.slice(2 * third);
+  const stat = (pick: (s: Sample) => number): { first: number; middle_third_median: number; last_third_median: number; max: number } => ({
+    first: pick(samples[0] as Sample),
+    middle_third_median: median(mid.map(pick)),
+    last_third_median: median(last.map(pick)),
+    max: Math.max(...samples.map(pick)),
+  });
   const summary = {
     minutes,
     requests,
     failures,
-    rss_mib: { first: samples[0]?.rss_mib, middle_third_median: median(mid.map((s) => s.rss_mib)), last_third_median: median(last.map((s) => s.rss_mib)), max: Math.max(...samples.map((s) => s.rss_mib)) },
-    heap_used_mib: { first: samples[0]?.heap_used_mib, middle_third_median: median(mid.map((s) => s.heap_used_mib)), last_third_median: median(last.map((s) => s.heap_used_mib)), max: Math.max(...samples.map((s) => s.heap_used_mib)) },
+    rss_mib: stat((s) => s.rss_mib),
+    anon_mib: stat((s) => s.anon_mib),
+    heap_used_mib: stat((s) => s.heap_used_mib),
+    heap_total_mib: stat((s) => s.heap_total_mib),
+    external_mib: stat((s) => s.external_mib),
   };
   const plateau = (m: { middle_third_median: number; last_third_median: number }): boolean => m.last_third_median <= m.middle_third_median * 1.1;
-  process.stdout.write(`${JSON.stringify({ summary, rss_plateau: plateau(summary.rss_mib), heap_plateau: plateau(summary.heap_used_mib) })}\n`);
+  process.stdout.write(`${JSON.stringify({ summary, rss_plateau: plateau(summary.rss_mib), heap_plateau: plateau(summary.heap_used_mib), heap })}\n`);
   await d.cleanup();
   await new Promise<void>((resolve) => origin.close(() => resolve()));
   return 0;

@@ -2,7 +2,8 @@
 // the package's version, its probes name public GET routes of the OpenAPI document a real daemon
 // serves, every BROWSERD_* setting it sets is one the daemon reads, every folder setting is a
 // writable mount (the root file system is read-only), its capabilities are exactly those of
-// systemd/browserd.service, and the Service selects the pod and its named port. And the pod's
+// systemd/browserd.service, its command is the unit's node command line (the same V8 flags), and
+// the Service selects the pod and its named port. And the pod's
 // security model works: a daemon as uid 0 holding only the manifest's capabilities, with
 // no_new_privs (setpriv stands in for the container runtime), starts a sandboxed Chromium as the
 // agent user and runs a command through the API as that user.
@@ -22,6 +23,7 @@ interface Probe { httpGet?: { path: string; port: string | number } }
 interface Container {
   name: string;
   image: string;
+  command: string[];
   ports: { name: string; containerPort: number }[];
   env: { name: string; value?: string }[];
   startupProbe?: Probe;
@@ -84,6 +86,11 @@ test('the image is browserd at the package version', () => {
   assert.equal(container.image.split(':').at(-1), pkg.version, `${MANIFEST}: the image tag must be the package version ${pkg.version}`);
 });
 
+test("the container runs node as the unit's ExecStart does, with the same flags (after notify-exec.pl, which only systemd needs)", () => {
+  const argv = unitValue('ExecStart').split(' ');
+  assert.deepEqual(container.command, argv.slice(argv.indexOf('/opt/browserd/bin/node')));
+});
+
 test('the probes name public GET routes of the served OpenAPI document, on the port the daemon listens on', () => {
   const http = container.ports.find((p) => p.name === 'http');
   assert.ok(http, 'a port named http');
@@ -100,11 +107,13 @@ test('the probes name public GET routes of the served OpenAPI document, on the p
   }
 });
 
-test('every BROWSERD_* setting it sets is one the daemon reads, and every folder setting is a writable mount', () => {
+test("every BROWSERD_* setting it sets is one the daemon reads, the rest is the unit's Environment=, and every folder setting is a writable mount", () => {
   const config = readFileSync(path.join(repoRoot, 'daemon/core/config.ts'), 'utf8');
   const known = new Set([...config.matchAll(/'(BROWSERD_[A-Z0-9_]+)'/g)].map((m) => m[1]));
-  for (const { name } of container.env) {
-    assert.ok(name.startsWith('BROWSERD_'), `${name}: only the daemon's settings`);
+  // Besides the daemon's settings, exactly the unit's Environment= (the allocator's), with its values.
+  const unitEnv = new Map(unitValue('Environment').split(' ').map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+  assert.deepEqual(new Map(container.env.filter((e) => !e.name.startsWith('BROWSERD_')).map((e) => [e.name, e.value])), unitEnv);
+  for (const { name } of container.env.filter((e) => e.name.startsWith('BROWSERD_'))) {
     assert.ok(known.has(name), `${name} is not a setting of daemon/core/config.ts`);
   }
   assert.equal(container.securityContext.readOnlyRootFilesystem, true);

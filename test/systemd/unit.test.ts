@@ -68,7 +68,10 @@ test('the unit: Type=notify with NotifyAccess=main, the watchdog, restarts, and 
   };
   assert.equal(one('Type'), 'notify');
   assert.equal(one('NotifyAccess'), 'main');
-  assert.match(one('ExecStart') ?? '', /^\/usr\/bin\/perl \/opt\/browserd\/systemd\/notify-exec\.pl \/opt\/browserd\/bin\/node \/opt\/browserd\/dist\/daemon\/browserd\.js$/);
+  // Node runs with V8's young generation capped at 2 x 4 MiB (docs/memory.md: the daemon's RSS under load).
+  assert.match(one('ExecStart') ?? '', /^\/usr\/bin\/perl \/opt\/browserd\/systemd\/notify-exec\.pl \/opt\/browserd\/bin\/node --max-semi-space-size=4 \/opt\/browserd\/dist\/daemon\/browserd\.js$/);
+  // glibc malloc returns large freed blocks to the kernel: a fixed mmap threshold (docs/memory.md).
+  assert.equal(one('Environment'), 'MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=131072');
   assert.equal(one('Restart'), 'always');
   assert.equal(one('KillMode'), 'mixed');
   assert.equal(one('User'), 'browserd');

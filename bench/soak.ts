@@ -1,4 +1,4 @@
-// `node dist/bench/soak.js [minutes] [--heap-snapshots] [--env NAME=value]…` (default 20 minutes): the
+// `node dist/bench/soak.js [minutes] [--rate N] [--heap-snapshots] [--env NAME=value]…` (default 20 minutes): the
 // daemon under mixed load for that long (issue 38: "memory grows under mixed load"): four clients loop
 // over a mix of requests (browser state, exec, file write and read, screenshot, /curl through the
 // daemon, telemetry pages, a short telemetry and log stream, /metrics, refused requests), against a
@@ -13,6 +13,9 @@
 //                                 main arena, where the main thread's small allocations live
 //   threads                       the daemon's threads (glibc gives each a malloc arena as needed)
 // then a summary: whether the last third's median is within 10% of the second third's (a plateau).
+// --rate N: at most N requests a second in all (steady, as fast as the machine allows without it): RSS
+// follows the busiest load seen so far (glibc and V8 keep memory for reuse: bench/ANALYSIS.md), so a
+// plateau is judged at a constant rate.
 // --heap-snapshots: the daemon also runs with --heapsnapshot-signal=SIGUSR2; one snapshot after
 // warm-up (a quarter of the run) and one at the end, and the summary lists the top growers by
 // constructor between them (writing a snapshot costs the daemon RSS of its own: that sample shows it).
@@ -91,22 +94,26 @@ function unitEnvironment(): Record<string, string> {
   return out;
 }
 
-function parseArgs(argv: string[]): { minutes: number; snapshots: boolean; env: Record<string, string | undefined> } {
+function parseArgs(argv: string[]): { minutes: number; rate: number | null; snapshots: boolean; env: Record<string, string | undefined> } {
   let minutes = 20;
+  let rate: number | null = null;
   let snapshots = false;
   const env: Record<string, string | undefined> = unitEnvironment();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     if (a === '--heap-snapshots') snapshots = true;
-    else if (a === '--env') {
+    else if (a === '--rate') {
+      rate = Number(argv[++i]);
+      if (!(rate > 0)) throw new Error(`--rate N (requests a second, above 0), got ${argv[i]}`);
+    } else if (a === '--env') {
       const kv = argv[++i] ?? '';
       const eq = kv.indexOf('=');
       if (eq <= 0) throw new Error(`--env NAME=value, got ${kv}`);
       env[kv.slice(0, eq)] = kv.slice(eq + 1) === '' ? undefined : kv.slice(eq + 1);
     } else if (/^\d+(\.\d+)?$/.test(a)) minutes = Number(a);
-    else throw new Error(`unknown argument ${a}: [minutes] [--heap-snapshots] [--env NAME=value]…`);
+    else throw new Error(`unknown argument ${a}: [minutes] [--rate N] [--heap-snapshots] [--env NAME=value]…`);
   }
-  return { minutes, snapshots, env };
+  return { minutes, rate, snapshots, env };
 }
 
 async function drain(res: Response): Promise<void> {
@@ -147,7 +154,7 @@ async function heapSnapshot(d: Daemon, dir: string): Promise<string> {
 }
 
 async function main(): Promise<number> {
-  const { minutes, snapshots, env } = parseArgs(process.argv.slice(2));
+  const { minutes, rate, snapshots, env } = parseArgs(process.argv.slice(2));
   const origin = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/html', 'set-cookie': 'a=b' }).end(`<title>${req.url}</title><p>${'x'.repeat(4096)}</p>`);
   });
@@ -179,8 +186,16 @@ async function main(): Promise<number> {
   ];
   const t0 = Date.now();
   const end = t0 + minutes * 60_000;
+  /** With --rate: the clients take turns at a steady pace (the n-th request not before t0 + n / rate). */
+  let turn = 0;
+  const pace = async (): Promise<void> => {
+    if (rate === null) return;
+    const wait = t0 + (turn++ * 1000) / rate - Date.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+  };
   const client = async (c: number): Promise<void> => {
     for (let i = c; Date.now() < end; i += CLIENTS) {
+      await pace();
       try {
         await (steps[i % steps.length] as (i: number) => Promise<void>)(i);
       } catch {
@@ -243,6 +258,7 @@ async function main(): Promise<number> {
   });
   const summary = {
     minutes,
+    rate,
     requests,
     failures,
     rss_mib: stat((s) => s.rss_mib),

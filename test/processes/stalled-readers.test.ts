@@ -5,7 +5,7 @@
 // browserd_sse_readers_dropped_total{stream="process_output"}). The one SSE writer
 // (core/streams/sse.ts) does this for every stream; the telemetry side is test/telemetry/stalled-readers.
 // The stall bound is STALL_MS here, not its 30 s default (the drop is proven the same way without
-// waiting 30 s for it): 10 s of 2.5 MB/s is ~25 MB a reader would hold without the bound. RSS is
+// waiting 30 s for it): 15 s of 2.5 MB/s is ~37 MB a reader would hold without the bound. RSS is
 // sampled every second from before the readers connect until every one was dropped.
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -21,7 +21,7 @@ const READERS = 8;
  * BROWSERD_SSE_STALL_MS here. A dropped reader's socket is destroyed once it has read nothing for
  * another STALL_MS: the test reads one within that long of the drops to see its last frame.
  */
-const STALL_MS = 10_000;
+const STALL_MS = 15_000;
 const MiB = 1024 * 1024;
 let d: Daemon;
 

@@ -10,6 +10,7 @@ import { parseTestHooks, type TestHooks } from './test-hooks.js';
 import { daemonUser, findSetpriv, lookupUser, maySwitchUsers, type UserEntry } from './users.js';
 import { findOnPath, isExecutable } from './which.js';
 import { parseProviders, type ManagedProxyType, type ProxyGateway } from './proxy-providers.js';
+import { SSE_STALL_MS } from './streams/sse.js';
 
 export { ConfigError } from './config-error.js';
 
@@ -46,6 +47,8 @@ export interface Config {
     idempotencyMaxBytes: number;
     /** BROWSERD_REQUEST_IDLE_TIMEOUT_MS: a request's headers must all arrive within it, and its body may not pause longer. */
     requestIdleTimeoutMs: number;
+    /** BROWSERD_SSE_STALL_MS: an event stream's reader that takes none of a write for this long is told and dropped (core/streams/sse.ts). */
+    sseStallMs: number;
   };
   chromium: {
     /** null when no binary was found on the default paths; the browser then reports `failed`. */
@@ -280,6 +283,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       idempotencyMaxKeys: int('BROWSERD_IDEMPOTENCY_MAX_KEYS', 10_000, 1, 1_000_000),
       idempotencyMaxBytes: int('BROWSERD_IDEMPOTENCY_MAX_BYTES', 128 * MiB, 1024, 4096 * MiB),
       requestIdleTimeoutMs: int('BROWSERD_REQUEST_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
+      sseStallMs: int('BROWSERD_SSE_STALL_MS', SSE_STALL_MS, 100, 3_600_000),
     },
     chromium: {
       binary: resolveChromium(get('BROWSERD_CHROMIUM'), env),

@@ -201,7 +201,7 @@ export function createMetrics(): Metrics {
     }),
     sseDropped: new Counter({
       name: 'browserd_sse_readers_dropped_total',
-      help: 'Event stream readers dropped for taking none of a write for SSE_STALL_MS, by stream (process_output, fs_watch, logs, telemetry)',
+      help: 'Event stream readers dropped for taking none of a write for BROWSERD_SSE_STALL_MS, by stream (process_output, fs_watch, logs, telemetry)',
       labelNames: ['stream'],
       registers: [registry],
     }),

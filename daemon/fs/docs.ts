@@ -113,4 +113,4 @@ export const EVENTS_TEXT =
   '`event: lost` with `data: {"type":"LOST","path":<watched folder>,"count":N}` (N events dropped, the oldest kept); a comment line ' +
   `every ${SSE_HEARTBEAT_MS / 1000} s while idle. Events are taken from the queue as they are sent (no replay). One reader at a ` +
   'time: a new reader takes over and the previous stream ends. The stream ends when the watch ends. A write holds at most 256 KiB; a ' +
-  'reader that takes none of it for 30 s gets `event: dropped` with `data: {"type":"DROPPED","path","reason"}` and is dropped (the watch goes on).';
+  'reader that takes none of it for BROWSERD_SSE_STALL_MS (30 s by default) gets `event: dropped` with `data: {"type":"DROPPED","path","reason"}` and is dropped (the watch goes on).';

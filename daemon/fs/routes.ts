@@ -349,7 +349,7 @@ export function fsRoutes(deps: RouteDeps): Route[] {
       handler: async (ctx) => {
         const { watch, signal, detach } = watches.attach(ctx.params.watch_id);
         try {
-          await streamWatch(ctx.res, watch, { signal: AbortSignal.any([signal, ctx.signal]), onDrop: () => metrics.sseDropped.inc({ stream: 'fs_watch' }) });
+          await streamWatch(ctx.res, watch, { signal: AbortSignal.any([signal, ctx.signal]), stallMs: config.http.sseStallMs, onDrop: () => metrics.sseDropped.inc({ stream: 'fs_watch' }) });
         } finally {
           detach();
         }

@@ -48,6 +48,7 @@ export function createLogs(ctx: ModuleContext, deps: { rings: LogRings; files: {
       fileBacklogBytes: config.logs.fileBacklogBytes,
       daemonLines: config.logs.daemonLines,
       chromiumLines: config.logs.chromiumLines,
+      stallMs: config.http.sseStallMs,
     }),
   };
 }

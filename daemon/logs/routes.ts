@@ -36,6 +36,8 @@ export interface RouteDeps {
   fileBacklogBytes: number;
   daemonLines: number;
   chromiumLines: number;
+  /** BROWSERD_SSE_STALL_MS: a reader that takes none of a write for this long is dropped. */
+  stallMs: number;
 }
 
 export function logRoutes(deps: RouteDeps): Route[] {
@@ -101,7 +103,7 @@ export function logRoutes(deps: RouteDeps): Route[] {
           const opened = await openSource(q);
           metrics.logStreams.inc({ source: opened.label });
           try {
-            await streamLogs(ctx.res, opened.source, { signal: ctx.signal, onDrop: () => metrics.sseDropped.inc({ stream: 'logs' }) });
+            await streamLogs(ctx.res, opened.source, { signal: ctx.signal, stallMs: deps.stallMs, onDrop: () => metrics.sseDropped.inc({ stream: 'logs' }) });
           } finally {
             metrics.logStreams.dec({ source: opened.label });
           }

@@ -101,7 +101,7 @@ export function createTelemetry(ctx: ModuleContext, deps: { browser: Browser }):
   return {
     name: 'telemetry',
     bus,
-    routes: telemetryRoutes({ bus, maxStreams: config.telemetry.maxStreams }),
+    routes: telemetryRoutes({ bus, maxStreams: config.telemetry.maxStreams, stallMs: config.http.sseStallMs, onDrop: () => ctx.metrics.sseDropped.inc({ stream: 'telemetry' }) }),
     requestDone(r) {
       if (!bus.enabled('control')) return;
       const source: EventSource = { kind: 'kernel_api', event: `${r.method} ${r.route}` };

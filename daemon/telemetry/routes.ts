@@ -88,6 +88,10 @@ const configResponse = lazy(() => ({ 200: { description: 'the active switches (B
 export interface TelemetryRouteDeps {
   bus: TelemetryBus;
   maxStreams: number;
+  /** BROWSERD_SSE_STALL_MS: a reader that takes none of a write for this long is dropped. */
+  stallMs: number;
+  /** A reader dropped for falling behind (the metric counts it). */
+  onDrop(): void;
 }
 
 function configOf(s: CategorySwitches): ConfigBody {
@@ -184,7 +188,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
           'a `Last-Event-ID` header resumes right after that seq (and wins over replay). When events were lost (the reader fell behind the ring, ' +
           'or resumed from before its oldest event) one frame says so: type `events_dropped`, category `monitor`, data `{count, from_seq, to_seq}`, ' +
           'id and seq the last seq lost; the stream goes on with the oldest event kept. A `Last-Event-ID` ahead of the newest event (the daemon restarted: seqs began again) gets one frame ' +
-          'of type `cursor_ahead` (data `{last_event_id, next_seq, reason}`), then the new events. A reader that takes none of a write (at most 256 KiB) for 30 s gets a last frame of type ' +
+          'of type `cursor_ahead` (data `{last_event_id, next_seq, reason}`), then the new events. A reader that takes none of a write (at most 256 KiB) for BROWSERD_SSE_STALL_MS (30 s by default) gets a last frame of type ' +
           '`stream_dropped` (data `{reason, next_seq}`: resume with Last-Event-ID) and is dropped (docs/memory.md). ' +
           `At most BROWSERD_TELEMETRY_MAX_STREAMS streams at once (${maxStreams} here; 429 past it).`,
         query: streamQuery(),
@@ -195,7 +199,7 @@ export function telemetryRoutes(deps: TelemetryRouteDeps): Route[] {
         const q = ctx.query as z.infer<ReturnType<typeof streamQuery>>;
         const last = lastEventId(ctx.req.headers['last-event-id']);
         const from = last !== null ? last + 1 : q.replay === 'all' ? bus.first : bus.end;
-        await streams.run(() => streamTelemetry(ctx.res, bus, from, { signal: ctx.signal }));
+        await streams.run(() => streamTelemetry(ctx.res, bus, from, { signal: ctx.signal, stallMs: deps.stallMs, onDrop: deps.onDrop }));
         return null;
       },
     }),

@@ -11,7 +11,7 @@
 // again) gets one frame saying so (type `cursor_ahead`, data `{last_event_id, next_seq}`) and the
 // stream goes on with the next new event.
 import type { ServerResponse } from 'node:http';
-import { SSE_BATCH_BYTES, writeEventStream } from '../core/streams/sse.js';
+import { SSE_BATCH_BYTES, writeEventStream, type EventStreamOptions } from '../core/streams/sse.js';
 import type { TelemetryBus } from './bus.js';
 import { nowMicros } from './event.js';
 
@@ -44,7 +44,7 @@ function readBatch(bus: TelemetryBus, from: number): { text: string; next: numbe
   return { text, next };
 }
 
-export async function streamTelemetry(res: ServerResponse, bus: TelemetryBus, from: number, opts: { signal: AbortSignal; heartbeatMs?: number }): Promise<void> {
+export async function streamTelemetry(res: ServerResponse, bus: TelemetryBus, from: number, opts: EventStreamOptions): Promise<void> {
   let next = from;
   let ahead = bus.end < from;
   await writeEventStream(

@@ -30,6 +30,7 @@ const badSettings: [string, string][] = [
   // A total that could never hold one request of the per-item limit.
   ['BROWSERD_STDIN_QUEUE_TOTAL_BYTES', '1024'],
   ['BROWSERD_REQUEST_IDLE_TIMEOUT_MS', '10'],
+  ['BROWSERD_SSE_STALL_MS', '10'],
 ];
 
 for (const [setting, value] of badSettings) {

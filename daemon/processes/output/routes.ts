@@ -25,7 +25,7 @@ export function outputRoutes(deps: ProcessRouteDeps): Route[] {
           'echoes input and ends lines with CR LF). ' +
           'A reader that falls behind the replay buffer (BROWSERD_OUTPUT_BUFFER_BYTES) gets `event: lost` with `data: {"event":"lost","bytes": N}` and ' +
           'continues at the oldest byte kept; a slow reader never slows the process or other readers. A write holds at most 256 KiB of text; a reader that takes ' +
-          'none of it for 30 s gets `event: dropped` with `data: {"event":"dropped","reason","resume_offset"}` (resume with that as Last-Event-ID) and is dropped. The last event is ' +
+          'none of it for BROWSERD_SSE_STALL_MS (30 s by default) gets `event: dropped` with `data: {"event":"dropped","reason","resume_offset"}` (resume with that as Last-Event-ID) and is dropped. The last event is ' +
           '`event: exit` with `data: {"event":"exit","exit_code","signal"}` (exit_code null when a signal ended the process), then the response ends. ' +
           'The event name is in the data JSON as well because SSE clients such as the official SDK yield only the data. ' +
           'A client may resume with the `Last-Event-ID` header ' +
@@ -36,7 +36,7 @@ export function outputRoutes(deps: ProcessRouteDeps): Route[] {
       handler: async (ctx) => {
         const proc = deps.lookup(ctx);
         const from = parseLastEventId(ctx.req.headers['last-event-id'], proc.output.endOffset);
-        await streamOutput(ctx.res, proc.output, { from, signal: ctx.signal, onDrop: () => deps.metrics.sseDropped.inc({ stream: 'process_output' }) });
+        await streamOutput(ctx.res, proc.output, { from, signal: ctx.signal, stallMs: deps.config.http.sseStallMs, onDrop: () => deps.metrics.sseDropped.inc({ stream: 'process_output' }) });
         return null;
       },
     }),

@@ -269,10 +269,6 @@ export class Forwarder {
     return { deadline: Date.now() + this.deps.dialTimeoutMs, signal: client.abort.signal, lookup: this.deps.lookup, ownPorts, egress: this.deps.egress };
   }
 
-  /**
-   * The egress policy's decision that needs no lookup (names, literal addresses); a direct target is
-   * judged again by every address its name resolves to (connectDirect). null: it may go on.
-   */
   /** The refusals before anything is forwarded, answered 403: one of the daemon's own ports, or the egress policy by name. true when it answered. */
   private refused(host: string, port: number, decision: Decision, dial: Dial | null, answer: (status: number, text: string, fields?: Readonly<Record<string, string>>) => void): boolean {
     if (decision.kind === 'refuse') {
@@ -287,6 +283,10 @@ export class Forwarder {
     return true;
   }
 
+  /**
+   * The egress policy's decision that needs no lookup (names, literal addresses); a direct target is
+   * judged again by every address its name resolves to (connectDirect). null: it may go on.
+   */
   private policyByName(host: string, port: number, decision: Decision): Denial | null {
     const egress = this.deps.egress;
     if (egress === undefined) return null;

@@ -186,7 +186,11 @@ test('with an active proxy, the proxy sees the request of browsers.curl and brow
   const proxy = await d.call<{ id: string }>('/proxies', { method: 'POST', json: { type: 'custom', name: 'hop', protocol: 'http', config: { host: '127.0.0.1', port: hop.tiny.port } } }, 201);
   assert.equal((await patchBrowser(d, { proxy_id: proxy.id })).status, 200);
   await sdk.browsers.retrieve('local');
-  const answer = await sdk.browsers.curl('local', { url: `http://site.test:${port}/echo` });
+  // Once seen to end in 504 after 30 s on a busy machine: a failure says where the request was.
+  const answer = await sdk.browsers.curl('local', { url: `http://site.test:${port}/echo` }).catch((err: unknown) => {
+    const trail = d.logs.filter((l) => /forwarder|proxy|curl|request/.test(String(l.event))).slice(-15);
+    throw new Error(`${(err as Error).message}; tinyproxy saw ${hop?.sink.seen.length ?? 0} at its upstream; the daemon's last lines: ${JSON.stringify(trail)}`, { cause: err });
+  });
   browserCurlResponse.parse(answer);
   assert.equal(answer.status, 201, answer.body);
   const echo = JSON.parse(answer.body) as Record<string, string | null>;

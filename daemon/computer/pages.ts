@@ -192,7 +192,7 @@ export class PageTracker {
       }
     }
     this.onLookup('probed');
-    this.log.debug({ event: 'computer_page_probe', fresh: opts.fresh === true, known: k !== null, gen_moved: k !== null && k.gen !== this.gen, others_moved: k === null || others === null ? null : others - k.others }, 'the computer controls ask the pages which one is current');
+    if (this.log.isLevelEnabled('debug')) this.log.debug({ event: 'computer_page_probe', fresh: opts.fresh === true, known: k !== null, gen_moved: k !== null && k.gen !== this.gen, others_moved: k === null || others === null ? null : others - k.others }, 'the computer controls ask the pages which one is current');
     /** Until when pages open but none visible are waited for (NO_PAGE_GRACE_MS), from the first round that found none. */
     let graceUntil: number | null = null;
     for (;;) {
@@ -232,7 +232,7 @@ export class PageTracker {
     // and nothing changed while the round ran.
     if (others !== null && this.gen === gen && this.others() === others && candidates.every((t) => answered.has(t) && t.watched && t.probing === null)) {
       this.known = { gen, others, t: best };
-    } else {
+    } else if (this.log.isLevelEnabled('debug')) {
       const unsettled = candidates.filter((t) => !(answered.has(t) && t.watched && t.probing === null)).map((t) => ({ target_id: t.targetId, answered: answered.has(t), watched: t.watched, probing: t.probing !== null }));
       this.log.debug({ event: 'computer_page_not_kept', gen_moved: this.gen !== gen, others_moved: others === null ? null : (this.others() ?? 0) - others, unsettled }, 'the round is not kept: the next action asks the pages again');
     }

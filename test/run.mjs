@@ -170,11 +170,19 @@ function runFile(f, i) {
       const count = (name) => Number(new RegExp(`^ℹ ${name} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
       const status = code === 0 ? 0 : 1;
       const r = { file: f, status, start: start - t0, end: end - t0, tests: count('tests'), pass: count('pass'), fail: count('fail') + count('cancelled'), tally: readTally(tally) };
+      if (status !== 0) r.why = failureOf(text);
       results.push(r);
       process.stdout.write(`\n━━ ${f} (${((end - start) / 1000).toFixed(1)} s)${status === 0 ? '' : ` ✖ ${signal ?? code}`}\n${live ? '' : text}`);
       resolve(status);
     });
   });
+}
+
+/** What a failed file said of its failures (the spec reporter's closing list, else its last lines), at most 6,000 characters. */
+function failureOf(text) {
+  const at = text.lastIndexOf('✖ failing tests:');
+  const part = at >= 0 ? text.slice(at) : text.split('\n').slice(-40).join('\n');
+  return part.length > 6000 ? `${part.slice(0, 6000)}\n… (cut; the whole output is above)` : part;
 }
 
 /** The kit's lines of one file, summed by kind. */
@@ -296,6 +304,8 @@ console.log('|---|---:|---:|---|---:|---:|---:|');
 for (const r of shown) {
   console.log(`| ${r.file}${r.status ? ' ✖' : ''} | ${s(r.end - r.start)} | ${r.tally.cpu ? s(r.tally.cpu.ms) : ''} | ${s(r.start)}–${s(r.end)} | ${tallyCell(r, 'daemon')} | ${tallyCell(r, 'chromium')} | ${tallyCell(r, 'stop')} |`);
 }
+// Why each failed file failed, again at the end: a log that keeps only its tail (CI) still says it.
+for (const r of results.filter((r) => r.why !== undefined)) console.log(`\n✖ ${r.file}:\n${r.why.trimEnd()}`);
 const sum = (kind) => results.reduce((a, r) => ({ n: a.n + (r.tally[kind]?.n ?? 0), ms: a.ms + (r.tally[kind]?.ms ?? 0) }), { n: 0, ms: 0 });
 const busy = results.reduce((a, r) => a + r.end - r.start, 0);
 const slowest = byTime[0];

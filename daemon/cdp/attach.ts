@@ -91,13 +91,28 @@ export async function attachPage(cdp: CdpClient, targetId: string, opts: CallOpt
   return new PageSession(cdp, targetId, sessionId);
 }
 
-/** A new tab (Target.createTarget with `params`) and a session on it; the tab is closed again when the attach fails. */
+/**
+ * A new tab (Target.createTarget with `params`) and a session on it. No tab is left behind: one whose
+ * attach fails is closed, and so is one Chromium makes after the caller's deadline ended (the command
+ * was sent; its answer, when it comes, names a tab nobody else knows of).
+ */
 export async function openPage(cdp: CdpClient, params: Protocol.Target.CreateTargetRequest, opts: CallOptions = {}): Promise<PageSession> {
-  const { targetId } = await cdp.send('Target.createTarget', params, opts);
+  const created = cdp.send('Target.createTarget', params, { timeoutMs: opts.timeoutMs });
+  let targetId: string;
+  try {
+    ({ targetId } = await (opts.deadline?.race(created) ?? created));
+  } catch (err) {
+    created.then(({ targetId: late }) => closeTarget(cdp, late), () => undefined);
+    throw err;
+  }
   try {
     return await attachPage(cdp, targetId, opts);
   } catch (err) {
-    void cdp.send('Target.closeTarget', { targetId }, { timeoutMs: END_TIMEOUT_MS }).catch(() => undefined);
+    closeTarget(cdp, targetId);
     throw err;
   }
+}
+
+function closeTarget(cdp: CdpClient, targetId: string): void {
+  void cdp.send('Target.closeTarget', { targetId }, { timeoutMs: END_TIMEOUT_MS }).catch(() => undefined);
 }

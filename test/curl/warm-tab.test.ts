@@ -71,10 +71,23 @@ async function documentOf(targetId: string): Promise<string> {
   }
 }
 
-/** Waits until exactly one /curl tab is open and idle (handed back), and returns it. */
+/**
+ * Waits until exactly one /curl tab is open and it is idle, and returns it. A tab is handed back in the
+ * background after the answer (once Chromium confirms nothing of the request committed), so "open"
+ * is not "idle": a request sent before the hand-back opens a tab of its own (browserd_curl_tabs says which).
+ */
 async function warmTab(): Promise<{ targetId: string; url: string }> {
   let tabs: { targetId: string; url: string }[] = [];
-  await until(() => `one /curl tab; open: ${JSON.stringify(tabs)}`, async () => (tabs = await curlTabs()).length === 1, 30_000, 20);
+  let counts = { inUse: -1, idle: -1 };
+  await until(
+    () => `one /curl tab, idle; open: ${JSON.stringify(tabs)}, browserd_curl_tabs: ${JSON.stringify(counts)}`,
+    async () => {
+      counts = { inUse: await d.metric('browserd_curl_tabs{state="in_use"}'), idle: await d.metric('browserd_curl_tabs{state="idle"}') };
+      return counts.inUse === 0 && counts.idle === 1 && (tabs = await curlTabs()).length === 1;
+    },
+    30_000,
+    20,
+  );
   return tabs[0] as { targetId: string; url: string };
 }
 
@@ -113,4 +126,17 @@ test('a warm tab closed by a CDP client is not used again', async () => {
   await small();
   const next = await warmTab();
   assert.notEqual(next.targetId, tab.targetId);
+});
+
+test('a tab Chromium opens after the request\u2019s deadline ended is closed, not left behind', async () => {
+  // No idle tab: the request must open one, and timeout_ms 1 ends before Chromium can answer Target.createTarget.
+  const tab = await warmTab();
+  await cdp.send('Target.closeTarget', { targetId: tab.targetId });
+  await until('the warm tab gone', async () => (await curlTabs()).length === 0 && (await d.metric('browserd_curl_tabs{state="in_use"}')) === 0, 30_000, 20);
+  await expectError(await d.fetch('/browsers/local/curl', { method: 'POST', json: { url: `${base}/small`, timeout_ms: 1 } }), 504, 'timeout');
+  // The tab Chromium made for it shows up in its targets, then goes; nothing else opens one meanwhile.
+  let open: { targetId: string; url: string }[] = [];
+  await until(() => `no /curl tab left; open: ${JSON.stringify(open)}`, async () => (open = await curlTabs()).length === 0 && (await d.metric('browserd_curl_tabs{state="in_use"}')) === 0, 30_000, 20);
+  await small();
+  await warmTab();
 });

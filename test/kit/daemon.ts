@@ -185,6 +185,15 @@ export class Daemon {
     return (text === '' ? undefined : JSON.parse(text)) as T;
   }
 
+  /** One series of /metrics, e.g. `browserd_curl_tabs{state="idle"}` (labels as the daemon writes them); 0 when absent. */
+  async metric(series: string): Promise<number> {
+    const res = await this.fetch('/metrics');
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`GET /metrics: ${res.status} ${text.slice(0, 500)}`);
+    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+    return line === undefined ? 0 : Number(line.slice(series.length + 1));
+  }
+
   /** SIGTERM and wait for the exit. */
   async stop(): Promise<Exit> {
     if (this.proc.exitCode === null && this.proc.signalCode === null) {

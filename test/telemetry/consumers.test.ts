@@ -54,16 +54,9 @@ function waitEvent(what: string, pred: (e: Envelope) => boolean): Promise<Envelo
   return until(() => `${what}; seen: ${seen.slice(-15).map((e) => `${e.seq}:${e.event.type}`).join(' ')}`, () => seen.find(pred), 60_000);
 }
 
-/** A series of /metrics (0 when absent). */
-async function metric(series: string): Promise<number> {
-  const text = await (await d.fetch('/metrics')).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? 0 : Number(line.slice(series.length + 1));
-}
-
 /** browserd_computer_page_lookups_total{how} of /metrics. */
 function lookups(how: 'probed' | 'kept'): Promise<number> {
-  return metric(`browserd_computer_page_lookups_total{how="${how}"}`);
+  return d.metric(`browserd_computer_page_lookups_total{how="${how}"}`);
 }
 
 async function click(): Promise<void> {
@@ -119,7 +112,7 @@ test('telemetry, the computer controls and /curl on the same page at once: each 
   for (let i = 1; i <= clicks; i++) await waitEvent(`console_log click-${i}`, (e) => e.event.type === 'console_log' && e.event.data?.text === `click-${i}`);
   // /curl handed its tabs back: one is kept warm, the others of the burst are closed. (Hidden tabs are
   // not in /json/list: the daemon's gauge says it.)
-  await until('/curl has no tab in use and one idle', async () => (await metric('browserd_curl_tabs{state="in_use"}')) === 0 && (await metric('browserd_curl_tabs{state="idle"}')) === 1, 30_000, 20);
+  await until('/curl has no tab in use and one idle', async () => (await d.metric('browserd_curl_tabs{state="in_use"}')) === 0 && (await d.metric('browserd_curl_tabs{state="idle"}')) === 1, 30_000, 20);
 
   // Each console call once, the page's tab once: neither the controls' session nor /curl's is a second source.
   for (let i = 1; i <= clicks; i++) {

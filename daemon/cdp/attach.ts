@@ -5,7 +5,7 @@
 // only; it ends when the part detaches it, when the target goes, or with the client.
 import type { Protocol } from 'devtools-protocol';
 import type { Deadline } from '../core/deadline.js';
-import type { CdpClient, CommandName, EventName, EventParams, Params, Result } from './client.js';
+import { DEFAULT_CALL_TIMEOUT_MS, type CdpClient, type CommandName, type EventName, type EventParams, type Params, type Result } from './client.js';
 
 /** The deadline of a command (else `timeoutMs`, else the client's default). */
 export interface CallOptions {
@@ -85,9 +85,29 @@ export class PageSession {
   }
 }
 
-/** A flat session on `targetId` over the part's browser-level client `cdp`. */
+/**
+ * A command that makes something in Chromium (a tab, a session) under the caller's deadline. The
+ * command is not withdrawn when the deadline ends first: Chromium may still make the thing, and its
+ * answer then goes to `undo` (close the tab, detach the session), so nothing is left that nobody
+ * knows of. Without a deadline it is a plain command.
+ */
+async function sendOrUndo<M extends CommandName>(cdp: CdpClient, method: M, params: Params<M>, opts: CallOptions, undo: (late: Result<M>) => void): Promise<Result<M>> {
+  const { deadline } = opts;
+  if (deadline === undefined) return cdp.send(method, params, opts);
+  // The answer is awaited past the deadline (by the client's default), so that a late one can still be undone.
+  const sent = cdp.send(method, params, { timeoutMs: (Number.isFinite(deadline.at) ? deadline.left() : 0) + DEFAULT_CALL_TIMEOUT_MS });
+  try {
+    return await deadline.race(sent);
+  } catch (err) {
+    sent.then(undo, () => undefined);
+    throw err;
+  }
+}
+
+/** A flat session on `targetId` over the part's browser-level client `cdp` (a session attached after the deadline ended is detached). */
 export async function attachPage(cdp: CdpClient, targetId: string, opts: CallOptions = {}): Promise<PageSession> {
-  const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, opts);
+  const detach = ({ sessionId }: { sessionId: string }): void => void cdp.send('Target.detachFromTarget', { sessionId }, { timeoutMs: END_TIMEOUT_MS }).catch(() => undefined);
+  const { sessionId } = await sendOrUndo(cdp, 'Target.attachToTarget', { targetId, flatten: true }, opts, detach);
   return new PageSession(cdp, targetId, sessionId);
 }
 
@@ -97,14 +117,7 @@ export async function attachPage(cdp: CdpClient, targetId: string, opts: CallOpt
  * was sent; its answer, when it comes, names a tab nobody else knows of).
  */
 export async function openPage(cdp: CdpClient, params: Protocol.Target.CreateTargetRequest, opts: CallOptions = {}): Promise<PageSession> {
-  const created = cdp.send('Target.createTarget', params, { timeoutMs: opts.timeoutMs });
-  let targetId: string;
-  try {
-    ({ targetId } = await (opts.deadline?.race(created) ?? created));
-  } catch (err) {
-    created.then(({ targetId: late }) => closeTarget(cdp, late), () => undefined);
-    throw err;
-  }
+  const { targetId } = await sendOrUndo(cdp, 'Target.createTarget', params, opts, (late) => closeTarget(cdp, late.targetId));
   try {
     return await attachPage(cdp, targetId, opts);
   } catch (err) {

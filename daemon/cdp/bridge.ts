@@ -134,7 +134,7 @@ export class CdpBridge extends WebSocketHub {
         const current = await this.host.waitMux(deadline);
         if (ctx.socket.destroyed) return;
         try {
-          channel = await current.mux.open(kind, sink, deadline.signal);
+          channel = await current.mux.open(kind, sink, deadline);
           pid = current.pid;
         } catch (err) {
           if (err instanceof CdpCallError && err.answered) throw new NotFoundError(`no target ${kind.kind === 'target' ? kind.targetId : ''}: ${err.text}`);

@@ -15,6 +15,7 @@
 // when it starts like an answer to a pending command, that command fails at once — a mux's own call
 // with a CdpCallError marked `malformed`, a client's with an error answer of code
 // MALFORMED_ANSWER_CODE — instead of waiting for its deadline.
+import type { Deadline } from '../core/deadline.js';
 import type { Logger } from '../core/log.js';
 import { CdpPipe } from './pipe.js';
 import { Channel, type ChannelEnd, type ChannelKind, type ChannelSink } from './channel.js';
@@ -154,12 +155,26 @@ export class CdpMux {
     });
   }
 
-  /** A new channel with its own session; rejects when the session cannot be attached. */
-  async open(kind: ChannelKind, sink: ChannelSink, signal?: AbortSignal): Promise<Channel> {
-    const result =
+  /**
+   * A new channel with its own session; rejects when the session cannot be attached, or when
+   * `deadline` ends first. The attach is not withdrawn then: a session Chromium attaches after the
+   * caller gave up is detached again, never left attached with no channel.
+   */
+  async open(kind: ChannelKind, sink: ChannelSink, deadline?: Deadline): Promise<Channel> {
+    const attaching =
       kind.kind === 'browser'
-        ? await this.call<{ sessionId: string }>('Target.attachToBrowserTarget', {}, signal)
-        : await this.call<{ sessionId: string }>('Target.attachToTarget', { targetId: kind.targetId, flatten: true }, signal);
+        ? this.call<{ sessionId: string }>('Target.attachToBrowserTarget', {})
+        : this.call<{ sessionId: string }>('Target.attachToTarget', { targetId: kind.targetId, flatten: true });
+    let result: { sessionId: string };
+    try {
+      result = await (deadline === undefined ? attaching : deadline.race(attaching));
+    } catch (err) {
+      attaching.then(
+        (late) => void this.call('Target.detachFromTarget', { sessionId: late.sessionId }).catch(() => undefined),
+        () => undefined,
+      );
+      throw err;
+    }
     const channel = new Channel(kind, result.sessionId, sink, {
       send: (c, data) => this.fromClient(c, data),
       close: (c) => this.drop(c, true),

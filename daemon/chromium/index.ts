@@ -202,7 +202,7 @@ export function createBrowser(ctx: ModuleContext, deps: BrowserDeps): Browser {
     snapshot,
     async withCdp(fn, deadline) {
       const { mux, pid } = await sup.waitMux(deadline);
-      const cdp = await CdpClient.overChannel((sink) => mux.open({ kind: 'browser' }, sink, deadline.signal));
+      const cdp = await CdpClient.overChannel((sink) => mux.open({ kind: 'browser' }, sink, deadline));
       try {
         return await fn(cdp, pid);
       } finally {

@@ -150,7 +150,7 @@ export class ChromiumRun {
     const version = await this.proc.waitReady(
       async (d) => {
         const v = await this.mux.call<BrowserVersion>('Browser.getVersion', {}, d.signal);
-        this.cdp = await CdpClient.overChannel((sink) => this.mux.open({ kind: 'browser' }, sink, d.signal));
+        this.cdp = await CdpClient.overChannel((sink) => this.mux.open({ kind: 'browser' }, sink, d));
         await prepare();
         return v;
       },

@@ -2,7 +2,7 @@
 // register (WebMCP), listed and called on the daemon's own CDP session.
 import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
-import { Deadline } from '../core/deadline.js';
+import { Deadline, deadlineEnded } from '../core/deadline.js';
 import { lazy } from '../core/lazy.js';
 import type { Browser } from '../chromium/types.js';
 import type { Route } from '../http/router.js';
@@ -56,6 +56,17 @@ const invokeResult = lazy(() => z.object({
   error_text: z.string().optional().describe('Why not (error: the exception the tool threw, or Chromium\'s reason)'),
 }));
 
+/** `work` under `deadline` (disposed after): its end is 504 timeout, or 503 when the client went away, never an internal error. */
+async function bounded<T>(deadline: Deadline, what: string, ms: number, work: (d: Deadline) => Promise<T>): Promise<T> {
+  try {
+    return await work(deadline);
+  } catch (err) {
+    throw deadlineEnded(err, deadline, { timedOut: `${what} did not finish within ${ms} ms`, abandoned: `${what} was abandoned: the client went away or browserd is stopping` }) ?? err;
+  } finally {
+    deadline.dispose();
+  }
+}
+
 export interface WebMcpRouteDeps {
   browser: Pick<Browser, 'withCdp'>;
   /** One telemetry event per invocation. */
@@ -78,7 +89,10 @@ export function webmcpRoutes(deps: WebMcpRouteDeps): Route[] {
         errors: [503, 504],
       }),
       handler: async (ctx) => {
-        const tools = await browser.withCdp((cdp) => listTools(cdp, Deadline.in(LIST_TIMEOUT_MS, 'listing the WebMCP tools', ctx.signal)), Deadline.in(LIST_TIMEOUT_MS, 'waiting for Chromium', ctx.signal));
+        const what = 'listing the WebMCP tools';
+        const tools = await bounded(Deadline.in(LIST_TIMEOUT_MS, what, ctx.signal), what, LIST_TIMEOUT_MS, (deadline) =>
+          browser.withCdp((cdp) => listTools(cdp, deadline), deadline),
+        );
         return { status: 200, body: { tools } };
       },
     }),
@@ -105,9 +119,10 @@ export function webmcpRoutes(deps: WebMcpRouteDeps): Route[] {
         let r: Invocation | undefined;
         let failed: string | undefined;
         try {
-          r = await browser.withCdp(
-            (cdp) => invokeTool(cdp, ref, body.input ?? {}, timeoutMs, Deadline.in(timeoutMs + INVOKE_SLACK_MS, 'invoking a WebMCP tool', ctx.signal)),
-            Deadline.in(INVOKE_SLACK_MS, 'waiting for Chromium', ctx.signal),
+          const what = `invoking WebMCP tool ${ref.name}`;
+          const waitMs = timeoutMs + INVOKE_SLACK_MS;
+          r = await bounded(Deadline.in(waitMs, what, ctx.signal), what, waitMs, (deadline) =>
+            browser.withCdp((cdp) => invokeTool(cdp, ref, body.input ?? {}, timeoutMs, deadline), deadline),
           );
           return { status: 200, body: r };
         } catch (err) {

@@ -5,6 +5,7 @@
 // every tool the page has (seen on Chromium 156). A tool is named by its page, frame and name:
 // the tool_ref (tool-ref.ts).
 import type { Protocol } from 'devtools-protocol';
+import { attachPage } from '../cdp/attach.js';
 import type { CdpClient } from '../cdp/client.js';
 import type { Deadline } from '../core/deadline.js';
 import { BrowserdError, NotFoundError } from '../core/errors.js';
@@ -23,13 +24,13 @@ export interface Invocation {
   error_text?: string;
 }
 
-/** Runs `fn` on a flat session of the page `targetId`, detached after. */
+/** Runs `fn` on a flat session of the page `targetId`, detached after (also when the deadline ended: the detach is not bound by it). */
 async function withPage<T>(cdp: CdpClient, targetId: string, deadline: Deadline, fn: (sessionId: string) => Promise<T>): Promise<T> {
-  const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true }, { deadline });
+  const page = await attachPage(cdp, targetId, { deadline });
   try {
-    return await fn(sessionId);
+    return await fn(page.sessionId);
   } finally {
-    await cdp.send('Target.detachFromTarget', { sessionId }, { deadline }).catch(() => undefined);
+    page.detach();
   }
 }
 

@@ -9,7 +9,9 @@ import { test } from 'node:test';
 import type { ChannelEnd } from '../../daemon/cdp/channel.js';
 import { CdpMux } from '../../daemon/cdp/mux.js';
 import { commandGuard, parseHead, parseTail, rewrite } from '../../daemon/cdp/wire.js';
+import { Deadline, DeadlineError } from '../../daemon/core/deadline.js';
 import { createLogger } from '../../daemon/core/log.js';
+import { until } from '../kit/wait.js';
 
 const log = createLogger('silent');
 
@@ -21,6 +23,8 @@ class FakeChromium {
   private buf = '';
   private sessions = 0;
   bigAnswer = 0;
+  /** While set, attach commands are kept unanswered here (a Chromium slow to attach); `answerHeld` answers them. */
+  holdAttach: (() => void)[] | null = null;
 
   constructor() {
     this.toChromium.setEncoding('utf8').on('data', (d: string) => {
@@ -52,6 +56,11 @@ class FakeChromium {
 
   private onCommand(m: Record<string, unknown>): void {
     this.received.push(m);
+    if (this.holdAttach !== null && (m.method === 'Target.attachToBrowserTarget' || m.method === 'Target.attachToTarget')) this.holdAttach.push(() => this.answer(m));
+    else this.answer(m);
+  }
+
+  private answer(m: Record<string, unknown>): void {
     const id = m.id as number;
     const sessionId = m.sessionId as string | undefined;
     const method = m.method as string;
@@ -202,6 +211,24 @@ test('a closed channel is detached in Chromium; Chromium going away ends every c
   await assert.rejects(pending, /Chromium went away/);
   assert.equal(b.client.ended?.code, 'browser_gone');
   await assert.rejects(open(mux), /Chromium went away/);
+});
+
+test('a session Chromium attaches after the opener\u2019s deadline ended is detached again, not left without a channel', async () => {
+  const { chromium, mux } = setup();
+  chromium.holdAttach = [];
+  const deadline = Deadline.in(30, 'opening a channel');
+  await assert.rejects(mux.open({ kind: 'browser' }, { message: () => undefined, ended: () => undefined }, deadline), DeadlineError);
+  assert.equal(mux.channelCount, 0);
+  const held = chromium.holdAttach;
+  chromium.holdAttach = null;
+  for (const answer of held) answer();
+  const late = `S${'1'.padStart(31, '0')}`;
+  await until('the late session detached', () => chromium.received.some((m) => m.method === 'Target.detachFromTarget' && (m.params as { sessionId: string }).sessionId === late), 5000, 5);
+  const attached = chromium.received.filter((m) => m.method === 'Target.attachToBrowserTarget').length;
+  assert.equal(attached, 1);
+  // The mux goes on: the next channel opens.
+  await open(mux);
+  assert.equal(mux.channelCount, 1);
 });
 
 test('an answer over the message bound is dropped and its channel closed (too_big); the pipe goes on', async () => {

@@ -26,6 +26,8 @@ interface LiveRequest {
 }
 
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+/** How long a keep-alive connection may wait for its next request (docs/operations.md). */
+export const KEEP_ALIVE_MS = 120_000;
 
 export interface ServerDeps {
   config: Config;
@@ -61,7 +63,11 @@ export class HttpServer {
     const idleMs = deps.config.http.requestIdleTimeoutMs;
     this.server = createServer(
       {
-        keepAliveTimeout: 5000,
+        // Longer than any client keeps an idle connection (undici and Node's agent follow the
+        // `Keep-Alive: timeout=` hint; Go's transport keeps one 90 s): the client always closes first,
+        // so a request is never sent on a connection the daemon is closing at that moment (which the
+        // client sees as "other side closed", with no answer and no safe retry for a POST).
+        keepAliveTimeout: KEEP_ALIVE_MS,
         // No whole-request limit (Node's default cuts at 300 s an upload of up to 4 GiB that is still
         // sending): a body that stops arriving is ended by the idle timeout instead (request-idle.ts).
         requestTimeout: 0,

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startDaemon, type Daemon } from '../kit/daemon.js';
+import { until } from '../kit/wait.js';
 
 const IDLE_MS = 2000;
 /** The steady upload: a chunk every GAP_MS (well inside the timeout), CHUNKS of them: 3× the timeout in all. */
@@ -96,6 +97,24 @@ test('a request whose headers stop arriving: 408 timeout, connection closed', { 
   const text = await reply;
   assert.match(text, /^HTTP\/1\.1 408 /, text);
   assert.match(text, /"code":"timeout"/);
+});
+
+test('a keep-alive connection waits longer than clients keep theirs: Keep-Alive says 120 s, and a request after 6 s idle is answered on it', async () => {
+  const { socket, reply } = connect();
+  let text = '';
+  socket.on('data', (b: Buffer) => (text += b.toString('latin1')));
+  const get = 'GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: keep-alive\r\n\r\n';
+  const answers = (): number => text.split('HTTP/1.1 200').length - 1;
+  await write(socket, get);
+  await until('the first answer', () => answers() === 1, 30_000, 10);
+  assert.match(text, /\r\nkeep-alive: timeout=120\r\n/i);
+  // Past Node's default (5 s), which clients that ignore the hint (Go's transport: 90 s) would race.
+  await sleep(6000);
+  assert.ok(!socket.destroyed && socket.readyState === 'open', 'the daemon kept the connection');
+  await write(socket, get);
+  await until('the second answer on the same connection', () => answers() === 2, 30_000, 10);
+  socket.end();
+  await reply;
 });
 
 test('the daemon serves on afterwards', async () => {

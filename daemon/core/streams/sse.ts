@@ -54,8 +54,8 @@ export const SSE_STALL_MS = 30_000;
 /**
  * Writes `text` (at most about SSE_BATCH_BYTES: the caller's batch) and waits for the socket to take
  * it, so a reader costs at most one batch in the daemon's memory. True: go on. False: the reader
- * took none of it for `stallMs`; `farewell` (one frame naming why) is written, the response ended,
- * and the socket destroyed after another `stallMs` if it still reads nothing.
+ * took none of it for `stallMs`; `farewell` (one frame naming why) is written, the response ended
+ * and its connection closed after it, or destroyed after another `stallMs` if it still reads nothing.
  */
 export async function writeOrDrop(res: ServerResponse, text: string, signal: AbortSignal, farewell: () => string, stallMs = SSE_STALL_MS): Promise<boolean> {
   if (res.write(text)) return true;
@@ -69,7 +69,10 @@ export async function writeOrDrop(res: ServerResponse, text: string, signal: Abo
   }
   if (!stall.signal.aborted || signal.aborted || res.destroyed) return true;
   if (res.writableNeedDrain) {
-    res.end(farewell());
+    // Dropped with its connection: once the farewell is out the connection ends (it is not kept for
+    // another request of a client that stopped reading), and it is destroyed if it still reads nothing.
+    const socket = res.socket; // detached from the response once it finished
+    res.end(farewell(), () => socket?.end());
     setTimeout(() => res.destroy(), stallMs).unref();
     return false;
   }

@@ -45,6 +45,8 @@ export class HttpServer {
   private stopping = false;
   /** Requests whose response has not closed: shutdown aborts their signal. */
   private readonly live = new Set<LiveRequest>();
+  /** Every open connection (close() ends those that never sent a byte: Node's closeIdleConnections leaves them). */
+  private readonly sockets = new Set<Socket>();
   /** Sockets handed to upgrade routes: server.close() would wait for them forever. */
   private readonly upgraded = new Set<Duplex>();
   private closing: Promise<void> | null = null;
@@ -77,6 +79,10 @@ export class HttpServer {
       },
       (req, res) => void this.onRequest(req, res),
     );
+    this.server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
       if (!socket.writable) return socket.destroy();
@@ -107,6 +113,10 @@ export class HttpServer {
     this.closing ??= new Promise<void>((resolve) => {
       this.stopRequests();
       const timer = setTimeout(() => {
+        this.deps.log.warn(
+          { event: 'http_close_forced', connections: this.sockets.size, upgraded: this.upgraded.size, deadline_ms: deadlineMs },
+          'connections still open at the shutdown deadline are cut',
+        );
         this.server.closeAllConnections();
         for (const socket of this.upgraded) socket.destroy();
       }, deadlineMs);
@@ -115,6 +125,8 @@ export class HttpServer {
         resolve();
       });
       this.server.closeIdleConnections();
+      // A connection that has sent nothing yet is idle too (no request is lost), but Node waits for its headers.
+      for (const socket of this.sockets) if (socket.bytesRead === 0) socket.destroy();
     });
     return this.closing;
   }
@@ -148,6 +160,9 @@ export class HttpServer {
     let keyId: string | undefined;
     let htmlErrors = false;
     res.setHeader('x-request-id', reqId);
+    // Shutdown: no connection is kept for another request (close() waits for every connection).
+    const socket = req.socket;
+    if (this.stopping) res.setHeader('connection', 'close');
     // A request with an Idempotency-Key owns its work beyond its connection: the client going away
     // does not abort it (its retry picks the answer up); shutdown does.
     const keyed = isStateChanging(req.method) && req.headers['idempotency-key'] !== undefined;
@@ -162,6 +177,8 @@ export class HttpServer {
       this.accessLog.info({ req_id: reqId, event: 'request', method: req.method, route: routeName, status, ms: Math.round(ms * 10) / 10, key_id: keyId }, 'request');
       this.deps.onRequestDone?.({ method: req.method ?? '', route: routeName, status, ms, reqId, keyId });
       this.live.delete(live);
+      // An answer that ended during shutdown (its headers went out before it: they said keep-alive).
+      if (this.stopping && !socket.destroyed) socket.end();
       if (keyed) return;
       gone.abort();
       live.abort.abort();

@@ -121,9 +121,15 @@ export function webmcpRoutes(deps: WebMcpRouteDeps): Route[] {
         try {
           const what = `invoking WebMCP tool ${ref.name}`;
           const waitMs = timeoutMs + INVOKE_SLACK_MS;
-          r = await bounded(Deadline.in(waitMs, what, ctx.signal), what, waitMs, (deadline) =>
-            browser.withCdp((cdp) => invokeTool(cdp, ref, body.input ?? {}, timeoutMs, deadline), deadline),
-          );
+          r = await bounded(Deadline.in(waitMs, what, ctx.signal), what, waitMs, async (deadline) => {
+            // Chromium not ready within the slack: 503 (the tool's own timeout is for the tool).
+            const ready = deadline.child(INVOKE_SLACK_MS, 'waiting for Chromium');
+            try {
+              return await browser.withCdp((cdp) => invokeTool(cdp, ref, body.input ?? {}, timeoutMs, deadline), ready);
+            } finally {
+              ready.dispose();
+            }
+          });
           return { status: 200, body: r };
         } catch (err) {
           failed = (err as { code?: string }).code ?? 'internal_error';

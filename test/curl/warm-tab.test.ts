@@ -2,7 +2,8 @@
 // the isolation of a tab per request: consecutive requests go through the same tab, whose document
 // is still the empty about:blank after each (nothing of a request commits in it); a request that ends badly (past
 // timeout_ms, over the size limit, its answer never read) has its tab closed, and the next request
-// gets a fresh one; a tab someone else closed is never used again.
+// gets a fresh one; a tab someone else closed is never used again; a tab Chromium opens after the
+// request's deadline ended is closed (daemon/cdp/attach.ts).
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

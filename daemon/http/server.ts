@@ -1,6 +1,5 @@
 // The HTTP server: request ids, routing, auth, the session check, one error shape, access logs,
-// metrics, WebSocket upgrades, and a graceful close with a deadline (requests' abort signals,
-// made only when asked for, at the end).
+// metrics, WebSocket upgrades; its connections and their graceful close are drain.ts's.
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, ServerResponse, createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -14,20 +13,14 @@ import { isStateChanging, runKeyed, runRoute } from './dispatch.js';
 import { BodyTap, IdempotencyStore } from './idempotency.js';
 import { parseParams, parseQuery } from './query.js';
 import { watchRequestIdle } from './request-idle.js';
+import { Drain, KEEP_ALIVE_MS } from './drain.js';
+import { LazyAbort } from './lazy-abort.js';
 import { BadRequestError, InvalidRequestError, NotFoundError, TimeoutError, UnauthorizedError } from '../core/errors.js';
 import { MethodNotAllowedError, toHttpError, type HttpError } from './errors.js';
 import { withRootPaths } from './route.js';
 import { Router, type RequestContext, type Route } from './router.js';
 
-/** A request in flight, as shutdown sees it. */
-interface LiveRequest {
-  res: ServerResponse;
-  abort: LazyAbort;
-}
-
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
-/** How long a keep-alive connection may wait for its next request (docs/operations.md). */
-export const KEEP_ALIVE_MS = 120_000;
 
 export interface ServerDeps {
   config: Config;
@@ -42,14 +35,7 @@ export interface ServerDeps {
 export class HttpServer {
   readonly router: Router;
   private readonly server: Server;
-  private stopping = false;
-  /** Requests whose response has not closed: shutdown aborts their signal. */
-  private readonly live = new Set<LiveRequest>();
-  /** Every open connection (close() ends those that never sent a byte: Node's closeIdleConnections leaves them). */
-  private readonly sockets = new Set<Socket>();
-  /** Sockets handed to upgrade routes: server.close() would wait for them forever. */
-  private readonly upgraded = new Set<Duplex>();
-  private closing: Promise<void> | null = null;
+  private readonly drain: Drain;
   private readonly idempotency: IdempotencyStore;
   /**
    * The access line's logger: pino's field redaction (token, authorization, … by name) off, as the
@@ -65,10 +51,6 @@ export class HttpServer {
     const idleMs = deps.config.http.requestIdleTimeoutMs;
     this.server = createServer(
       {
-        // Longer than any client keeps an idle connection (undici and Node's agent follow the
-        // `Keep-Alive: timeout=` hint; Go's transport keeps one 90 s): the client always closes first,
-        // so a request is never sent on a connection the daemon is closing at that moment (which the
-        // client sees as "other side closed", with no answer and no safe retry for a POST).
         keepAliveTimeout: KEEP_ALIVE_MS,
         // No whole-request limit (Node's default cuts at 300 s an upload of up to 4 GiB that is still
         // sending): a body that stops arriving is ended by the idle timeout instead (request-idle.ts).
@@ -79,10 +61,7 @@ export class HttpServer {
       },
       (req, res) => void this.onRequest(req, res),
     );
-    this.server.on('connection', (socket: Socket) => {
-      this.sockets.add(socket);
-      socket.once('close', () => this.sockets.delete(socket));
-    });
+    this.drain = new Drain(this.server, deps.log);
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
       if (!socket.writable) return socket.destroy();
@@ -110,43 +89,12 @@ export class HttpServer {
 
   /** Graceful: stop accepting, end streams, let requests in flight finish within `deadlineMs`. Idempotent. */
   close(deadlineMs: number): Promise<void> {
-    this.closing ??= new Promise<void>((resolve) => {
-      this.stopRequests();
-      const timer = setTimeout(() => {
-        this.deps.log.warn(
-          { event: 'http_close_forced', connections: this.sockets.size, upgraded: this.upgraded.size, deadline_ms: deadlineMs },
-          'connections still open at the shutdown deadline are cut',
-        );
-        this.server.closeAllConnections();
-        for (const socket of this.upgraded) socket.destroy();
-      }, deadlineMs);
-      this.server.close(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-      this.server.closeIdleConnections();
-      // A connection that has sent nothing yet is idle too (no request is lost), but Node waits for its headers.
-      for (const socket of this.sockets) if (socket.bytesRead === 0) socket.destroy();
-    });
-    return this.closing;
+    return this.drain.close(deadlineMs);
   }
 
   /** Now: every connection is cut. Idempotent. */
   destroy(): void {
-    this.stopRequests();
-    this.server.close();
-    this.server.closeAllConnections();
-    for (const socket of this.upgraded) socket.destroy();
-  }
-
-  /** Shutdown: the signal of every request in flight is aborted; a reply still to come closes its connection, so close() need not wait out keep-alive. */
-  private stopRequests(): void {
-    if (this.stopping) return;
-    this.stopping = true;
-    for (const { res, abort } of this.live) {
-      if (!res.headersSent) res.setHeader('connection', 'close');
-      abort.abort();
-    }
+    this.drain.destroy();
   }
 
   private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -160,15 +108,12 @@ export class HttpServer {
     let keyId: string | undefined;
     let htmlErrors = false;
     res.setHeader('x-request-id', reqId);
-    // Shutdown: no connection is kept for another request (close() waits for every connection).
-    const socket = req.socket;
-    if (this.stopping) res.setHeader('connection', 'close');
     // A request with an Idempotency-Key owns its work beyond its connection: the client going away
     // does not abort it (its retry picks the answer up); shutdown does.
     const keyed = isStateChanging(req.method) && req.headers['idempotency-key'] !== undefined;
-    const live: LiveRequest = { res, abort: new LazyAbort() };
+    const ended = new LazyAbort(); // the request's signal: shutdown, or its response closed
     const gone = new LazyAbort();
-    this.live.add(live);
+    const closed = this.drain.request(req, res, ended);
     if (!req.complete && hasBody(req)) watchRequestIdle(req, this.deps.config.http.requestIdleTimeoutMs, () => this.onRequestIdle(req, res, logOf()));
     res.on('close', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
@@ -176,12 +121,10 @@ export class HttpServer {
       this.deps.metrics.httpDuration.observe({ method: req.method ?? '', route: routeName, status: String(status) }, ms / 1000);
       this.accessLog.info({ req_id: reqId, event: 'request', method: req.method, route: routeName, status, ms: Math.round(ms * 10) / 10, key_id: keyId }, 'request');
       this.deps.onRequestDone?.({ method: req.method ?? '', route: routeName, status, ms, reqId, keyId });
-      this.live.delete(live);
-      // An answer that ended during shutdown (its headers went out before it: they said keep-alive).
-      if (this.stopping && !socket.destroyed) socket.end();
+      closed();
       if (keyed) return;
       gone.abort();
-      live.abort.abort();
+      ended.abort();
     });
 
     try {
@@ -216,7 +159,7 @@ export class HttpServer {
           return logOf();
         },
         get signal() {
-          return live.abort.signal;
+          return ended.signal;
         },
         get clientGone() {
           return gone.signal;
@@ -326,8 +269,7 @@ export class HttpServer {
       if (!typed.ok || !query.ok) throw new BadRequestError([...(typed.ok ? [] : typed.problems), ...(query.ok ? [] : query.problems)]);
       if (socket.destroyed) return; // gone while its token was verified
       log.info({ event: 'upgrade', route: routeName, key_id: identity.keyId }, 'websocket upgrade');
-      this.upgraded.add(socket);
-      socket.once('close', () => this.upgraded.delete(socket));
+      this.drain.upgraded(socket);
       const refuse = (err: unknown): void => {
         const httpErr = toHttpError(err);
         if (httpErr.unexpected) log.error({ event: 'internal_error', route: routeName, err }, 'unhandled error in an upgrade');
@@ -436,33 +378,4 @@ function writeRaw(socket: Duplex, status: number, body: unknown, headers: Record
 
 function httpStatusText(status: number): string {
   return STATUS_CODES[status] ?? 'Error';
-}
-
-// An abort signal made only when someone asks for it. Each request has two (its `signal` and its
-// `clientGone`), aborted when its response closes; most handlers never read them, and an
-// AbortController that is aborted builds a DOMException with a stack trace: with both made and
-// aborted at every request, that was ~6% of the CPU of a small stdin write. Same behaviour as an
-// AbortController: a signal asked for after the abort is already aborted (with the same reason
-// kind, an AbortError), and listeners added before it hear it once.
-export class LazyAbort {
-  private controller: AbortController | null = null;
-  private done = false;
-
-  get signal(): AbortSignal {
-    if (this.controller === null) {
-      this.controller = new AbortController();
-      if (this.done) this.controller.abort();
-    }
-    return this.controller.signal;
-  }
-
-  get aborted(): boolean {
-    return this.done;
-  }
-
-  abort(): void {
-    if (this.done) return;
-    this.done = true;
-    this.controller?.abort();
-  }
 }

@@ -22,7 +22,13 @@ async function slowChromium(): Promise<{ cdp: CdpClient; sent: Sent[]; answer(me
   let deliver: (m: unknown) => void = () => undefined;
   const cdp = await CdpClient.overChannel((sink) => {
     deliver = (m) => sink.message(Buffer.from(JSON.stringify(m)));
-    const channel = { send: (text: string) => void sent.push(JSON.parse(text) as Sent), close: () => undefined, reportMalformed: () => undefined, browserCommands: () => 0 };
+    const send = (text: string): void => {
+      const m = JSON.parse(text) as Sent;
+      sent.push(m);
+      // Closing and detaching are answered at once (nothing waits out their timeout); the rest when the test says.
+      if (m.method === 'Target.closeTarget' || m.method === 'Target.detachFromTarget') setImmediate(() => deliver({ id: m.id, result: {} }));
+    };
+    const channel = { send, close: () => undefined, reportMalformed: () => undefined, browserCommands: () => 0 };
     return Promise.resolve(channel as unknown as Channel);
   });
   const answer = (method: string, result: unknown): void => {
